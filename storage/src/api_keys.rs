@@ -1,0 +1,545 @@
+//! API keys: the two plaintext formats, scopes, issuing, and authentication by
+//! keyed-hash lookup. The plaintext exists only in the value returned by
+//! `issue`; the table holds its HMAC-SHA256 and a short hint.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rand::RngExt;
+use rand::distr::Alphanumeric;
+use sqlx::types::Json;
+use ulid::Ulid;
+
+use crate::db::on_pool;
+use crate::ids::{AgencyId, ApiKeyId, UserId};
+use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
+
+/// Length of the random part of an `sk_` key (base62, about 190 bits).
+const SK_RANDOM_LEN: usize = 32;
+/// Shortest random part accepted as an `sk_` key.
+const SK_RANDOM_MIN: usize = 24;
+/// Longest random part accepted as an `sk_` key.
+const SK_RANDOM_MAX: usize = 128;
+/// Longest key name accepted.
+const MAX_NAME_LEN: usize = 100;
+
+/// The two plaintext formats of the specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyFormat {
+    /// `sk_live_…` / `sk_test_…` followed by random base62.
+    Sk,
+    /// `ma_live_ak_…` / `ma_test_ak_…` followed by a ULID.
+    Ma,
+}
+
+impl KeyFormat {
+    /// `sk` or `ma`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Sk => "sk",
+            Self::Ma => "ma",
+        }
+    }
+
+    /// Parses `sk` or `ma`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "sk" => Some(Self::Sk),
+            "ma" => Some(Self::Ma),
+            _ => None,
+        }
+    }
+
+    const fn prefix(self, environment: Environment) -> &'static str {
+        match (self, environment) {
+            (Self::Sk, Environment::Live) => "sk_live_",
+            (Self::Sk, Environment::Sandbox) => "sk_test_",
+            (Self::Ma, Environment::Live) => "ma_live_ak_",
+            (Self::Ma, Environment::Sandbox) => "ma_test_ak_",
+        }
+    }
+}
+
+/// The format and environment a presented string claims by its shape, or `None`
+/// when it cannot be a key of ours at all (the "malformed" case).
+pub fn key_shape(text: &str) -> Option<(KeyFormat, Environment)> {
+    for format in [KeyFormat::Sk, KeyFormat::Ma] {
+        for environment in [Environment::Live, Environment::Sandbox] {
+            let Some(rest) = text.strip_prefix(format.prefix(environment)) else {
+                continue;
+            };
+            let well_formed = match format {
+                KeyFormat::Sk => {
+                    (SK_RANDOM_MIN..=SK_RANDOM_MAX).contains(&rest.len())
+                        && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+                }
+                KeyFormat::Ma => rest.len() == ulid::ULID_LEN && Ulid::from_string(rest).is_ok(),
+            };
+            return well_formed.then_some((format, environment));
+        }
+    }
+    None
+}
+
+/// What a key permits. The six scopes of the specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// Read listings and their orders.
+    ListingsRead,
+    /// Create listings, change status, cancel, patch sections.
+    ListingsWrite,
+    /// Upload media.
+    MediaWrite,
+    /// Read shoot availability.
+    SchedulingRead,
+    /// Read the agency's users.
+    UsersRead,
+    /// Read the webhook event catalog.
+    WebhooksRead,
+}
+
+impl Scope {
+    /// Every scope.
+    pub const ALL: [Scope; 6] = [
+        Scope::ListingsRead,
+        Scope::ListingsWrite,
+        Scope::MediaWrite,
+        Scope::SchedulingRead,
+        Scope::UsersRead,
+        Scope::WebhooksRead,
+    ];
+
+    /// The scope a key gets when none is asked for.
+    pub const DEFAULT: Scope = Scope::ListingsRead;
+
+    /// The wire name (`listings:read`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ListingsRead => "listings:read",
+            Self::ListingsWrite => "listings:write",
+            Self::MediaWrite => "media:write",
+            Self::SchedulingRead => "scheduling:read",
+            Self::UsersRead => "users:read",
+            Self::WebhooksRead => "webhooks:read",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|scope| scope.as_str() == text)
+    }
+}
+
+/// Where a key is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyStatus {
+    /// Authenticates.
+    Active,
+    /// Replaced by a newer key but still authenticates until `expires_at`.
+    Rotating,
+    /// Revoked for good.
+    Revoked,
+    /// Its rotation overlap ended.
+    Expired,
+}
+
+impl KeyStatus {
+    /// The column value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Rotating => "rotating",
+            Self::Revoked => "revoked",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Parses a column value.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Active, Self::Rotating, Self::Revoked, Self::Expired]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// A stored key (never its plaintext).
+#[derive(Clone, Debug)]
+pub struct ApiKey {
+    /// Its id.
+    pub id: ApiKeyId,
+    /// The agency it is bound to.
+    pub agency_id: AgencyId,
+    /// A descriptive name.
+    pub name: String,
+    /// Recognisable fragment of the plaintext, e.g. `sk_live_…a1b2`.
+    pub hint: String,
+    /// Plaintext format.
+    pub format: KeyFormat,
+    /// What it permits.
+    pub scopes: Vec<Scope>,
+    /// Live or sandbox.
+    pub environment: Environment,
+    /// Lifecycle state.
+    pub status: KeyStatus,
+    /// The user who created it (the acting user of its requests).
+    pub created_by: Option<UserId>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When a rotation replaced it.
+    pub rotation_started_at: Option<Timestamp>,
+    /// After this instant it no longer authenticates.
+    pub expires_at: Option<Timestamp>,
+    /// When it was revoked.
+    pub revoked_at: Option<Timestamp>,
+    /// Per-endpoint budgets (requests per minute) replacing the defaults.
+    pub rate_limit_overrides: BTreeMap<String, u32>,
+}
+
+/// Why a key that was found does not authenticate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyUnusable {
+    /// It was revoked.
+    Revoked,
+    /// Its expiry passed.
+    Expired,
+}
+
+impl ApiKey {
+    /// Whether the key authenticates at `now`.
+    pub fn check_usable(&self, now: Timestamp) -> Result<(), KeyUnusable> {
+        match self.status {
+            KeyStatus::Revoked => Err(KeyUnusable::Revoked),
+            KeyStatus::Expired => Err(KeyUnusable::Expired),
+            _ if self.revoked_at.is_some() => Err(KeyUnusable::Revoked),
+            _ if self.expires_at.is_some_and(|at| at <= now) => Err(KeyUnusable::Expired),
+            KeyStatus::Active | KeyStatus::Rotating => Ok(()),
+        }
+    }
+
+    /// Whether the key holds `scope`.
+    pub fn has_scope(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+
+    /// The tenant its requests act for.
+    pub fn tenant(&self) -> Tenant {
+        Tenant::new(self.agency_id.clone(), self.environment)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct ApiKeyRow {
+    id: ApiKeyId,
+    agency_id: AgencyId,
+    name: String,
+    key_hint: String,
+    format: String,
+    scopes: Json<Vec<String>>,
+    is_sandbox: bool,
+    status: String,
+    created_by: Option<UserId>,
+    created_at: Timestamp,
+    rotation_started_at: Option<Timestamp>,
+    expires_at: Option<Timestamp>,
+    revoked_at: Option<Timestamp>,
+    rate_limit_overrides: Json<BTreeMap<String, u32>>,
+}
+
+impl TryFrom<ApiKeyRow> for ApiKey {
+    type Error = StorageError;
+
+    fn try_from(row: ApiKeyRow) -> Result<Self> {
+        let corrupt = |what: &str| StorageError::Corrupt(format!("api key {}: {what}", row.id));
+        let format = KeyFormat::parse(&row.format).ok_or_else(|| corrupt("format"))?;
+        let status = KeyStatus::parse(&row.status).ok_or_else(|| corrupt("status"))?;
+        let scopes = row
+            .scopes
+            .0
+            .iter()
+            .map(|s| Scope::parse(s).ok_or_else(|| corrupt("scope")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            id: row.id,
+            agency_id: row.agency_id,
+            name: row.name,
+            hint: row.key_hint,
+            format,
+            scopes,
+            environment: Environment::from_sandbox_flag(row.is_sandbox),
+            status,
+            created_by: row.created_by,
+            created_at: row.created_at,
+            rotation_started_at: row.rotation_started_at,
+            expires_at: row.expires_at,
+            revoked_at: row.revoked_at,
+            rate_limit_overrides: row.rate_limit_overrides.0,
+        })
+    }
+}
+
+const KEY_COLUMNS: &str = "id, agency_id, name, key_hint, format, scopes, is_sandbox, status, \
+     created_by, created_at, rotation_started_at, expires_at, revoked_at, rate_limit_overrides";
+
+/// A key's plaintext. Shown once; `Debug` never prints it.
+pub struct Plaintext(String);
+
+impl Plaintext {
+    /// The plaintext, for the one response that shows it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Plaintext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Plaintext(<redacted>)")
+    }
+}
+
+/// A newly issued key and its plaintext.
+#[derive(Debug)]
+pub struct IssuedKey {
+    /// The stored record.
+    pub key: ApiKey,
+    /// The plaintext, which is not stored anywhere.
+    pub plaintext: Plaintext,
+}
+
+/// What to issue.
+#[derive(Clone, Debug)]
+pub struct NewApiKey {
+    /// A descriptive name (required).
+    pub name: String,
+    /// Scopes; empty means the default scope.
+    pub scopes: Vec<Scope>,
+    /// Live or sandbox.
+    pub environment: Environment,
+    /// Plaintext format.
+    pub format: KeyFormat,
+    /// The acting user of the key's requests.
+    pub created_by: Option<UserId>,
+    /// Per-endpoint budgets.
+    pub rate_limit_overrides: BTreeMap<String, u32>,
+}
+
+fn generate_plaintext(format: KeyFormat, environment: Environment, now: Timestamp) -> String {
+    let prefix = format.prefix(environment);
+    match format {
+        KeyFormat::Sk => {
+            let random: String = rand::rng()
+                .sample_iter(Alphanumeric)
+                .take(SK_RANDOM_LEN)
+                .map(char::from)
+                .collect();
+            format!("{prefix}{random}")
+        }
+        KeyFormat::Ma => {
+            // The ULID's 80 random bits come from the thread CSPRNG.
+            let millis = u64::try_from(now.as_micros() / 1000).unwrap_or(0);
+            let ulid = Ulid::from_parts(millis, rand::random::<u128>());
+            format!("{prefix}{ulid}")
+        }
+    }
+}
+
+fn hint_of(plaintext: &str, format: KeyFormat, environment: Environment) -> String {
+    let tail: String = plaintext
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{}…{tail}", format.prefix(environment))
+}
+
+/// API key repository; see [`Store::api_keys`].
+pub struct ApiKeys<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl ApiKeys<'_> {
+    /// Issues a key for `agency`. The returned plaintext is the only copy.
+    pub async fn issue(&self, agency: &AgencyId, new: NewApiKey) -> Result<IssuedKey> {
+        let name = new.name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME_LEN {
+            return Err(StorageError::Invalid {
+                field: "name",
+                reason: format!("must be 1 to {MAX_NAME_LEN} characters"),
+            });
+        }
+        let mut scopes = if new.scopes.is_empty() {
+            vec![Scope::DEFAULT]
+        } else {
+            new.scopes
+        };
+        scopes.sort();
+        scopes.dedup();
+        let now = self.store.clock().now();
+        let plaintext = generate_plaintext(new.format, new.environment, now);
+        let key = ApiKey {
+            id: ApiKeyId::generate(),
+            agency_id: agency.clone(),
+            name: name.to_owned(),
+            hint: hint_of(&plaintext, new.format, new.environment),
+            format: new.format,
+            scopes,
+            environment: new.environment,
+            status: KeyStatus::Active,
+            created_by: new.created_by,
+            created_at: now,
+            rotation_started_at: None,
+            expires_at: None,
+            revoked_at: None,
+            rate_limit_overrides: new.rate_limit_overrides,
+        };
+        let hash = self.store.derived_keys().hash_api_key(&plaintext);
+        let scope_names: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
+        let inserted = on_pool!(self.store.db(), pool => {
+            sqlx::query(
+                "insert into api_keys (id, agency_id, name, key_hash, key_hint, format, scopes,
+                     is_sandbox, status, created_by, created_at, rate_limit_overrides)
+                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            )
+            .bind(&key.id)
+            .bind(&key.agency_id)
+            .bind(&key.name)
+            .bind(&hash)
+            .bind(&key.hint)
+            .bind(key.format.as_str())
+            .bind(Json(&scope_names))
+            .bind(key.environment.is_sandbox())
+            .bind(key.status.as_str())
+            .bind(&key.created_by)
+            .bind(key.created_at)
+            .bind(Json(&key.rate_limit_overrides))
+            .execute(pool)
+            .await
+            .map(|_| ())
+        });
+        match inserted {
+            Ok(_) => Ok(IssuedKey {
+                key,
+                plaintext: Plaintext(plaintext),
+            }),
+            Err(err) if StorageError::is_foreign_key_violation(&err) => {
+                Err(StorageError::Invalid {
+                    field: "agency_id",
+                    reason: "does not name an agency".to_owned(),
+                })
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Finds the key whose plaintext is `presented`, by its keyed hash. The caller
+    /// decides whether the key is usable (`ApiKey::check_usable`).
+    pub async fn find_by_plaintext(&self, presented: &str) -> Result<Option<ApiKey>> {
+        let hash = self.store.derived_keys().hash_api_key(presented);
+        let sql = format!("select {KEY_COLUMNS} from api_keys where key_hash = $1");
+        let row: Option<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&hash)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(ApiKey::try_from).transpose()
+    }
+
+    /// Revokes a key of `agency` for good. Revoking twice is not an error.
+    pub async fn revoke(&self, agency: &AgencyId, id: &ApiKeyId) -> Result<ApiKey> {
+        let now = self.store.clock().now();
+        let sql = format!(
+            "update api_keys set status = 'revoked', revoked_at = coalesce(revoked_at, $3)
+             where agency_id = $1 and id = $2
+             returning {KEY_COLUMNS}"
+        );
+        let row: Option<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agency)
+                .bind(id)
+                .bind(now)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.ok_or(StorageError::NotFound("api key"))?.try_into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_keys_have_the_shape_of_their_format() {
+        let now = Timestamp::from_micros(1_790_000_000_000_000);
+        for format in [KeyFormat::Sk, KeyFormat::Ma] {
+            for environment in [Environment::Live, Environment::Sandbox] {
+                let key = generate_plaintext(format, environment, now);
+                assert_eq!(key_shape(&key), Some((format, environment)), "{key}");
+            }
+        }
+        let sk = generate_plaintext(KeyFormat::Sk, Environment::Live, now);
+        assert_eq!(sk.len(), "sk_live_".len() + SK_RANDOM_LEN);
+        let ma = generate_plaintext(KeyFormat::Ma, Environment::Sandbox, now);
+        assert!(ma.starts_with("ma_test_ak_") && ma.len() == 11 + 26);
+    }
+
+    #[test]
+    fn malformed_strings_have_no_shape() {
+        for bad in [
+            "",
+            "sk_live_",
+            "sk_live_short",
+            "sk_prod_abcdefghijklmnopqrstuvwxyz012345",
+            "sk_live_abcdefghijklmnopqrstuvwx-yz012345",
+            "ma_live_ak_NOTAULID",
+            "ma_live_ak_01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+            "Bearer sk_live_abcdefghijklmnopqrstuvwxyz012345",
+        ] {
+            assert_eq!(key_shape(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn hint_shows_prefix_and_last_four_only() {
+        let hint = hint_of(
+            "sk_live_abcdefghijklmnopqrstuvwxyz012345",
+            KeyFormat::Sk,
+            Environment::Live,
+        );
+        assert_eq!(hint, "sk_live_…2345");
+    }
+
+    #[test]
+    fn usability_follows_status_and_expiry() {
+        let now = Timestamp::from_micros(1_000_000);
+        let mut key = ApiKey {
+            id: ApiKeyId::generate(),
+            agency_id: AgencyId::generate(),
+            name: "k".into(),
+            hint: "h".into(),
+            format: KeyFormat::Sk,
+            scopes: vec![Scope::ListingsRead],
+            environment: Environment::Live,
+            status: KeyStatus::Active,
+            created_by: None,
+            created_at: now,
+            rotation_started_at: None,
+            expires_at: None,
+            revoked_at: None,
+            rate_limit_overrides: BTreeMap::new(),
+        };
+        assert_eq!(key.check_usable(now), Ok(()));
+        key.status = KeyStatus::Rotating;
+        key.expires_at = Some(now.plus_seconds(1));
+        assert_eq!(key.check_usable(now), Ok(()));
+        assert_eq!(
+            key.check_usable(now.plus_seconds(1)),
+            Err(KeyUnusable::Expired)
+        );
+        key.status = KeyStatus::Revoked;
+        assert_eq!(key.check_usable(now), Err(KeyUnusable::Revoked));
+    }
+}

@@ -1,0 +1,51 @@
+//! The one error type repositories return.
+
+/// Why a repository call failed. Callers map these onto their own error types;
+/// `Database` is the only variant that is the server's fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// No row matched, within the caller's tenant.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// A uniqueness rule was broken (the field named).
+    #[error("{field} is already taken")]
+    Conflict {
+        /// The field whose value collides with an existing row.
+        field: &'static str,
+    },
+    /// The request refers to something that breaks an invariant (the field named).
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// A human-readable reason.
+        reason: String,
+    },
+    /// The configured master key is not the one this database was created with.
+    #[error(
+        "the configured master key does not match the one this database was first used with; \
+         refusing to start so that existing API keys and secrets stay valid"
+    )]
+    MasterKeyMismatch,
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Stored data could not be read back (a bug or a hand-edited row).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+impl StorageError {
+    /// True when the error is a unique-constraint violation reported by the database.
+    pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+        matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+    }
+
+    /// True when the error is a foreign-key violation reported by the database.
+    pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+        matches!(err, sqlx::Error::Database(db) if db.is_foreign_key_violation())
+    }
+}

@@ -1,0 +1,77 @@
+#![doc = include_str!("../README.md")]
+
+pub mod agencies;
+pub mod api_keys;
+pub mod clock;
+pub mod db;
+pub mod error;
+pub mod ids;
+pub mod page;
+pub mod secrets;
+pub mod tenancy;
+pub mod users;
+
+use std::sync::Arc;
+
+pub use clock::{Clock, Timestamp};
+pub use db::{Backend, Database, DatabaseTarget};
+pub use error::StorageError;
+pub use secrets::MasterKey;
+pub use tenancy::{Environment, Tenant};
+
+/// Result type of every repository call.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
+/// The handle every caller holds: a database, the clock that stamps rows and the
+/// secrets derived from the master key. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Database,
+    clock: Clock,
+    secrets: Arc<secrets::DerivedKeys>,
+}
+
+impl Store {
+    /// Opens a store over a migrated database and checks that `master_key` is the
+    /// key this database was first used with, so a misconfigured replica refuses
+    /// to start instead of rejecting every API key.
+    pub async fn open(db: Database, master_key: &MasterKey, clock: Clock) -> Result<Self> {
+        secrets::check_master_key(&db, master_key).await?;
+        Ok(Self {
+            db,
+            clock,
+            secrets: Arc::new(master_key.derive()),
+        })
+    }
+
+    /// The underlying database.
+    pub fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// The clock that stamps rows.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Keys derived from the master key for purposes outside storage (cursor
+    /// signing, for example).
+    pub fn derived_keys(&self) -> &secrets::DerivedKeys {
+        &self.secrets
+    }
+
+    /// Agencies and their owners.
+    pub fn agencies(&self) -> agencies::Agencies<'_> {
+        agencies::Agencies { store: self }
+    }
+
+    /// The people of an agency.
+    pub fn users(&self) -> users::Users<'_> {
+        users::Users { store: self }
+    }
+
+    /// API keys: issuing and authenticating.
+    pub fn api_keys(&self) -> api_keys::ApiKeys<'_> {
+        api_keys::ApiKeys { store: self }
+    }
+}

@@ -1,0 +1,364 @@
+//! The people of an agency: roles, the manager hierarchy, and the oldest-first
+//! listing. People belong to the agency, not to an environment: the same team
+//! works with live and sandbox keys (see docs/decisions.md).
+
+use crate::db::on_pool;
+use crate::ids::{AgencyId, UserId};
+use crate::page::{Page, Position};
+use crate::{Result, StorageError, Store, Tenant, Timestamp};
+
+/// The roles of the specification. `super_admin` and `admin` are platform roles:
+/// they are never listed among an agency's people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Platform super administrator.
+    SuperAdmin,
+    /// Platform administrator.
+    Admin,
+    /// Owner of a media agency.
+    MediaAgency,
+    /// Owner of a brokerage.
+    Broker,
+    /// Photographer.
+    Photographer,
+    /// Listing agent.
+    Agent,
+    /// Assistant to an agent or broker.
+    Assistant,
+    /// Read-only member.
+    Viewer,
+}
+
+impl Role {
+    /// Every role, in the specification's order.
+    pub const ALL: [Role; 8] = [
+        Role::SuperAdmin,
+        Role::Admin,
+        Role::MediaAgency,
+        Role::Broker,
+        Role::Photographer,
+        Role::Agent,
+        Role::Assistant,
+        Role::Viewer,
+    ];
+
+    /// The wire and column name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::SuperAdmin => "super_admin",
+            Self::Admin => "admin",
+            Self::MediaAgency => "media_agency",
+            Self::Broker => "broker",
+            Self::Photographer => "photographer",
+            Self::Agent => "agent",
+            Self::Assistant => "assistant",
+            Self::Viewer => "viewer",
+        }
+    }
+
+    /// Parses a wire or column name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|role| role.as_str() == text)
+    }
+
+    /// True for the platform roles `super_admin` and `admin`.
+    pub const fn is_platform(self) -> bool {
+        matches!(self, Self::SuperAdmin | Self::Admin)
+    }
+}
+
+/// A user.
+#[derive(Clone, Debug)]
+pub struct User {
+    /// Its id.
+    pub id: UserId,
+    /// The agency the user belongs to.
+    pub agency_id: AgencyId,
+    /// Its role.
+    pub role: Role,
+    /// Lower-cased login email, if any.
+    pub email: Option<String>,
+    /// Display name.
+    pub name: Option<String>,
+    /// The user's manager in the agency hierarchy.
+    pub manager_id: Option<UserId>,
+    /// False once deactivated.
+    pub is_active: bool,
+    /// When the user was created.
+    pub created_at: Timestamp,
+}
+
+#[derive(sqlx::FromRow)]
+struct UserRow {
+    id: UserId,
+    agency_id: AgencyId,
+    role: String,
+    email: Option<String>,
+    name: Option<String>,
+    manager_id: Option<UserId>,
+    is_active: bool,
+    created_at: Timestamp,
+}
+
+impl TryFrom<UserRow> for User {
+    type Error = StorageError;
+
+    fn try_from(row: UserRow) -> Result<Self> {
+        let role = Role::parse(&row.role)
+            .ok_or_else(|| StorageError::Corrupt(format!("role {}", row.role)))?;
+        Ok(Self {
+            id: row.id,
+            agency_id: row.agency_id,
+            role,
+            email: row.email,
+            name: row.name,
+            manager_id: row.manager_id,
+            is_active: row.is_active,
+            created_at: row.created_at,
+        })
+    }
+}
+
+const USER_COLUMNS: &str = "id, agency_id, role, email, name, manager_id, is_active, created_at";
+
+/// Inserts a `User` with the given executor; shared by user and agency creation
+/// so the owner row and the agency row commit together.
+macro_rules! insert_user {
+    ($executor:expr, $user:expr) => {{
+        let user: &$crate::users::User = $user;
+        sqlx::query(
+            "insert into users (id, agency_id, role, email, name, manager_id, is_active, created_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&user.id)
+        .bind(&user.agency_id)
+        .bind(user.role.as_str())
+        .bind(&user.email)
+        .bind(&user.name)
+        .bind(&user.manager_id)
+        .bind(user.is_active)
+        .bind(user.created_at)
+        .execute($executor)
+    }};
+}
+pub(crate) use insert_user;
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct NewUser {
+    /// The role.
+    pub role: Role,
+    /// Login email; checked and lower-cased here.
+    pub email: Option<String>,
+    /// Display name.
+    pub name: Option<String>,
+    /// Manager, who must be a user of the same agency.
+    pub manager_id: Option<UserId>,
+}
+
+/// Filters of the users listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct UserFilter {
+    /// Only this role.
+    pub role: Option<Role>,
+    /// `Some(true)`: active only; `Some(false)`: deactivated only; `None`: both.
+    pub active: Option<bool>,
+}
+
+/// Longest email accepted (RFC 5321 path limit).
+const MAX_EMAIL_LEN: usize = 254;
+/// Longest display name accepted.
+const MAX_NAME_LEN: usize = 200;
+
+/// Checks the shape of an email address and returns it lower-cased. Deliberately
+/// simple: one `@`, a non-empty local part, a dotted domain, no whitespace.
+pub fn normalise_email(email: &str) -> Option<String> {
+    let email = email.trim();
+    if email.len() > MAX_EMAIL_LEN || email.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let (local, domain) = email.split_once('@')?;
+    let domain_ok = !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.');
+    (!local.is_empty() && domain_ok).then(|| email.to_lowercase())
+}
+
+/// User repository; see [`Store::users`].
+pub struct Users<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Users<'_> {
+    /// Creates a user in `agency`. The email must be unique on the platform and
+    /// the manager must be a user of the same agency.
+    pub async fn create(&self, agency: &AgencyId, new: NewUser) -> Result<User> {
+        let email = match new.email.as_deref() {
+            None => None,
+            Some(raw) => Some(normalise_email(raw).ok_or_else(|| StorageError::Invalid {
+                field: "email",
+                reason: "is not a valid email address".to_owned(),
+            })?),
+        };
+        let name = new
+            .name
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty());
+        if name
+            .as_ref()
+            .is_some_and(|n| n.chars().count() > MAX_NAME_LEN)
+        {
+            return Err(StorageError::Invalid {
+                field: "name",
+                reason: format!("must be at most {MAX_NAME_LEN} characters"),
+            });
+        }
+        let user = User {
+            id: UserId::generate(),
+            agency_id: agency.clone(),
+            role: new.role,
+            email,
+            name,
+            manager_id: new.manager_id,
+            is_active: true,
+            created_at: self.store.clock().now(),
+        };
+        let inserted =
+            on_pool!(self.store.db(), pool => insert_user!(pool, &user).await.map(|_| ()));
+        match inserted {
+            Ok(_) => Ok(user),
+            Err(err) if StorageError::is_unique_violation(&err) => {
+                Err(StorageError::Conflict { field: "email" })
+            }
+            Err(err) if StorageError::is_foreign_key_violation(&err) => {
+                // Either the agency does not exist or the manager is not one of its users.
+                Err(StorageError::Invalid {
+                    field: if user.manager_id.is_some() {
+                        "manager_id"
+                    } else {
+                        "agency_id"
+                    },
+                    reason: "does not name a user of this agency".to_owned(),
+                })
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// The user with this id in the tenant's agency; another agency's user is
+    /// `NotFound`, exactly like a user that does not exist.
+    pub async fn get(&self, tenant: &Tenant, id: &UserId) -> Result<User> {
+        let sql = format!("select {USER_COLUMNS} from users where agency_id = $1 and id = $2");
+        let row: Option<UserRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&tenant.agency_id)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.ok_or(StorageError::NotFound("user"))?.try_into()
+    }
+
+    /// The agency's oldest user with `role`.
+    pub(crate) async fn oldest_with_role(
+        &self,
+        agency: &AgencyId,
+        role: Role,
+    ) -> Result<Option<User>> {
+        let sql = format!(
+            "select {USER_COLUMNS} from users where agency_id = $1 and role = $2
+             order by created_at, id limit 1"
+        );
+        let row: Option<UserRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agency)
+                .bind(role.as_str())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(User::try_from).transpose()
+    }
+
+    /// A page of the agency's people, oldest first (ties by id), never including
+    /// platform roles.
+    pub async fn list(
+        &self,
+        tenant: &Tenant,
+        filter: &UserFilter,
+        after: Option<&Position>,
+        limit: u32,
+    ) -> Result<Page<User>> {
+        const WHERE: &str = "agency_id = $1
+             and role not in ('super_admin', 'admin')
+             and ($2 is null or role = $2)
+             and ($3 is null or is_active = $3)";
+        let role = filter.role.map(Role::as_str);
+        let list_sql = format!(
+            "select {USER_COLUMNS} from users where {WHERE}
+             and ($4 is null or (created_at, id) > ($4, $5))
+             order by created_at, id limit $6"
+        );
+        let count_sql = format!("select count(*) from users where {WHERE}");
+        let limit = limit.min(crate::page::MAX_PAGE_SIZE);
+        let (rows, total): (Vec<UserRow>, i64) = on_pool!(self.store.db(), pool => {
+            let rows = sqlx::query_as(sqlx::AssertSqlSafe(list_sql))
+                .bind(&tenant.agency_id)
+                .bind(role)
+                .bind(filter.active)
+                .bind(after.map(|p| p.created_at))
+                .bind(after.map(|p| p.id.as_str()))
+                .bind(i64::from(limit) + 1)
+                .fetch_all(pool)
+                .await?;
+            let total = sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql))
+                .bind(&tenant.agency_id)
+                .bind(role)
+                .bind(filter.active)
+                .fetch_one(pool)
+                .await?;
+            (rows, total)
+        });
+        let users = rows
+            .into_iter()
+            .map(User::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::from_overfetch(users, limit, total, |u| {
+            Position::after(u.created_at, u.id.as_str())
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_round_trip_and_platform_roles_are_marked() {
+        for role in Role::ALL {
+            assert_eq!(Role::parse(role.as_str()), Some(role));
+        }
+        assert!(Role::SuperAdmin.is_platform() && Role::Admin.is_platform());
+        assert!(!Role::Broker.is_platform());
+        assert_eq!(Role::parse("owner"), None);
+    }
+
+    #[test]
+    fn emails_are_checked_and_lower_cased() {
+        assert_eq!(
+            normalise_email(" Ana@Example.COM "),
+            Some("ana@example.com".to_owned())
+        );
+        for bad in [
+            "",
+            "ana",
+            "@example.com",
+            "ana@",
+            "ana@example",
+            "a b@example.com",
+            "a@b@c.com",
+        ] {
+            assert_eq!(normalise_email(bad), None, "{bad}");
+        }
+    }
+}
