@@ -1,1 +1,45 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
+
+pub mod cli;
+pub mod config;
+pub mod endpoints;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod pagination;
+pub mod routes;
+pub mod server;
+pub mod state;
+pub mod telemetry;
+
+use axum::Router;
+
+pub use error::ApiError;
+pub use middleware::transport::TransportPolicy;
+pub use state::{AppState, PublicUrls};
+
+/// The whole HTTP application: routes under the global middleware.
+pub fn app(state: AppState, transport: TransportPolicy) -> Router {
+    app_with_routes(state, transport, Router::new())
+}
+
+/// The application with `extra` routes merged in under the same middleware.
+/// Tests use it to add routes that exercise the middleware (a handler that
+/// panics, for one) without such routes existing in production.
+pub fn app_with_routes(
+    state: AppState,
+    transport: TransportPolicy,
+    extra: Router<AppState>,
+) -> Router {
+    let (routes, _doc) = routes::router(state.clone());
+    middleware::apply(routes.merge(extra).with_state(state), transport)
+}
+
+/// The transport policy of the listener `args` configures.
+pub fn transport_policy(args: &config::ServeArgs) -> TransportPolicy {
+    TransportPolicy::for_listener(
+        args.listen,
+        args.tls_cert.is_some(),
+        args.trusted_proxies.clone(),
+    )
+}

@@ -24,7 +24,7 @@ pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
 /// The handle every caller holds: a database, the clock that stamps rows and the
 /// secrets derived from the master key. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Store {
     db: Database,
     clock: Clock,

@@ -96,7 +96,7 @@ impl MasterKey {
                     .open(path);
                 match created {
                     Ok(mut file) => {
-                        writeln!(file, "{}", STANDARD.encode(&key.0)).map_err(file_error)?;
+                        writeln!(file, "{}", key.to_text()).map_err(file_error)?;
                         file.sync_all().map_err(file_error)?;
                         Ok(key)
                     }
@@ -110,6 +110,11 @@ impl MasterKey {
             }
             Err(err) => Err(file_error(err)),
         }
+    }
+
+    /// The key as base64, the form `MASTER_KEY` and the key file take.
+    pub fn to_text(&self) -> String {
+        STANDARD.encode(&self.0)
     }
 
     fn derive_for(&self, purpose: &str) -> [u8; 32] {

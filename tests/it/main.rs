@@ -1,1 +1,14 @@
-fn main() {}
+//! The integration tests: one binary, one module per area.
+
+// Everything in this binary is test code, including the bodies that
+// `backend_tests!` wraps, so unwrapping is the point, not a shortcut.
+#![allow(clippy::unwrap_used)]
+
+mod auth;
+mod cli;
+mod envelope;
+mod openapi;
+mod storage;
+mod support;
+mod transport;
+mod users;

@@ -1,1 +1,37 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
+
+pub mod app;
+pub mod binaries;
+pub mod database;
+pub mod services;
+
+pub use app::{TestAgency, TestApp, TestAppBuilder};
+pub use database::TestDatabase;
+pub use storage::Backend;
+
+/// Defines one test per backend: `name::sqlite` and `name::postgres`, each an
+/// async test whose body sees `backend`.
+#[macro_export]
+macro_rules! backend_tests {
+    ($( $(#[$meta:meta])* async fn $name:ident($backend:ident) $body:block )*) => {
+        $(
+            $(#[$meta])*
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                async fn run($backend: $crate::Backend) $body
+
+                #[tokio::test]
+                async fn sqlite() {
+                    run($crate::Backend::Sqlite).await;
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    run($crate::Backend::Postgres).await;
+                }
+            }
+        )*
+    };
+}

@@ -1,0 +1,228 @@
+//! `api admin …`: operator commands. Each takes the storage settings of `serve`
+//! (`--data-dir`, `DATABASE_URL`), works while the server runs, and prints one
+//! JSON object on stdout. Failures print `{"error": {code, message}}` on stderr
+//! and exit with status 1.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use storage::agencies::AgencyKind;
+use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::ids::{AgencyId, UserId};
+use storage::users::{NewUser, Role};
+use storage::{Environment, StorageError, Store};
+
+use crate::config::StorageArgs;
+
+/// Operator commands.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create an agency and its owner user → {"agency_id", "owner_user_id"}.
+    CreateAgency(CreateAgency),
+    /// Create a user in an agency → {"user_id"}.
+    CreateUser(CreateUser),
+    /// Issue an API key; the plaintext is shown once → {"key_id", "key"}.
+    CreateKey(CreateKey),
+}
+
+/// `admin create-agency`.
+#[derive(Debug, Args)]
+pub struct CreateAgency {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency's name.
+    #[arg(long)]
+    name: String,
+    /// media_agency or broker; the owner user gets this role.
+    #[arg(long, default_value = "media_agency", value_parser = ["media_agency", "broker"])]
+    kind: String,
+}
+
+/// `admin create-user`.
+#[derive(Debug, Args)]
+pub struct CreateUser {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// One of super_admin, admin, media_agency, broker, photographer, agent, assistant, viewer.
+    #[arg(long)]
+    role: String,
+    /// Login email, unique on the platform.
+    #[arg(long)]
+    email: String,
+    /// Display name.
+    #[arg(long)]
+    name: Option<String>,
+    /// The manager's user id (usr_…), in the same agency.
+    #[arg(long)]
+    manager: Option<String>,
+}
+
+/// `admin create-key`.
+#[derive(Debug, Args)]
+pub struct CreateKey {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// A descriptive name.
+    #[arg(long)]
+    name: String,
+    /// Comma-separated scopes; default listings:read.
+    #[arg(long, value_delimiter = ',')]
+    scopes: Vec<String>,
+    /// Issue a sandbox key (sk_test_ / ma_test_ak_).
+    #[arg(long)]
+    sandbox: bool,
+    /// Plaintext format: sk (sk_live_…) or ma (ma_live_ak_<ULID>).
+    #[arg(long, default_value = "sk", value_parser = ["sk", "ma"])]
+    format: String,
+}
+
+/// A failed admin command: a code and a message.
+struct AdminError {
+    code: &'static str,
+    message: String,
+}
+
+impl AdminError {
+    fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StorageError> for AdminError {
+    fn from(err: StorageError) -> Self {
+        match err {
+            StorageError::NotFound(what) => Self::new("not_found", format!("no such {what}")),
+            StorageError::Conflict { field } => {
+                Self::new("conflict", format!("{field} is already taken"))
+            }
+            StorageError::Invalid { field, reason } => {
+                Self::new("validation.failed", format!("{field}: {reason}"))
+            }
+            other => Self::new("server.internal", other.to_string()),
+        }
+    }
+}
+
+impl From<anyhow::Error> for AdminError {
+    fn from(err: anyhow::Error) -> Self {
+        Self::new("server.internal", format!("{err:#}"))
+    }
+}
+
+/// Runs an admin command and prints its result.
+pub async fn run(command: AdminCommand) -> ExitCode {
+    let result = match command {
+        AdminCommand::CreateAgency(args) => create_agency(args).await,
+        AdminCommand::CreateUser(args) => create_user(args).await,
+        AdminCommand::CreateKey(args) => create_key(args).await,
+    };
+    match result {
+        Ok(output) => {
+            println!("{output}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!(
+                "{}",
+                json!({"error": {"code": err.code, "message": err.message}})
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn existing_agency(store: &Store, id: &str) -> Result<AgencyId, AdminError> {
+    let id = AgencyId::parse(id).ok_or_else(|| AdminError::new("not_found", "no such agency"))?;
+    store.agencies().get(&id).await?;
+    Ok(id)
+}
+
+async fn create_agency(args: CreateAgency) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let kind = AgencyKind::parse(&args.kind).ok_or_else(|| {
+        AdminError::new("validation.failed", "kind must be media_agency or broker")
+    })?;
+    let (agency, owner) = store.agencies().create(&args.name, kind).await?;
+    Ok(json!({"agency_id": agency.id, "owner_user_id": owner.id}))
+}
+
+async fn create_user(args: CreateUser) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let role = Role::parse(&args.role).ok_or_else(|| {
+        let names: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+        AdminError::new(
+            "validation.failed",
+            format!("role must be one of {}", names.join(", ")),
+        )
+    })?;
+    let manager_id = match args.manager.as_deref() {
+        None => None,
+        Some(text) => Some(
+            UserId::parse(text)
+                .ok_or_else(|| AdminError::new("validation.failed", "manager is not a user id"))?,
+        ),
+    };
+    let user = store
+        .users()
+        .create(
+            &agency,
+            NewUser {
+                role,
+                email: Some(args.email),
+                name: args.name,
+                manager_id,
+            },
+        )
+        .await?;
+    Ok(json!({"user_id": user.id}))
+}
+
+async fn create_key(args: CreateKey) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let scopes = args
+        .scopes
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            Scope::parse(s).ok_or_else(|| {
+                let names: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+                AdminError::new(
+                    "validation.failed",
+                    format!("unknown scope {s}; scopes are {}", names.join(", ")),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let format = KeyFormat::parse(&args.format)
+        .ok_or_else(|| AdminError::new("validation.failed", "format must be sk or ma"))?;
+    // Keys minted by an operator act as the agency's owner.
+    let owner = store.agencies().owner(&agency).await?;
+    let issued = store
+        .api_keys()
+        .issue(
+            &agency,
+            NewApiKey {
+                name: args.name,
+                scopes,
+                environment: Environment::from_sandbox_flag(args.sandbox),
+                format,
+                created_by: Some(owner.id),
+                rate_limit_overrides: Default::default(),
+            },
+        )
+        .await?;
+    Ok(json!({"key_id": issued.key.id, "key": issued.plaintext.expose()}))
+}

@@ -1,0 +1,91 @@
+//! The `api` command line: `serve`, `migrate` and `admin`. Names, flags and
+//! outputs are a contract operators script against.
+
+pub mod admin;
+pub mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{ServeArgs, StorageArgs};
+use crate::telemetry::{self, LogFormat};
+
+/// Media Agency Listing API.
+#[derive(Debug, Parser)]
+#[command(name = "api", version, about)]
+pub struct Cli {
+    /// Log line format (logs go to stderr).
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API (and, unless --no-workers, the job workers).
+    Serve(Box<ServeArgs>),
+    /// Apply pending database migrations and exit.
+    Migrate(StorageArgs),
+    /// Operator commands; each prints one JSON object on stdout.
+    Admin {
+        /// The operator command.
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Serve(args) => {
+            telemetry::init(cli.log_format, "info");
+            report(serve::run(*args).await)
+        }
+        Command::Migrate(storage) => {
+            telemetry::init(cli.log_format, "info");
+            report(
+                storage
+                    .connect_and_migrate()
+                    .await
+                    .map(|_| tracing::info!("migrations applied")),
+            )
+        }
+        Command::Admin { command } => {
+            // stdout carries exactly one JSON object; logs stay quiet on stderr.
+            telemetry::init(cli.log_format, "warn");
+            admin::run(command).await
+        }
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

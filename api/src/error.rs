@@ -1,0 +1,287 @@
+//! `ApiError`: every failure a handler or middleware can answer with, and the
+//! specification's error envelope it becomes.
+//!
+//! An `ApiError` turns into a response carrying its status, its headers and an
+//! [`ErrorBody`] extension; the envelope middleware (`middleware::envelope`)
+//! writes the JSON body with the request id. The same middleware wraps any bare
+//! 4xx/5xx produced outside our code (axum's 405, a body-limit 413) in the
+//! envelope, so no client ever sees an error without one.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use storage::StorageError;
+use storage::api_keys::Scope;
+use utoipa::ToSchema;
+
+/// Which resource a 404 is about; each has its own code in the specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resource {
+    /// `user_not_found`.
+    User,
+}
+
+impl Resource {
+    const fn not_found_code(self) -> &'static str {
+        match self {
+            Self::User => "user_not_found",
+        }
+    }
+
+    const fn name(self) -> &'static str {
+        match self {
+            Self::User => "user",
+        }
+    }
+}
+
+/// Per-field reasons of a `validation.failed` answer (`details.fields`).
+pub type FieldErrors = BTreeMap<String, String>;
+
+/// Every error the API answers with. The variant fixes status and code.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 401 `auth.missing_key`: no key, a malformed key, or a key in a place keys
+    /// are never accepted from (URL).
+    MissingKey(&'static str),
+    /// 401 `auth.invalid_key`: unknown, revoked or expired key.
+    InvalidKey,
+    /// 403 `auth.scope_denied`: the key lacks the route's scope.
+    ScopeDenied(Scope),
+    /// 403 `transport.tls_required`: a plain-HTTP request the server may not serve.
+    TlsRequired,
+    /// 404 `endpoint_not_in_scope`: not part of the public surface.
+    EndpointNotInScope,
+    /// 404 `<resource>_not_found`, also for another agency's resource.
+    NotFound(Resource),
+    /// 405 `request.method_not_allowed`.
+    MethodNotAllowed,
+    /// 400 `request.malformed`: the body could not be parsed at all.
+    MalformedBody(String),
+    /// 413 `request.too_large`.
+    PayloadTooLarge,
+    /// 415 `request.unsupported_media_type`.
+    UnsupportedMediaType(String),
+    /// 422 `validation.failed` with `details.fields`.
+    Validation(FieldErrors),
+    /// 422 `invalid_cursor`: a tampered, malformed or foreign cursor.
+    InvalidCursor,
+    /// 500 `server.internal`; the cause is logged, never shown.
+    Internal(String),
+}
+
+impl ApiError {
+    /// A `validation.failed` for one field.
+    pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Validation(BTreeMap::from([(field.into(), reason.into())]))
+    }
+
+    /// A 500 whose cause is logged with the request id and not shown to the client.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        Self::Internal(cause.to_string())
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingKey(_) | Self::InvalidKey => StatusCode::UNAUTHORIZED,
+            Self::ScopeDenied(_) | Self::TlsRequired => StatusCode::FORBIDDEN,
+            Self::EndpointNotInScope | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::MalformedBody(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingKey(_) => "auth.missing_key",
+            Self::InvalidKey => "auth.invalid_key",
+            Self::ScopeDenied(_) => "auth.scope_denied",
+            Self::TlsRequired => "transport.tls_required",
+            Self::EndpointNotInScope => "endpoint_not_in_scope",
+            Self::NotFound(resource) => resource.not_found_code(),
+            Self::MethodNotAllowed => "request.method_not_allowed",
+            Self::MalformedBody(_) => "request.malformed",
+            Self::PayloadTooLarge => "request.too_large",
+            Self::UnsupportedMediaType(_) => "request.unsupported_media_type",
+            Self::Validation(_) => "validation.failed",
+            Self::InvalidCursor => "invalid_cursor",
+            Self::Internal(_) => "server.internal",
+        }
+    }
+
+    fn message(&self) -> Cow<'static, str> {
+        match self {
+            Self::MissingKey(why) => Cow::Borrowed(why),
+            Self::InvalidKey => "The API key is unknown, revoked or expired.".into(),
+            Self::ScopeDenied(scope) => format!(
+                "The API key lacks the scope {} that this endpoint requires.",
+                scope.as_str()
+            )
+            .into(),
+            Self::TlsRequired => {
+                "This API is served over HTTPS only; plain HTTP requests are refused.".into()
+            }
+            Self::EndpointNotInScope => "This endpoint is not part of the public API.".into(),
+            Self::NotFound(resource) => format!("No such {}.", resource.name()).into(),
+            Self::MethodNotAllowed => "This method is not allowed on this endpoint.".into(),
+            Self::MalformedBody(why) => {
+                format!("The request body could not be parsed: {why}").into()
+            }
+            Self::PayloadTooLarge => "The request body is too large.".into(),
+            Self::UnsupportedMediaType(why) => why.clone().into(),
+            Self::Validation(fields) => {
+                let names: Vec<&str> = fields.keys().map(String::as_str).collect();
+                format!("The request is invalid: {}.", names.join(", ")).into()
+            }
+            Self::InvalidCursor => {
+                "The cursor is malformed, tampered with or from another query.".into()
+            }
+            Self::Internal(_) => {
+                "An unexpected error occurred. It is safe to retry with the same idempotency key."
+                    .into()
+            }
+        }
+    }
+
+    fn details(&self) -> Map<String, Value> {
+        let mut details = Map::new();
+        match self {
+            Self::ScopeDenied(scope) => {
+                details.insert("required_scope".into(), scope.as_str().into());
+            }
+            Self::Validation(fields) => {
+                let fields = fields
+                    .iter()
+                    .map(|(name, reason)| (name.clone(), Value::from(reason.as_str())))
+                    .collect();
+                details.insert("fields".into(), Value::Object(fields));
+            }
+            _ => {}
+        }
+        details
+    }
+
+    /// The body this error renders, without the request id.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code().into(),
+            message: self.message().into_owned(),
+            details: self.details(),
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code(), self.message())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(cause) = &self {
+            // Logged inside the request span, so the line carries the request id.
+            tracing::error!(%cause, "internal error");
+        }
+        let mut response = self.status().into_response();
+        if matches!(self, Self::MissingKey(_) | Self::InvalidKey) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response.extensions_mut().insert(self.body());
+        response
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(err: StorageError) -> Self {
+        match err {
+            StorageError::NotFound("user") => Self::NotFound(Resource::User),
+            StorageError::Invalid { field, reason } => Self::field(field, reason),
+            StorageError::Conflict { field } => Self::field(field, "is already taken"),
+            other => Self::internal(other),
+        }
+    }
+}
+
+/// The error part of the envelope, before the request id is added.
+#[derive(Clone, Debug)]
+pub struct ErrorBody {
+    /// Machine-readable code.
+    pub code: Cow<'static, str>,
+    /// Human-readable message.
+    pub message: String,
+    /// Structured details; empty when there are none.
+    pub details: Map<String, Value>,
+}
+
+impl ErrorBody {
+    /// The body for an error response that did not come from an `ApiError`
+    /// (axum's own 405, a layer's 413 or 408).
+    pub fn for_bare_status(status: StatusCode) -> Self {
+        let error = match status {
+            StatusCode::NOT_FOUND => ApiError::EndpointNotInScope,
+            StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                ApiError::UnsupportedMediaType("Unsupported content type.".into())
+            }
+            status if status.is_client_error() => {
+                return Self {
+                    code: "request.invalid".into(),
+                    message: status
+                        .canonical_reason()
+                        .unwrap_or("The request could not be served.")
+                        .to_owned(),
+                    details: Map::new(),
+                };
+            }
+            _ => ApiError::Internal(format!("bare {status} response")),
+        };
+        error.body()
+    }
+
+    /// The full envelope with `request_id`.
+    pub fn into_envelope(self, request_id: &str) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: ErrorObject {
+                code: self.code.into_owned(),
+                message: self.message,
+                request_id: request_id.to_owned(),
+                details: self.details,
+            },
+        }
+    }
+}
+
+/// The error envelope of every 4xx and 5xx response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// The error object inside the envelope.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorObject {
+    /// Machine-readable code, e.g. `auth.invalid_key`, `validation.failed`.
+    pub code: String,
+    /// Human-readable explanation; do not parse it.
+    pub message: String,
+    /// Equals the `X-Request-Id` response header.
+    pub request_id: String,
+    /// Structured details; `fields` for `validation.failed`. Empty when unpopulated.
+    #[schema(value_type = Object)]
+    pub details: Map<String, Value>,
+}

@@ -1,0 +1,279 @@
+//! Authentication, tenancy and scope, per route: find the API key in the two
+//! accepted headers (never the URL, a cookie or the body), look it up by keyed
+//! hash, and attach the caller's `Principal`, whose agency and environment every
+//! repository call then uses.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use storage::api_keys::{Scope, key_shape};
+use storage::ids::{AgencyId, ApiKeyId, UserId};
+use storage::{Environment, Store, Tenant};
+use utoipa_axum::router::UtoipaMethodRouter;
+
+use crate::endpoints::Endpoint;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The header of variant A (preferred by the specification).
+const API_KEY_HEADER: &str = "x-api-key";
+
+/// Query parameter names that suggest a key was put in the URL.
+const CREDENTIAL_PARAMS: [&str; 6] = [
+    "api_key",
+    "apikey",
+    "key",
+    "access_token",
+    "token",
+    "x-api-key",
+];
+
+/// Who is calling: the key's agency, environment and scopes, and the user the key
+/// acts for.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    /// The key used.
+    pub key_id: ApiKeyId,
+    /// The agency the key is bound to.
+    pub agency_id: AgencyId,
+    /// Live or sandbox, from the key.
+    pub environment: Environment,
+    /// What the key permits.
+    pub scopes: Vec<Scope>,
+    /// The user who created the key; its requests act as that user.
+    pub acting_user: Option<UserId>,
+}
+
+impl Principal {
+    /// The tenant every repository call of this request uses.
+    pub fn tenant(&self) -> Tenant {
+        Tenant::new(self.agency_id.clone(), self.environment)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("route is missing its authentication guard"))
+    }
+}
+
+/// Where a credential must never be: the URL. Returns an error when a query
+/// parameter is named like a credential or holds something shaped like a key.
+fn refuse_credentials_in_url(query: Option<&str>) -> Result<(), ApiError> {
+    let Some(query) = query else { return Ok(()) };
+    let leaked = form_urlencoded::parse(query.as_bytes()).any(|(name, value)| {
+        CREDENTIAL_PARAMS.contains(&name.to_ascii_lowercase().as_str())
+            || key_shape(&value).is_some()
+    });
+    if leaked {
+        Err(ApiError::MissingKey(
+            "API keys are accepted only in the X-API-Key or Authorization: Bearer header, never in the URL.",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The key presented in the headers: `X-API-Key: <key>` or
+/// `Authorization: Bearer <key>` (both allowed when they agree).
+fn presented_key(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let single = |name: &str| -> Result<Option<&str>, ApiError> {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(value), None) => value
+                .to_str()
+                .map(|v| Some(v.trim()))
+                .map_err(|_| ApiError::MissingKey("The API key header is not valid text.")),
+            (Some(_), Some(_)) => Err(ApiError::MissingKey(
+                "The API key header was sent more than once.",
+            )),
+        }
+    };
+    let from_api_key_header = single(API_KEY_HEADER)?;
+    let from_bearer = match single(header::AUTHORIZATION.as_str())? {
+        None => None,
+        Some(value) => {
+            let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+            if !scheme.eq_ignore_ascii_case("bearer") {
+                return Err(ApiError::MissingKey(
+                    "The Authorization header must use the Bearer scheme.",
+                ));
+            }
+            Some(token.trim())
+        }
+    };
+    let key = match (from_api_key_header, from_bearer) {
+        (None, None) => {
+            return Err(ApiError::MissingKey(
+                "No API key was sent. Send it as X-API-Key: <key> or Authorization: Bearer <key>.",
+            ));
+        }
+        (Some(a), Some(b)) if a != b => {
+            return Err(ApiError::MissingKey(
+                "X-API-Key and Authorization carry different keys; send one key.",
+            ));
+        }
+        (Some(key), _) | (None, Some(key)) => key,
+    };
+    if key_shape(key).is_none() {
+        return Err(ApiError::MissingKey("The API key is malformed."));
+    }
+    Ok(key)
+}
+
+/// Looks the key up and checks the endpoint's scope.
+async fn authenticate(
+    store: &Store,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    endpoint: &Endpoint,
+) -> Result<Principal, ApiError> {
+    refuse_credentials_in_url(query)?;
+    let presented = presented_key(headers)?;
+    let key = store
+        .api_keys()
+        .find_by_plaintext(presented)
+        .await?
+        .ok_or(ApiError::InvalidKey)?;
+    let span = tracing::Span::current();
+    span.record("agency_id", key.agency_id.as_str());
+    span.record("key_id", key.id.as_str());
+    if let Err(why) = key.check_usable(store.clock().now()) {
+        tracing::info!(?why, "refused an unusable API key");
+        return Err(ApiError::InvalidKey);
+    }
+    if !key.has_scope(endpoint.scope) {
+        return Err(ApiError::ScopeDenied(endpoint.scope));
+    }
+    Ok(Principal {
+        key_id: key.id,
+        agency_id: key.agency_id,
+        environment: key.environment,
+        scopes: key.scopes,
+        acting_user: key.created_by,
+    })
+}
+
+/// The per-route guard's state: the app and the endpoint it protects.
+#[derive(Clone)]
+pub struct Guard {
+    state: AppState,
+    endpoint: &'static Endpoint,
+}
+
+/// Middleware: authenticates the request for its endpoint and attaches the `Principal`.
+pub async fn guard(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let principal = authenticate(
+        guard.state.store(),
+        request.headers(),
+        request.uri().query(),
+        guard.endpoint,
+    )
+    .await?;
+    request.extensions_mut().insert(principal);
+    Ok(next.run(request).await)
+}
+
+/// Puts `endpoint`'s guard in front of the handler(s) of `routes`.
+pub fn guarded(
+    state: &AppState,
+    endpoint: &'static Endpoint,
+    (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
+) -> UtoipaMethodRouter<AppState> {
+    let guard = Guard {
+        state: state.clone(),
+        endpoint,
+    };
+    (
+        schemas,
+        paths,
+        method_router.route_layer(from_fn_with_state(guard, self::guard)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    const SK: &str = "sk_live_abcdefghijklmnopqrstuvwxyz012345";
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn code(result: Result<&str, ApiError>) -> &'static str {
+        result.err().map(|e| e.code()).unwrap_or("ok")
+    }
+
+    #[test]
+    fn both_headers_are_accepted() {
+        assert_eq!(presented_key(&headers(&[("x-api-key", SK)])).ok(), Some(SK));
+        let bearer = format!("Bearer {SK}");
+        assert_eq!(
+            presented_key(&headers(&[("authorization", &bearer)])).ok(),
+            Some(SK)
+        );
+        let lower = format!("bearer {SK}");
+        assert_eq!(
+            presented_key(&headers(&[("authorization", &lower), ("x-api-key", SK)])).ok(),
+            Some(SK)
+        );
+    }
+
+    #[test]
+    fn missing_malformed_and_conflicting_keys_are_missing_key() {
+        assert_eq!(code(presented_key(&HeaderMap::new())), "auth.missing_key");
+        assert_eq!(
+            code(presented_key(&headers(&[("x-api-key", "nope")]))),
+            "auth.missing_key"
+        );
+        let basic = format!("Basic {SK}");
+        assert_eq!(
+            code(presented_key(&headers(&[("authorization", &basic)]))),
+            "auth.missing_key"
+        );
+        let other = "sk_live_ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ";
+        let bearer = format!("Bearer {other}");
+        assert_eq!(
+            code(presented_key(&headers(&[
+                ("authorization", &bearer),
+                ("x-api-key", SK)
+            ]))),
+            "auth.missing_key"
+        );
+        assert_eq!(
+            code(presented_key(&headers(&[
+                ("x-api-key", SK),
+                ("x-api-key", SK)
+            ]))),
+            "auth.missing_key"
+        );
+    }
+
+    #[test]
+    fn keys_in_the_url_are_refused() {
+        assert!(refuse_credentials_in_url(None).is_ok());
+        assert!(refuse_credentials_in_url(Some("limit=5&role=agent")).is_ok());
+        assert!(refuse_credentials_in_url(Some("api_key=whatever")).is_err());
+        assert!(refuse_credentials_in_url(Some(&format!("x={SK}"))).is_err());
+    }
+}

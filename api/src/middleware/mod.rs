@@ -1,0 +1,37 @@
+//! The middleware stack, outermost first: request id → error envelope → access
+//! log → transport policy → panic guard → routing; per route: authentication,
+//! tenancy and scope (`auth`).
+
+pub mod auth;
+pub mod envelope;
+pub mod request_id;
+pub mod transport;
+
+use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+
+use crate::error::ApiError;
+
+/// Wraps `router` in the global middleware, in the order the specification
+/// implies. Routes add their own per-endpoint guard (`auth::guard`).
+pub fn apply(router: Router, transport: transport::TransportPolicy) -> Router {
+    router
+        .layer(CatchPanicLayer::custom(
+            |_panic: Box<dyn std::any::Any + Send>| {
+                // The panic hook (telemetry) has already logged message and location
+                // inside the request span; the client gets the opaque envelope.
+                axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
+            },
+        ))
+        .layer(from_fn_with_state(transport, transport::enforce))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_id::make_span)
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(from_fn(envelope::render))
+        .layer(from_fn(request_id::assign))
+}

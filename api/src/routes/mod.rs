@@ -1,0 +1,49 @@
+//! Routing: the public resources under `/api/v1`, the OpenAPI document, the
+//! denied surface, and the fallback that makes every other URL a 404
+//! `endpoint_not_in_scope`.
+
+pub mod denied;
+pub mod openapi;
+pub mod users;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The path prefix of the public API.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// The application's routes (without global middleware or state) and its
+/// OpenAPI document.
+pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let v1 = OpenApiRouter::new().merge(users::router(&state));
+    let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
+        .nest(API_PREFIX, v1)
+        .split_for_parts();
+    let doc = openapi::with_servers(doc, state.urls());
+    let document: Arc<str> = Arc::from(doc.to_json().unwrap_or_else(|_| "{}".to_owned()));
+    let router = routes
+        .nest(API_PREFIX, denied::router())
+        .route(
+            "/api/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.to_string(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .fallback(|| async { ApiError::EndpointNotInScope });
+    (router, doc)
+}

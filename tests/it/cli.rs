@@ -1,0 +1,290 @@
+//! The `api` binary's command-line contract: `admin` commands print one JSON
+//! object, work while `api serve` runs on the same data, and fail with a JSON
+//! error and status 1; `migrate`; `serve` with TLS; SIGTERM stops it cleanly.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use storage::MasterKey;
+use tests::binaries::binary;
+use tests::{Backend, TestDatabase, backend_tests};
+
+use crate::support::expect_ok;
+
+/// How to reach one deployment's data from a process.
+struct Deployment {
+    db: TestDatabase,
+    master_key: String,
+}
+
+impl Deployment {
+    async fn new(backend: Backend) -> Self {
+        let master_key = MasterKey::generate().to_text();
+        Self {
+            db: TestDatabase::create(backend).await,
+            master_key,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(binary("api"));
+        command
+            .args(args)
+            .arg("--data-dir")
+            .arg(self.db.data_dir())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("MASTER_KEY", &self.master_key)
+            .stdin(Stdio::null());
+        if let Some(url) = &self.db.database_url {
+            command.env("DATABASE_URL", url);
+        }
+        command
+    }
+
+    fn admin(&self, args: &[&str]) -> Output {
+        let mut full = vec!["admin"];
+        full.extend_from_slice(args);
+        self.command(&full).output().expect("run api admin")
+    }
+
+    fn admin_ok(&self, args: &[&str]) -> Value {
+        let output = self.admin(args);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            stdout.trim().lines().count(),
+            1,
+            "exactly one line: {stdout}"
+        );
+        serde_json::from_str(stdout.trim()).expect("one JSON object")
+    }
+
+    fn admin_err(&self, args: &[&str], code: &str) {
+        let output = self.admin(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        assert!(output.stdout.is_empty(), "nothing on stdout");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let error: Value = stderr
+            .lines()
+            .find_map(|line| serde_json::from_str(line).ok())
+            .unwrap_or_else(|| panic!("a JSON error on stderr: {stderr}"));
+        assert_eq!(error["error"]["code"], code, "{args:?}: {error}");
+    }
+}
+
+/// A server process, killed if the test ends without stopping it.
+struct ServerProcess {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_until_serving(client: &reqwest::Client, url: &str, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(response) = client.get(url).send().await
+            && response.status() == StatusCode::OK
+        {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("api serve exited early with {status}");
+        }
+        assert!(Instant::now() < deadline, "api serve did not come up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn serve(
+    deployment: &Deployment,
+    extra: &[&str],
+    client: &reqwest::Client,
+    scheme: &str,
+) -> ServerProcess {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["serve", "--listen", &listen];
+    args.extend_from_slice(extra);
+    let mut child = deployment
+        .command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn api serve");
+    let base_url = format!("{scheme}://{listen}");
+    wait_until_serving(client, &format!("{base_url}/api/openapi.json"), &mut child).await;
+    ServerProcess { child, base_url }
+}
+
+fn terminate(server: &mut ServerProcess) -> std::process::ExitStatus {
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "api serve did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+backend_tests! {
+    async fn admin_commands_work_while_the_server_runs(backend) {
+        let deployment = Deployment::new(backend).await;
+        let client = tests::app::base_client().build().unwrap();
+        let mut server = serve(&deployment, &[], &client, "http").await;
+
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme Media"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let owner_id = agency["owner_user_id"].as_str().unwrap().to_owned();
+        assert!(agency_id.starts_with("agc_") && owner_id.starts_with("usr_"));
+        assert_eq!(agency.as_object().unwrap().len(), 2);
+
+        let broker = deployment.admin_ok(&["create-agency", "--name", "Bolt Realty", "--kind", "broker"]);
+        assert!(broker["agency_id"].as_str().unwrap().starts_with("agc_"));
+
+        let user = deployment.admin_ok(&[
+            "create-user", "--agency", &agency_id, "--role", "agent", "--email", "Ana@Example.com",
+            "--name", "Ana", "--manager", &owner_id,
+        ]);
+        let user_id = user["user_id"].as_str().unwrap().to_owned();
+
+        let sk = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "CRM", "--scopes", "users:read,listings:read"]);
+        let sk_key = sk["key"].as_str().unwrap().to_owned();
+        assert!(sk["key_id"].as_str().unwrap().starts_with("key_"));
+        assert!(sk_key.starts_with("sk_live_"));
+        let ma = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "Sandbox", "--scopes", "users:read", "--sandbox", "--format", "ma"]);
+        let ma_key = ma["key"].as_str().unwrap().to_owned();
+        assert!(ma_key.starts_with("ma_test_ak_") && ma_key.len() == 37);
+        let default = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "Reader"]);
+
+        // The running server sees what the admin commands wrote.
+        for key in [&sk_key, &ma_key] {
+            let page = expect_ok(
+                client.get(format!("{}/api/v1/users", server.base_url)).header("X-API-Key", key).send().await.unwrap(),
+            )
+            .await;
+            let ids: Vec<&str> = page["items"].as_array().unwrap().iter().map(|u| u["id"].as_str().unwrap()).collect();
+            assert_eq!(ids, [owner_id.as_str(), user_id.as_str()]);
+            assert_eq!(page["items"][1]["email"], "ana@example.com");
+        }
+        // The default scope is listings:read only.
+        let denied = client
+            .get(format!("{}/api/v1/users", server.base_url))
+            .bearer_auth(default["key"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+
+        let status = terminate(&mut server);
+        assert!(status.success(), "graceful exit on SIGTERM: {status}");
+    }
+
+    async fn admin_failures_are_a_json_error_and_status_1(backend) {
+        let deployment = Deployment::new(backend).await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "A"]);
+        let agency_id = agency["agency_id"].as_str().unwrap();
+        let other = deployment.admin_ok(&["create-agency", "--name", "B"]);
+        let other_owner = other["owner_user_id"].as_str().unwrap();
+
+        deployment.admin_err(&["create-user", "--agency", "agc_01JD3Q8W5T7X2Z9Y4V6R1N0M8K", "--role", "agent", "--email", "a@example.com"], "not_found");
+        deployment.admin_err(&["create-user", "--agency", "garbage", "--role", "agent", "--email", "a@example.com"], "not_found");
+        deployment.admin_err(&["create-user", "--agency", agency_id, "--role", "wizard", "--email", "a@example.com"], "validation.failed");
+        deployment.admin_err(&["create-user", "--agency", agency_id, "--role", "agent", "--email", "not-an-email"], "validation.failed");
+        deployment.admin_err(&["create-user", "--agency", agency_id, "--role", "agent", "--email", "a@example.com", "--manager", other_owner], "validation.failed");
+        deployment.admin_ok(&["create-user", "--agency", agency_id, "--role", "agent", "--email", "a@example.com"]);
+        deployment.admin_err(&["create-user", "--agency", agency_id, "--role", "viewer", "--email", "A@example.com"], "conflict");
+        deployment.admin_err(&["create-key", "--agency", agency_id, "--name", "k", "--scopes", "listings:read,everything"], "validation.failed");
+        deployment.admin_err(&["create-key", "--agency", agency_id, "--name", "   "], "validation.failed");
+        deployment.admin_err(&["create-agency", "--name", ""], "validation.failed");
+
+        // Usage errors are clap's: status 2.
+        let usage = deployment.admin(&["create-agency", "--name", "C", "--kind", "studio"]);
+        assert_eq!(usage.status.code(), Some(2));
+    }
+
+    async fn migrate_applies_and_repeats_harmlessly(backend) {
+        let deployment = Deployment::new(backend).await;
+        for _ in 0..2 {
+            let output = deployment.command(&["migrate"]).output().unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        }
+        deployment.admin_ok(&["create-agency", "--name", "After migrate"]);
+    }
+}
+
+fn write_pem(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn serve_speaks_https_with_the_tls_flags() {
+    let deployment = Deployment::new(Backend::Sqlite).await;
+    let identity = tests::app::TlsIdentity::self_signed();
+    let certs = tempfile::tempdir().unwrap();
+    let cert = write_pem(certs.path(), "cert.pem", &identity.cert_pem);
+    let key = write_pem(certs.path(), "key.pem", &identity.key_pem);
+    let ca = reqwest::Certificate::from_pem(identity.cert_pem.as_bytes()).unwrap();
+    let client = tests::app::base_client()
+        .tls_certs_only([ca])
+        .build()
+        .unwrap();
+    let server = serve(
+        &deployment,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        &client,
+        "https",
+    )
+    .await;
+    let doc: Value = client
+        .get(format!("{}/api/openapi.json", server.base_url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        doc["servers"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://")
+    );
+}

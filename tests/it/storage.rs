@@ -1,0 +1,184 @@
+//! The repository API, run identically against SQLite and PostgreSQL.
+
+use std::collections::BTreeMap;
+
+use storage::agencies::AgencyKind;
+use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
+use storage::ids::{AgencyId, ApiKeyId, UserId};
+use storage::users::{NewUser, Role, UserFilter};
+use storage::{Clock, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
+use tests::{TestDatabase, backend_tests};
+
+async fn store(backend: tests::Backend) -> (Store, TestDatabase) {
+    let db = TestDatabase::create(backend).await;
+    let store = db
+        .store(Clock::manual(Timestamp::from_micros(1_790_000_000_000_000)))
+        .await;
+    (store, db)
+}
+
+fn new_user(role: Role, email: &str, manager: Option<&UserId>) -> NewUser {
+    NewUser {
+        role,
+        email: Some(email.to_owned()),
+        name: Some(email.split('@').next().unwrap().to_owned()),
+        manager_id: manager.cloned(),
+    }
+}
+
+fn live(agency: &AgencyId) -> Tenant {
+    Tenant::new(agency.clone(), Environment::Live)
+}
+
+backend_tests! {
+    async fn an_agency_is_created_with_its_owner(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("  Lens & Light  ", AgencyKind::Broker).await.unwrap();
+        assert_eq!(agency.name, "Lens & Light");
+        assert_eq!(owner.role, Role::Broker);
+        assert_eq!(owner.agency_id, agency.id);
+        assert_eq!(store.agencies().get(&agency.id).await.unwrap().kind, AgencyKind::Broker);
+        assert_eq!(store.agencies().owner(&agency.id).await.unwrap().id, owner.id);
+        for bad in ["", "   ", &"n".repeat(201)] {
+            let err = store.agencies().create(bad, AgencyKind::MediaAgency).await.unwrap_err();
+            assert!(matches!(err, StorageError::Invalid { field: "name", .. }), "{err}");
+        }
+        assert!(matches!(
+            store.agencies().get(&AgencyId::generate()).await,
+            Err(StorageError::NotFound("agency"))
+        ));
+    }
+
+    async fn users_keep_their_hierarchy_inside_one_agency(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("A", AgencyKind::MediaAgency).await.unwrap();
+        let (other, other_owner) = store.agencies().create("B", AgencyKind::MediaAgency).await.unwrap();
+
+        let agent = store.users().create(&agency.id, new_user(Role::Agent, "Ana@Example.com", Some(&owner.id))).await.unwrap();
+        assert_eq!(agent.email.as_deref(), Some("ana@example.com"));
+        assert_eq!(agent.manager_id.as_ref(), Some(&owner.id));
+        assert!(agent.is_active);
+
+        // A manager from another agency violates the hierarchy.
+        let err = store
+            .users()
+            .create(&agency.id, new_user(Role::Agent, "bo@example.com", Some(&other_owner.id)))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StorageError::Invalid { field: "manager_id", .. }), "{err}");
+
+        // Emails are unique across the platform, whatever their case.
+        let err = store.users().create(&other.id, new_user(Role::Agent, "ANA@example.com", None)).await.unwrap_err();
+        assert!(matches!(err, StorageError::Conflict { field: "email" }), "{err}");
+
+        let err = store.users().create(&agency.id, new_user(Role::Agent, "not-an-email", None)).await.unwrap_err();
+        assert!(matches!(err, StorageError::Invalid { field: "email", .. }), "{err}");
+
+        let err = store.users().create(&AgencyId::generate(), new_user(Role::Agent, "cy@example.com", None)).await.unwrap_err();
+        assert!(matches!(err, StorageError::Invalid { field: "agency_id", .. }), "{err}");
+    }
+
+    async fn a_user_is_visible_only_to_its_own_agency(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, _) = store.agencies().create("A", AgencyKind::MediaAgency).await.unwrap();
+        let (other, _) = store.agencies().create("B", AgencyKind::MediaAgency).await.unwrap();
+        let user = store.users().create(&agency.id, new_user(Role::Viewer, "v@example.com", None)).await.unwrap();
+        assert_eq!(store.users().get(&live(&agency.id), &user.id).await.unwrap().id, user.id);
+        assert!(matches!(store.users().get(&live(&other.id), &user.id).await, Err(StorageError::NotFound("user"))));
+    }
+
+    async fn the_users_listing_is_ordered_filtered_and_paged(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("A", AgencyKind::MediaAgency).await.unwrap();
+        let mut expected = vec![owner.id.clone()];
+        for n in 0..5 {
+            store.clock().advance_seconds(1);
+            let role = if n % 2 == 0 { Role::Agent } else { Role::Assistant };
+            let user = store.users().create(&agency.id, new_user(role, &format!("u{n}@example.com"), None)).await.unwrap();
+            expected.push(user.id);
+        }
+        store.users().create(&agency.id, new_user(Role::Admin, "staff@example.com", None)).await.unwrap();
+
+        let tenant = live(&agency.id);
+        let all = UserFilter::default();
+        let first = store.users().list(&tenant, &all, None, 4).await.unwrap();
+        assert_eq!(first.total, 6, "platform roles are not counted");
+        assert_eq!(first.items.len(), 4);
+        let rest = store.users().list(&tenant, &all, first.next.as_ref(), 4).await.unwrap();
+        assert!(rest.next.is_none());
+        let listed: Vec<UserId> = first.items.into_iter().chain(rest.items).map(|u| u.id).collect();
+        assert_eq!(listed, expected);
+
+        let agents = UserFilter { role: Some(Role::Agent), active: None };
+        assert_eq!(store.users().list(&tenant, &agents, None, 50).await.unwrap().total, 3);
+        let inactive = UserFilter { role: None, active: Some(false) };
+        assert_eq!(store.users().list(&tenant, &inactive, None, 50).await.unwrap().total, 0);
+    }
+
+    async fn keys_are_issued_found_by_hash_and_revoked(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("A", AgencyKind::MediaAgency).await.unwrap();
+        let (other, _) = store.agencies().create("B", AgencyKind::MediaAgency).await.unwrap();
+        let issued = store
+            .api_keys()
+            .issue(
+                &agency.id,
+                NewApiKey {
+                    name: "CRM sync".into(),
+                    scopes: vec![Scope::UsersRead, Scope::ListingsWrite, Scope::UsersRead],
+                    environment: Environment::Sandbox,
+                    format: KeyFormat::Ma,
+                    created_by: Some(owner.id.clone()),
+                    rate_limit_overrides: BTreeMap::from([("create_listing".to_owned(), 5)]),
+                },
+            )
+            .await
+            .unwrap();
+        let plaintext = issued.plaintext.expose().to_owned();
+        assert!(plaintext.starts_with("ma_test_ak_"));
+        assert!(!format!("{issued:?}").contains(&plaintext), "Debug never shows the plaintext");
+
+        let found = store.api_keys().find_by_plaintext(&plaintext).await.unwrap().unwrap();
+        assert_eq!(found.id, issued.key.id);
+        assert_eq!(found.scopes, vec![Scope::ListingsWrite, Scope::UsersRead]);
+        assert_eq!(found.environment, Environment::Sandbox);
+        assert_eq!(found.created_by.as_ref(), Some(&owner.id));
+        assert_eq!(found.rate_limit_overrides.get("create_listing"), Some(&5));
+        assert_eq!(found.status, KeyStatus::Active);
+        assert!(found.hint.starts_with("ma_test_ak_…"));
+        assert!(store.api_keys().find_by_plaintext(&format!("{plaintext}X")).await.unwrap().is_none());
+
+        let default = store
+            .api_keys()
+            .issue(&agency.id, NewApiKey {
+                name: "reader".into(),
+                scopes: vec![],
+                environment: Environment::Live,
+                format: KeyFormat::Sk,
+                created_by: None,
+                rate_limit_overrides: BTreeMap::new(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(default.key.scopes, vec![Scope::ListingsRead]);
+
+        // Another agency cannot revoke it; its own agency can, twice.
+        assert!(matches!(
+            store.api_keys().revoke(&other.id, &issued.key.id).await,
+            Err(StorageError::NotFound("api key"))
+        ));
+        let revoked = store.api_keys().revoke(&agency.id, &issued.key.id).await.unwrap();
+        assert_eq!(revoked.status, KeyStatus::Revoked);
+        let again = store.api_keys().revoke(&agency.id, &issued.key.id).await.unwrap();
+        assert_eq!(again.revoked_at, revoked.revoked_at);
+        assert!(store.api_keys().revoke(&agency.id, &ApiKeyId::generate()).await.is_err());
+    }
+
+    async fn a_different_master_key_is_refused_and_migrations_are_idempotent(backend) {
+        let db = TestDatabase::create(backend).await;
+        let first = db.store(Clock::System).await;
+        first.db().migrate().await.unwrap();
+        let err = Store::open(db.connect().await, &MasterKey::generate(), Clock::System).await.unwrap_err();
+        assert!(matches!(err, StorageError::MasterKeyMismatch), "{err}");
+    }
+}

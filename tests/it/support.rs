@@ -1,0 +1,109 @@
+//! Assertions shared by the test modules.
+
+use reqwest::{Response, StatusCode};
+use serde_json::Value;
+
+/// Asserts that `response` is the error envelope with `status` and `code`, that
+/// `error.request_id` equals the `X-Request-Id` header, and returns the body.
+pub async fn expect_error(response: Response, status: StatusCode, code: &str) -> Value {
+    let actual = response.status();
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("X-Request-Id on every response");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let text = response.text().await.expect("body");
+    assert_eq!(actual, status, "status of {text}");
+    assert!(
+        content_type.starts_with("application/json"),
+        "content type {content_type}"
+    );
+    let body: Value =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("envelope is JSON: {text}"));
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert_eq!(body["error"]["request_id"], request_id.as_str(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(body["error"]["details"].is_object(), "{body}");
+    body
+}
+
+/// Asserts a 200 and returns the JSON body.
+pub async fn expect_ok(response: Response) -> Value {
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    assert_eq!(status, StatusCode::OK, "{text}");
+    serde_json::from_str(&text).expect("JSON body")
+}
+
+/// Direct SQL for conditions no route can produce yet (a deactivated user, an
+/// expired key) and for inspecting what the database holds.
+pub mod sql {
+    use storage::Database;
+    use tests::TestApp;
+
+    macro_rules! execute {
+        ($db:expr, $sql:expr $(, $bind:expr)*) => {
+            match $db {
+                Database::Sqlite(pool) => sqlx::query($sql)$(.bind($bind))*.execute(pool).await.map(|_| ()),
+                Database::Postgres(pool) => sqlx::query($sql)$(.bind($bind))*.execute(pool).await.map(|_| ()),
+            }
+            .unwrap()
+        };
+    }
+
+    /// Sets a key's expiry (what a finished rotation overlap does).
+    pub async fn expire_key(app: &TestApp, key_id: &str, at_micros: i64) {
+        execute!(
+            app.store.db(),
+            "update api_keys set status = 'rotating', expires_at = $1 where id = $2",
+            at_micros,
+            key_id
+        );
+    }
+
+    /// Deactivates a user.
+    pub async fn deactivate_user(db: &Database, user_id: &str) {
+        execute!(
+            db,
+            "update users set is_active = false where id = $1",
+            user_id
+        );
+    }
+
+    /// Everything the database holds about keys, as text: for SQLite the raw
+    /// bytes of the database and its write-ahead log; for PostgreSQL every
+    /// column of every key row.
+    pub async fn everything_stored(app: &TestApp) -> String {
+        match app.store.db() {
+            Database::Sqlite(_) => {
+                let file = app.db.sqlite_file().unwrap();
+                let mut bytes = std::fs::read(&file).unwrap();
+                let wal = file.with_extension("sqlite3-wal");
+                if let Ok(more) = std::fs::read(&wal) {
+                    bytes.extend(more);
+                }
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            Database::Postgres(pool) => {
+                let rows: Vec<String> =
+                    sqlx::query_scalar("select row_to_json(k)::text from api_keys k")
+                        .fetch_all(pool)
+                        .await
+                        .unwrap();
+                rows.join("\n")
+            }
+        }
+    }
+}
