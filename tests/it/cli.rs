@@ -85,6 +85,13 @@ impl Deployment {
 struct ServerProcess {
     child: Child,
     base_url: String,
+    log: PathBuf,
+}
+
+impl ServerProcess {
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
 }
 
 impl Drop for ServerProcess {
@@ -127,15 +134,17 @@ async fn serve(
     let listen = format!("127.0.0.1:{}", free_port());
     let mut args = vec!["serve", "--listen", &listen];
     args.extend_from_slice(extra);
+    let log = deployment.db.data_dir().join(format!("serve-{}.log", ulid::Ulid::generate()));
     let mut child = deployment
         .command(&args)
+        .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("spawn api serve");
     let base_url = format!("{scheme}://{listen}");
     wait_until_serving(client, &format!("{base_url}/api/openapi.json"), &mut child).await;
-    ServerProcess { child, base_url }
+    ServerProcess { child, base_url, log }
 }
 
 fn terminate(server: &mut ServerProcess) -> std::process::ExitStatus {
@@ -208,6 +217,13 @@ backend_tests! {
 
         let status = terminate(&mut server);
         assert!(status.success(), "graceful exit on SIGTERM: {status}");
+
+        // Debug logs name the agency and key id of each request, never a key.
+        let log = server.log_text();
+        assert!(log.contains(sk["key_id"].as_str().unwrap()), "requests are logged with their key id");
+        for secret in [&sk_key, &ma_key, &deployment.master_key] {
+            assert!(!log.contains(secret.as_str()), "a secret was logged");
+        }
     }
 
     async fn admin_failures_are_a_json_error_and_status_1(backend) {
