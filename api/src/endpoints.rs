@@ -23,3 +23,45 @@ pub static READ_USER_SINGLE: Endpoint = Endpoint {
     name: "read_user_single",
     scope: Scope::UsersRead,
 };
+
+/// `POST /listings`.
+pub static CREATE_LISTING: Endpoint = Endpoint {
+    name: "create_listing",
+    scope: Scope::ListingsWrite,
+};
+
+/// `GET /listings`.
+pub static READ_LISTINGS_LIST: Endpoint = Endpoint {
+    name: "read_listings_list",
+    scope: Scope::ListingsRead,
+};
+
+/// `GET /listings/{listing_number}`.
+pub static READ_LISTING_SINGLE: Endpoint = Endpoint {
+    name: "read_listing_single",
+    scope: Scope::ListingsRead,
+};
+
+/// `GET /listings/{listing_number}/orders`.
+pub static GET_LISTING_ORDERS: Endpoint = Endpoint {
+    name: "get_listing_orders",
+    scope: Scope::ListingsRead,
+};
+
+/// `PATCH /listings/{listing_number}/status`.
+pub static UPDATE_LISTING_STATUS: Endpoint = Endpoint {
+    name: "update_listing_status",
+    scope: Scope::ListingsWrite,
+};
+
+/// `POST /listings/{listing_number}/cancel`.
+pub static CANCEL_LISTING: Endpoint = Endpoint {
+    name: "cancel_listing",
+    scope: Scope::ListingsWrite,
+};
+
+/// `PATCH /listings/{listing_number}/sections/{section}`.
+pub static UPDATE_SECTION: Endpoint = Endpoint {
+    name: "update_section",
+    scope: Scope::ListingsWrite,
+};

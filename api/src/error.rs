@@ -14,8 +14,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use storage::StorageError;
 use storage::api_keys::Scope;
+use storage::{Rule, StorageError};
 use utoipa::ToSchema;
 
 /// Which resource a 404 is about; each has its own code in the specification.
@@ -23,18 +23,22 @@ use utoipa::ToSchema;
 pub enum Resource {
     /// `user_not_found`.
     User,
+    /// `listing_not_found`.
+    Listing,
 }
 
 impl Resource {
     const fn not_found_code(self) -> &'static str {
         match self {
             Self::User => "user_not_found",
+            Self::Listing => "listing_not_found",
         }
     }
 
     const fn name(self) -> &'static str {
         match self {
             Self::User => "user",
+            Self::Listing => "listing",
         }
     }
 }
@@ -58,8 +62,37 @@ pub enum ApiError {
     EndpointNotInScope,
     /// 404 `<resource>_not_found`, also for another agency's resource.
     NotFound(Resource),
+    /// 404 `section_not_exposed`: a section other than tour3d or floorplan.
+    SectionNotExposed,
     /// 405 `request.method_not_allowed`.
     MethodNotAllowed,
+    /// 409 `listing_not_activated`: a status change before activation and billing.
+    ListingNotActivated,
+    /// 409 `no_op_transition`: the listing already has the requested status.
+    NoOpTransition(&'static str),
+    /// 409 `listing_already_cancelled`.
+    ListingAlreadyCancelled,
+    /// 409 `outside_cancellation_window`, with the cutoff and where to go instead.
+    OutsideCancellationWindow {
+        /// When the no-fee window closed (RFC 3339).
+        cutoff: String,
+        /// Where the agency can cancel with a fee.
+        remediation_url: String,
+    },
+    /// 422 `lifecycle_violation`: the lifecycle does not allow the move.
+    LifecycleViolation {
+        /// Current status.
+        from: &'static str,
+        /// Requested status.
+        to: &'static str,
+    },
+    /// 422 `invalid_section_payload`, naming the field and the reason.
+    InvalidSectionPayload {
+        /// The offending field.
+        field: String,
+        /// Why.
+        reason: String,
+    },
     /// 400 `request.malformed`: the body could not be parsed at all.
     MalformedBody(String),
     /// 413 `request.too_large`.
@@ -90,8 +123,17 @@ impl ApiError {
         match self {
             Self::MissingKey(_) | Self::InvalidKey => StatusCode::UNAUTHORIZED,
             Self::ScopeDenied(_) | Self::TlsRequired => StatusCode::FORBIDDEN,
-            Self::EndpointNotInScope | Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::EndpointNotInScope | Self::NotFound(_) | Self::SectionNotExposed => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::ListingNotActivated
+            | Self::NoOpTransition(_)
+            | Self::ListingAlreadyCancelled
+            | Self::OutsideCancellationWindow { .. } => StatusCode::CONFLICT,
+            Self::LifecycleViolation { .. } | Self::InvalidSectionPayload { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::MalformedBody(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -109,7 +151,14 @@ impl ApiError {
             Self::TlsRequired => "transport.tls_required",
             Self::EndpointNotInScope => "endpoint_not_in_scope",
             Self::NotFound(resource) => resource.not_found_code(),
+            Self::SectionNotExposed => "section_not_exposed",
             Self::MethodNotAllowed => "request.method_not_allowed",
+            Self::ListingNotActivated => "listing_not_activated",
+            Self::NoOpTransition(_) => "no_op_transition",
+            Self::ListingAlreadyCancelled => "listing_already_cancelled",
+            Self::OutsideCancellationWindow { .. } => "outside_cancellation_window",
+            Self::LifecycleViolation { .. } => "lifecycle_violation",
+            Self::InvalidSectionPayload { .. } => "invalid_section_payload",
             Self::MalformedBody(_) => "request.malformed",
             Self::PayloadTooLarge => "request.too_large",
             Self::UnsupportedMediaType(_) => "request.unsupported_media_type",
@@ -133,7 +182,23 @@ impl ApiError {
             }
             Self::EndpointNotInScope => "This endpoint is not part of the public API.".into(),
             Self::NotFound(resource) => format!("No such {}.", resource.name()).into(),
+            Self::SectionNotExposed => {
+                "Only the tour3d and floorplan sections can be changed through the API.".into()
+            }
             Self::MethodNotAllowed => "This method is not allowed on this endpoint.".into(),
+            Self::ListingNotActivated => {
+                "The listing's status cannot change until it is activated and billed.".into()
+            }
+            Self::NoOpTransition(status) => format!("The listing already has status {status}.").into(),
+            Self::ListingAlreadyCancelled => "The listing is already cancelled.".into(),
+            Self::OutsideCancellationWindow { cutoff, .. } => format!(
+                "The no-fee cancellation window closed at {cutoff}; cancel from the dashboard, where the fee applies."
+            )
+            .into(),
+            Self::LifecycleViolation { from, to } => {
+                format!("A listing cannot move from {from} to {to}.").into()
+            }
+            Self::InvalidSectionPayload { field, reason } => format!("{field} {reason}.").into(),
             Self::MalformedBody(why) => {
                 format!("The request body could not be parsed: {why}").into()
             }
@@ -158,6 +223,24 @@ impl ApiError {
         match self {
             Self::ScopeDenied(scope) => {
                 details.insert("required_scope".into(), scope.as_str().into());
+            }
+            Self::NoOpTransition(status) => {
+                details.insert("status".into(), (*status).into());
+            }
+            Self::OutsideCancellationWindow {
+                cutoff,
+                remediation_url,
+            } => {
+                details.insert("no_fee_cutoff".into(), cutoff.as_str().into());
+                details.insert("remediation_url".into(), remediation_url.as_str().into());
+            }
+            Self::LifecycleViolation { from, to } => {
+                details.insert("from".into(), (*from).into());
+                details.insert("to".into(), (*to).into());
+            }
+            Self::InvalidSectionPayload { field, reason } => {
+                details.insert("field".into(), field.as_str().into());
+                details.insert("reason".into(), reason.as_str().into());
             }
             Self::Validation(fields) => {
                 let fields = fields
@@ -208,9 +291,36 @@ impl From<StorageError> for ApiError {
     fn from(err: StorageError) -> Self {
         match err {
             StorageError::NotFound("user") => Self::NotFound(Resource::User),
+            StorageError::NotFound("listing") => Self::NotFound(Resource::Listing),
             StorageError::Invalid { field, reason } => Self::field(field, reason),
+            StorageError::Fields(fields) => Self::Validation(
+                fields
+                    .into_iter()
+                    .map(|(field, reason)| (field.to_owned(), reason))
+                    .collect(),
+            ),
             StorageError::Conflict { field } => Self::field(field, "is already taken"),
+            StorageError::Rule(rule) => rule.into(),
             other => Self::internal(other),
+        }
+    }
+}
+
+impl From<Rule> for ApiError {
+    fn from(rule: Rule) -> Self {
+        match rule {
+            Rule::ListingNotActivated => Self::ListingNotActivated,
+            Rule::NoOpTransition(status) => Self::NoOpTransition(status),
+            Rule::LifecycleViolation { from, to } => Self::LifecycleViolation { from, to },
+            Rule::ListingAlreadyCancelled => Self::ListingAlreadyCancelled,
+            Rule::InvalidSectionPayload { field, reason } => {
+                Self::InvalidSectionPayload { field, reason }
+            }
+            // The handler knows where to send the client; this is the bare fallback.
+            Rule::OutsideCancellationWindow { cutoff_rfc3339 } => Self::OutsideCancellationWindow {
+                cutoff: cutoff_rfc3339,
+                remediation_url: String::new(),
+            },
         }
     }
 }

@@ -102,6 +102,26 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let JsonBody(bytes) = JsonBody::from_request(request, state).await?;
+        Self::parse(&bytes).map(ApiJson)
+    }
+}
+
+/// A JSON request body, read but not yet parsed: for handlers that must check
+/// the path (a section name, say) before judging the body.
+pub struct JsonBody(pub Bytes);
+
+impl JsonBody {
+    /// Parses the body into `T`, as `ApiJson` would.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        ApiJson::<T>::parse(&self.0)
+    }
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         if !is_json_content_type(&request) {
             return Err(ApiError::UnsupportedMediaType(
                 "The request body must be JSON, sent with Content-Type: application/json.".into(),
@@ -116,7 +136,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                     ApiError::MalformedBody(rejection.body_text())
                 }
             })?;
-        Self::parse(&bytes).map(ApiJson)
+        Ok(JsonBody(bytes))
     }
 }
 

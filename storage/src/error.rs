@@ -21,6 +21,12 @@ pub enum StorageError {
         /// A human-readable reason.
         reason: String,
     },
+    /// Several fields are invalid, each with its reason.
+    #[error("invalid fields: {0:?}")]
+    Fields(std::collections::BTreeMap<&'static str, String>),
+    /// A business rule refused the change; nothing was written.
+    #[error("{0}")]
+    Rule(#[from] Rule),
     /// The configured master key is not the one this database was created with.
     #[error(
         "the configured master key does not match the one this database was first used with; \
@@ -48,4 +54,40 @@ impl StorageError {
     pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
         matches!(err, sqlx::Error::Database(db) if db.is_foreign_key_violation())
     }
+}
+
+/// A business rule that refused a change. Each maps to its own error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rule {
+    /// A status change before the listing is activated and billed.
+    #[error("the listing is not activated and billed yet")]
+    ListingNotActivated,
+    /// The requested status is the current one.
+    #[error("the listing already has status {0}")]
+    NoOpTransition(&'static str),
+    /// The lifecycle does not allow this move.
+    #[error("a listing cannot move from {from} to {to}")]
+    LifecycleViolation {
+        /// Current status (display form).
+        from: &'static str,
+        /// Requested status (display form).
+        to: &'static str,
+    },
+    /// Cancelling a cancelled listing.
+    #[error("the listing is already cancelled")]
+    ListingAlreadyCancelled,
+    /// Cancelling after the no-fee cutoff.
+    #[error("the no-fee cancellation window closed at {cutoff_rfc3339}")]
+    OutsideCancellationWindow {
+        /// When the window closed.
+        cutoff_rfc3339: String,
+    },
+    /// A section body that parsed but makes no sense.
+    #[error("{field}: {reason}")]
+    InvalidSectionPayload {
+        /// The offending field, e.g. `files[2].label`.
+        field: String,
+        /// Why.
+        reason: String,
+    },
 }

@@ -60,6 +60,22 @@ typed_id!(
     "key_"
 );
 
+typed_id!(
+    /// Identifies a listing internally (clients use its listing number).
+    ListingId,
+    "lst_"
+);
+typed_id!(
+    /// Identifies an order of a listing.
+    OrderId,
+    "ord_"
+);
+typed_id!(
+    /// Identifies a shoot appointment.
+    AppointmentId,
+    "apt_"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,12 +2,21 @@
 
 pub mod agencies;
 pub mod api_keys;
+pub mod appointments;
+pub mod cancellation;
 pub mod clock;
 pub mod db;
 pub mod error;
+pub mod events;
 pub mod ids;
+pub mod listing_status;
+pub mod listings;
+pub mod orders;
+pub mod outbox;
+pub mod packages;
 pub mod page;
 pub mod secrets;
+pub mod sections;
 pub mod tenancy;
 pub mod users;
 
@@ -15,7 +24,7 @@ use std::sync::Arc;
 
 pub use clock::{Clock, Timestamp};
 pub use db::{Backend, Database, DatabaseTarget};
-pub use error::StorageError;
+pub use error::{Rule, StorageError};
 pub use secrets::MasterKey;
 pub use tenancy::{Environment, Tenant};
 
@@ -73,5 +82,30 @@ impl Store {
     /// API keys: issuing and authenticating.
     pub fn api_keys(&self) -> api_keys::ApiKeys<'_> {
         api_keys::ApiKeys { store: self }
+    }
+
+    /// Listings, their status lifecycle and sections.
+    pub fn listings(&self) -> listings::Listings<'_> {
+        listings::Listings { store: self }
+    }
+
+    /// Orders and invoices of listings.
+    pub fn orders(&self) -> orders::Orders<'_> {
+        orders::Orders { store: self }
+    }
+
+    /// Shoot appointments.
+    pub fn appointments(&self) -> appointments::Appointments<'_> {
+        appointments::Appointments { store: self }
+    }
+
+    /// Owners' cancellation fee tiers.
+    pub fn cancellation_fees(&self) -> cancellation::CancellationFees<'_> {
+        cancellation::CancellationFees { store: self }
+    }
+
+    /// The transactional outbox of events.
+    pub fn outbox(&self) -> outbox::Outbox<'_> {
+        outbox::Outbox { store: self }
     }
 }

@@ -134,7 +134,10 @@ async fn serve(
     let listen = format!("127.0.0.1:{}", free_port());
     let mut args = vec!["serve", "--listen", &listen];
     args.extend_from_slice(extra);
-    let log = deployment.db.data_dir().join(format!("serve-{}.log", ulid::Ulid::generate()));
+    let log = deployment
+        .db
+        .data_dir()
+        .join(format!("serve-{}.log", ulid::Ulid::generate()));
     let mut child = deployment
         .command(&args)
         .env("RUST_LOG", "debug")
@@ -144,7 +147,11 @@ async fn serve(
         .expect("spawn api serve");
     let base_url = format!("{scheme}://{listen}");
     wait_until_serving(client, &format!("{base_url}/api/openapi.json"), &mut child).await;
-    ServerProcess { child, base_url, log }
+    ServerProcess {
+        child,
+        base_url,
+        log,
+    }
 }
 
 fn terminate(server: &mut ServerProcess) -> std::process::ExitStatus {
@@ -247,6 +254,56 @@ backend_tests! {
         // Usage errors are clap's: status 2.
         let usage = deployment.admin(&["create-agency", "--name", "C", "--kind", "studio"]);
         assert_eq!(usage.status.code(), Some(2));
+    }
+
+    async fn payment_and_shoot_commands_drive_a_listing(backend) {
+        let deployment = Deployment::new(backend).await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let owner = agency["owner_user_id"].as_str().unwrap().to_owned();
+        let key = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "w", "--scopes", "listings:read,listings:write"]);
+        let key = key["key"].as_str().unwrap().to_owned();
+        let client = tests::app::base_client().build().unwrap();
+        let server = serve(&deployment, &[], &client, "http").await;
+        let created: Value = client
+            .post(format!("{}/api/v1/listings", server.base_url))
+            .header("X-API-Key", &key)
+            .json(&serde_json::json!({"address": "1 Main St", "owner_user_id": owner, "agent_one_id": owner}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let number = created["listing_number"].as_str().unwrap().to_owned();
+
+        let paid = deployment.admin_ok(&["record-payment", "--agency", &agency_id, "--listing", &number]);
+        assert_eq!(paid, serde_json::json!({"listing_number": number, "activated": true}));
+        let again = deployment.admin_ok(&["record-payment", "--agency", &agency_id, "--listing", &number]);
+        assert_eq!(again["activated"], true);
+
+        let shoot = deployment.admin_ok(&["schedule-shoot", "--agency", &agency_id, "--listing", &number, "--at", "2031-03-04T15:30:00+02:00"]);
+        assert_eq!(shoot, serde_json::json!({"listing_number": number, "scheduled_at": "2031-03-04T13:30:00.000Z"}));
+        let fees = deployment.admin_ok(&["set-cancellation-fees", "--agency", &agency_id, "--owner", &owner, "--tier", "48:7500", "--tier", "24:5000"]);
+        assert_eq!(fees["tiers"][0]["hours_before"], 48);
+
+        let listing: Value = client
+            .get(format!("{}/api/v1/listings/{number}", server.base_url))
+            .header("X-API-Key", &key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listing["activated"], true);
+        assert_eq!(listing["orders"][0]["invoice_state"], "paid");
+        assert_eq!(listing["appointment"]["scheduled_at"], "2031-03-04T13:30:00.000Z");
+        assert_eq!(listing["cancellation"]["no_fee_cutoff"], "2031-03-02T13:30:00.000Z");
+
+        deployment.admin_err(&["record-payment", "--agency", &agency_id, "--listing", "ZZZZZZZ"], "not_found");
+        deployment.admin_err(&["schedule-shoot", "--agency", &agency_id, "--listing", &number, "--at", "tomorrow"], "validation.failed");
+        deployment.admin_err(&["set-cancellation-fees", "--agency", &agency_id, "--owner", &owner, "--tier", "soon"], "validation.failed");
     }
 
     async fn migrate_applies_and_repeats_harmlessly(backend) {

@@ -7,6 +7,7 @@
 mod auth;
 mod cli;
 mod envelope;
+mod listings;
 mod openapi;
 mod storage;
 mod support;

@@ -73,6 +73,59 @@ pub mod sql {
         );
     }
 
+    /// How many rows `table` holds for `agency`.
+    pub async fn count_for_agency(db: &Database, table: &str, agency_id: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(format!("select count(*) from {table} where agency_id = $1"));
+        match db {
+            Database::Sqlite(pool) => {
+                sqlx::query_scalar(sql)
+                    .bind(agency_id)
+                    .fetch_one(pool)
+                    .await
+            }
+            Database::Postgres(pool) => {
+                sqlx::query_scalar(sql)
+                    .bind(agency_id)
+                    .fetch_one(pool)
+                    .await
+            }
+        }
+        .unwrap()
+    }
+
+    /// Makes every insert of an event of `event_type` fail, so the transaction
+    /// writing it must roll back whole.
+    pub async fn fail_inserts_of_event(db: &Database, event_type: &str) {
+        match db {
+            Database::Sqlite(pool) => {
+                let sql = format!(
+                    "create trigger injected_failure before insert on events
+                     when new.event_type = '{event_type}'
+                     begin select raise(abort, 'injected failure'); end"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await.map(|_| ())
+            }
+            Database::Postgres(pool) => {
+                let function = format!(
+                    "create function injected_failure() returns trigger language plpgsql as $$
+                     begin
+                         if new.event_type = '{event_type}' then raise exception 'injected failure'; end if;
+                         return new;
+                     end $$"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(function)).execute(pool).await.unwrap();
+                sqlx::query(
+                    "create trigger injected_failure before insert on events
+                     for each row execute function injected_failure()",
+                )
+                .execute(pool)
+                .await
+                .map(|_| ())
+            }
+        }
+        .unwrap();
+    }
+
     /// Deactivates a user.
     pub async fn deactivate_user(db: &Database, user_id: &str) {
         execute!(

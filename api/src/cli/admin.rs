@@ -9,9 +9,11 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::cancellation::FeeTier;
 use storage::ids::{AgencyId, UserId};
+use storage::listings::SANDBOX_PREFIX;
 use storage::users::{NewUser, Role};
-use storage::{Environment, StorageError, Store};
+use storage::{Environment, StorageError, Store, Tenant, Timestamp};
 
 use crate::config::StorageArgs;
 
@@ -24,6 +26,60 @@ pub enum AdminCommand {
     CreateUser(CreateUser),
     /// Issue an API key; the plaintext is shown once → {"key_id", "key"}.
     CreateKey(CreateKey),
+    /// Record the payment of a listing's invoice, activating and billing it → {"listing_number", "activated"}.
+    RecordPayment(RecordPayment),
+    /// Create or move a listing's shoot → {"listing_number", "scheduled_at"}.
+    ScheduleShoot(ScheduleShoot),
+    /// Set an owner's cancellation fee tiers → {"owner_user_id", "tiers"}.
+    SetCancellationFees(SetCancellationFees),
+}
+
+/// `admin record-payment`.
+#[derive(Debug, Args)]
+pub struct RecordPayment {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The listing number (a `snd_` number is in the sandbox pool).
+    #[arg(long)]
+    listing: String,
+    /// The payment provider's reference; generated when absent.
+    #[arg(long)]
+    reference: Option<String>,
+}
+
+/// `admin schedule-shoot`.
+#[derive(Debug, Args)]
+pub struct ScheduleShoot {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The listing number.
+    #[arg(long)]
+    listing: String,
+    /// When the shoot starts, RFC 3339 (2026-12-01T15:00:00Z).
+    #[arg(long)]
+    at: String,
+}
+
+/// `admin set-cancellation-fees`.
+#[derive(Debug, Args)]
+pub struct SetCancellationFees {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The owner's user id (usr_…).
+    #[arg(long)]
+    owner: String,
+    /// HOURS:AMOUNT (amount in cents of USD), repeatable; none restores the default tier.
+    #[arg(long = "tier")]
+    tiers: Vec<String>,
 }
 
 /// `admin create-agency`.
@@ -108,6 +164,8 @@ impl From<StorageError> for AdminError {
             StorageError::Invalid { field, reason } => {
                 Self::new("validation.failed", format!("{field}: {reason}"))
             }
+            StorageError::Fields(fields) => Self::new("validation.failed", format!("{fields:?}")),
+            StorageError::Rule(rule) => Self::new("rule_violation", rule.to_string()),
             other => Self::new("server.internal", other.to_string()),
         }
     }
@@ -125,6 +183,9 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::CreateAgency(args) => create_agency(args).await,
         AdminCommand::CreateUser(args) => create_user(args).await,
         AdminCommand::CreateKey(args) => create_key(args).await,
+        AdminCommand::RecordPayment(args) => record_payment(args).await,
+        AdminCommand::ScheduleShoot(args) => schedule_shoot(args).await,
+        AdminCommand::SetCancellationFees(args) => set_cancellation_fees(args).await,
     };
     match result {
         Ok(output) => {
@@ -225,4 +286,91 @@ async fn create_key(args: CreateKey) -> Result<Value, AdminError> {
         )
         .await?;
     Ok(json!({"key_id": issued.key.id, "key": issued.plaintext.expose()}))
+}
+
+/// The tenant a listing number belongs to: `snd_` numbers are the sandbox pool.
+fn listing_tenant(agency: AgencyId, listing_number: &str) -> Tenant {
+    let environment = if listing_number
+        .to_ascii_lowercase()
+        .starts_with(SANDBOX_PREFIX)
+    {
+        Environment::Sandbox
+    } else {
+        Environment::Live
+    };
+    Tenant::new(agency, environment)
+}
+
+async fn record_payment(args: RecordPayment) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let tenant = listing_tenant(agency, &args.listing);
+    let payment = store
+        .orders()
+        .record_payment(&tenant, &args.listing, args.reference)
+        .await?;
+    Ok(
+        json!({"listing_number": payment.listing.listing_number, "activated": payment.listing.is_activated()}),
+    )
+}
+
+async fn schedule_shoot(args: ScheduleShoot) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let at = chrono::DateTime::parse_from_rfc3339(&args.at).map_err(|_| {
+        AdminError::new(
+            "validation.failed",
+            "--at must be an RFC 3339 time, e.g. 2026-12-01T15:00:00Z",
+        )
+    })?;
+    let tenant = listing_tenant(agency, &args.listing);
+    let scheduled = store
+        .appointments()
+        .schedule(
+            &tenant,
+            &args.listing,
+            Timestamp::from(at.with_timezone(&chrono::Utc)),
+        )
+        .await?;
+    Ok(json!({
+        "listing_number": scheduled.appointment.listing_number,
+        "scheduled_at": scheduled.appointment.scheduled_at.to_rfc3339(),
+    }))
+}
+
+async fn set_cancellation_fees(args: SetCancellationFees) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let owner = UserId::parse(&args.owner)
+        .ok_or_else(|| AdminError::new("validation.failed", "owner is not a user id"))?;
+    let tiers = args
+        .tiers
+        .iter()
+        .map(|text| {
+            let parsed = text.split_once(':').and_then(|(hours, amount)| {
+                Some((hours.trim().parse().ok()?, amount.trim().parse().ok()?))
+            });
+            parsed
+                .map(|(hours_before, amount)| FeeTier {
+                    hours_before,
+                    amount,
+                    currency: "USD".to_owned(),
+                })
+                .ok_or_else(|| {
+                    AdminError::new(
+                        "validation.failed",
+                        format!("tier {text:?} is not HOURS:AMOUNT"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    store
+        .cancellation_fees()
+        .set(&agency, &owner, &tiers)
+        .await?;
+    let tiers = store.cancellation_fees().for_owner(&agency, &owner).await?;
+    Ok(json!({
+        "owner_user_id": owner,
+        "tiers": tiers.iter().map(|t| json!({"hours_before": t.hours_before, "amount": t.amount, "currency": t.currency})).collect::<Vec<_>>(),
+    }))
 }

@@ -3,6 +3,7 @@
 //! `endpoint_not_in_scope`.
 
 pub mod denied;
+pub mod listings;
 pub mod openapi;
 pub mod users;
 
@@ -23,7 +24,9 @@ pub const API_PREFIX: &str = "/api/v1";
 /// The application's routes (without global middleware or state) and its
 /// OpenAPI document.
 pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let v1 = OpenApiRouter::new().merge(users::router(&state));
+    let v1 = OpenApiRouter::new()
+        .merge(listings::router(&state))
+        .merge(users::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();

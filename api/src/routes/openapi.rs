@@ -21,7 +21,10 @@ use crate::state::PublicUrls;
     ),
     components(schemas(ErrorEnvelope, ErrorObject)),
     modifiers(&SecuritySchemes),
-    tags((name = "users", description = "The people of the caller's agency"))
+    tags(
+        (name = "listings", description = "Listings (tours): lifecycle, cancellation, sections, orders"),
+        (name = "users", description = "The people of the caller's agency")
+    )
 )]
 pub struct ApiDoc;
 

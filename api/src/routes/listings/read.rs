@@ -1,0 +1,266 @@
+//! `GET /listings` and `GET /listings/{listing_number}`.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use storage::cancellation::no_fee_cutoff;
+use storage::ids::UserId;
+use storage::listing_status::ListingStatus;
+use storage::listings::{Listing, ListingFilter};
+use storage::{Tenant, Timestamp};
+use utoipa::{IntoParams, ToSchema};
+
+use super::wire::{AppointmentOut, ListingOut, OrderOut};
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::middleware::auth::Principal;
+use crate::pagination::{CursorScope, PageOut, page_limit};
+use crate::state::AppState;
+
+/// Query of `GET /listings`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListingListQuery {
+    /// Only listings with this status (any spelling of either variant: `Off Market`, `off_market`).
+    status: Option<String>,
+    /// Only listings where this user is agent one or agent two.
+    agent_id: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Page size, 1–200, default 50.
+    limit: Option<i64>,
+}
+
+impl ListingListQuery {
+    fn filter(&self) -> Result<ListingFilter, ApiError> {
+        let status = match self.status.as_deref() {
+            None => None,
+            Some(text) => Some(
+                ListingStatus::parse(text)
+                    .ok_or_else(|| ApiError::field("status", status_choices()))?,
+            ),
+        };
+        let agent_id = match self.agent_id.as_deref() {
+            None => None,
+            Some(text) => Some(
+                UserId::parse(text)
+                    .ok_or_else(|| ApiError::field("agent_id", "is not a user id"))?,
+            ),
+        };
+        Ok(ListingFilter { status, agent_id })
+    }
+}
+
+/// The reason given for an unknown status value.
+pub fn status_choices() -> String {
+    let names: Vec<&str> = ListingStatus::ALL.iter().map(|s| s.display()).collect();
+    format!("must be one of {}", names.join(", "))
+}
+
+/// Lists the caller's listings, oldest first.
+#[utoipa::path(
+    get,
+    path = "/listings",
+    tag = "listings",
+    operation_id = "read_listings_list",
+    params(ListingListQuery),
+    responses(
+        (status = 200, description = "A page of listings", body = PageOut<ListingOut>),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks listings:read", body = ErrorEnvelope),
+        (status = 422, description = "Invalid filter or limit (validation.failed), or invalid_cursor", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+pub async fn list_listings(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiQuery(query): ApiQuery<ListingListQuery>,
+) -> Result<Json<PageOut<ListingOut>>, ApiError> {
+    let filter = query.filter()?;
+    let limit = page_limit(query.limit)?;
+    let scope = CursorScope {
+        collection: "listings",
+        tenant: principal.tenant(),
+        filters: format!(
+            "status={};agent={}",
+            filter.status.map(ListingStatus::key).unwrap_or(""),
+            filter.agent_id.as_ref().map(UserId::as_str).unwrap_or("")
+        ),
+    };
+    let after = state
+        .cursors()
+        .open_param(&scope, query.cursor.as_deref())?;
+    let page = state
+        .store()
+        .listings()
+        .list(&scope.tenant, &filter, after.as_ref(), limit)
+        .await?;
+    let urls = state.urls().clone();
+    Ok(Json(
+        state
+            .cursors()
+            .envelope(&scope, page, |l| ListingOut::new(&l, &urls)),
+    ))
+}
+
+/// A person assigned to a listing.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AssignedUserOut {
+    /// The user's id.
+    pub user_id: String,
+    /// owner, agent_one, agent_two or photographer.
+    pub assignment: String,
+    /// The user's role in the agency.
+    pub role: String,
+    /// Display name.
+    pub name: Option<String>,
+}
+
+/// The 3D-tour section.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Tour3dSectionOut {
+    /// The tour's URL, if set.
+    pub url: Option<String>,
+}
+
+/// A stored floorplan file.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FloorplanFileOut {
+    /// Where the file is.
+    pub url: String,
+    /// The stored (sanitized) label.
+    pub label: String,
+}
+
+/// The floorplan section.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FloorplanSectionOut {
+    /// Its files, in order.
+    pub files: Vec<FloorplanFileOut>,
+}
+
+/// The media sections the API exposes.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SectionsOut {
+    /// 3D tour.
+    pub tour3d: Tour3dSectionOut,
+    /// Floorplan.
+    pub floorplan: FloorplanSectionOut,
+}
+
+/// The cancellation window of a listing.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CancellationOut {
+    /// The last instant to cancel without a fee; null when no shoot is scheduled (always free).
+    pub no_fee_cutoff: Option<String>,
+}
+
+/// One listing with everything the single read shows.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ListingDetailOut {
+    /// The listing.
+    #[serde(flatten)]
+    pub listing: ListingOut,
+    /// Owner, agents and photographer.
+    pub assigned_users: Vec<AssignedUserOut>,
+    /// tour3d and floorplan.
+    pub sections: SectionsOut,
+    /// The listing's orders and their invoice state.
+    pub orders: Vec<OrderOut>,
+    /// The shoot, once scheduled.
+    pub appointment: Option<AppointmentOut>,
+    /// The no-fee cancellation window.
+    pub cancellation: CancellationOut,
+}
+
+async fn assigned_users(
+    state: &AppState,
+    tenant: &Tenant,
+    listing: &Listing,
+    photographer: Option<&UserId>,
+) -> Result<Vec<AssignedUserOut>, ApiError> {
+    let mut assigned = vec![
+        ("owner", &listing.owner_user_id),
+        ("agent_one", &listing.agent_one_id),
+    ];
+    if let Some(agent_two) = &listing.agent_two_id {
+        assigned.push(("agent_two", agent_two));
+    }
+    if let Some(photographer) = photographer {
+        assigned.push(("photographer", photographer));
+    }
+    let mut out = Vec::with_capacity(assigned.len());
+    for (assignment, id) in assigned {
+        let user = state.store().users().get(tenant, id).await?;
+        out.push(AssignedUserOut {
+            user_id: user.id.to_string(),
+            assignment: assignment.to_owned(),
+            role: user.role.as_str().to_owned(),
+            name: user.name,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads one of the caller's listings.
+#[utoipa::path(
+    get,
+    path = "/listings/{listing_number}",
+    tag = "listings",
+    operation_id = "read_listing_single",
+    params(("listing_number" = String, Path, description = "The listing's number")),
+    responses(
+        (status = 200, description = "The listing", body = ListingDetailOut),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks listings:read", body = ErrorEnvelope),
+        (status = 404, description = "listing_not_found, also for another agency's listing", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+pub async fn read_listing(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(listing_number): ApiPath<String>,
+) -> Result<Json<ListingDetailOut>, ApiError> {
+    let tenant = principal.tenant();
+    let store = state.store();
+    let listing = store.listings().get(&tenant, &listing_number).await?;
+    let appointment = store.appointments().for_listing(&listing).await?;
+    let orders = store.orders().all_for(&listing).await?;
+    let scheduled = appointment
+        .as_ref()
+        .filter(|a| a.status == "scheduled")
+        .map(|a| a.scheduled_at);
+    let tiers = store
+        .cancellation_fees()
+        .for_owner(&listing.agency_id, &listing.owner_user_id)
+        .await?;
+    let photographer = appointment.as_ref().and_then(|a| a.photographer_id.clone());
+    let detail = ListingDetailOut {
+        assigned_users: assigned_users(&state, &tenant, &listing, photographer.as_ref()).await?,
+        sections: SectionsOut {
+            tour3d: Tour3dSectionOut {
+                url: listing.tour3d_url.clone(),
+            },
+            floorplan: FloorplanSectionOut {
+                files: listing
+                    .floorplan
+                    .iter()
+                    .map(|f| FloorplanFileOut {
+                        url: f.url.clone(),
+                        label: f.label.clone(),
+                    })
+                    .collect(),
+            },
+        },
+        orders: orders.into_iter().map(OrderOut::from).collect(),
+        appointment: appointment.map(AppointmentOut::from),
+        cancellation: CancellationOut {
+            no_fee_cutoff: no_fee_cutoff(scheduled, &tiers).map(Timestamp::to_rfc3339),
+        },
+        listing: ListingOut::new(&listing, state.urls()),
+    };
+    Ok(Json(detail))
+}

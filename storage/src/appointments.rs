@@ -1,0 +1,149 @@
+//! Shoot appointments: one per listing, scheduled or moved by operators (and
+//! later by the scheduling flow), cancelled with the listing.
+
+use serde_json::json;
+
+use crate::db::{in_transaction, on_pool};
+use crate::error::Rule;
+use crate::events::{EventType, NewEvent};
+use crate::ids::{AppointmentId, UserId};
+use crate::listing_status::ListingStatus;
+use crate::listings::{Listing, fetch_listing, found, normalise_listing_number};
+use crate::outbox::insert_event;
+use crate::{Result, Store, Tenant, Timestamp};
+
+/// A listing's shoot.
+#[derive(Clone, Debug)]
+pub struct Appointment {
+    /// Its id.
+    pub id: AppointmentId,
+    /// The listing's number.
+    pub listing_number: String,
+    /// When the shoot starts.
+    pub scheduled_at: Timestamp,
+    /// Who shoots, once assigned.
+    pub photographer_id: Option<UserId>,
+    /// `scheduled`, `cancelled` or `completed`.
+    pub status: String,
+}
+
+/// The outcome of scheduling.
+#[derive(Clone, Debug)]
+pub struct Scheduled {
+    /// The appointment.
+    pub appointment: Appointment,
+    /// The shoot time before, when this moved an existing shoot.
+    pub previous_scheduled_at: Option<Timestamp>,
+}
+
+/// Appointment repository; see [`Store::appointments`].
+pub struct Appointments<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Appointments<'_> {
+    /// Creates the listing's shoot at `at`, or moves it there; emits
+    /// `scheduling.appointment.created` or `.rescheduled`.
+    pub async fn schedule(
+        &self,
+        tenant: &Tenant,
+        listing_number: &str,
+        at: Timestamp,
+    ) -> Result<Scheduled> {
+        let number = normalise_listing_number(listing_number);
+        let now = self.store.clock().now();
+        let scheduled = in_transaction!(self.store.db(), |tx| {
+            let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
+            if listing.status == ListingStatus::Cancelled {
+                return Err(Rule::ListingAlreadyCancelled.into());
+            }
+            let existing: Option<(AppointmentId, Timestamp, Option<UserId>, String)> = sqlx::query_as(
+                "select id, scheduled_at, photographer_id, status from appointments where listing_id = $1",
+            )
+            .bind(&listing.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let (appointment, previous, event_type) = match existing {
+                Some((id, previous, photographer_id, status)) => {
+                    sqlx::query(
+                        "update appointments set scheduled_at = $1, status = 'scheduled', updated_at = $2 where id = $3",
+                    )
+                    .bind(at)
+                    .bind(now)
+                    .bind(&id)
+                    .execute(&mut *tx)
+                    .await?;
+                    let previous = (status == "scheduled").then_some(previous);
+                    let event_type = if previous.is_some() {
+                        EventType::AppointmentRescheduled
+                    } else {
+                        EventType::AppointmentCreated
+                    };
+                    let appointment = Appointment {
+                        id,
+                        listing_number: listing.listing_number.clone(),
+                        scheduled_at: at,
+                        photographer_id,
+                        status: "scheduled".to_owned(),
+                    };
+                    (appointment, previous, event_type)
+                }
+                None => {
+                    let appointment = Appointment {
+                        id: AppointmentId::generate(),
+                        listing_number: listing.listing_number.clone(),
+                        scheduled_at: at,
+                        photographer_id: None,
+                        status: "scheduled".to_owned(),
+                    };
+                    sqlx::query(
+                        "insert into appointments (id, agency_id, is_sandbox, listing_id, scheduled_at, status,
+                             created_at, updated_at)
+                         values ($1, $2, $3, $4, $5, 'scheduled', $6, $6)",
+                    )
+                    .bind(&appointment.id)
+                    .bind(&tenant.agency_id)
+                    .bind(tenant.environment.is_sandbox())
+                    .bind(&listing.id)
+                    .bind(at)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    (appointment, None, EventType::AppointmentCreated)
+                }
+            };
+            let data = json!({
+                "appointment_id": appointment.id,
+                "listing_number": appointment.listing_number,
+                "scheduled_at": at.to_rfc3339(),
+                "previous_scheduled_at": previous.map(Timestamp::to_rfc3339),
+                "photographer_id": appointment.photographer_id,
+            });
+            insert_event!(&mut *tx, tenant, now, NewEvent::new(event_type, data)).await?;
+            Scheduled {
+                appointment,
+                previous_scheduled_at: previous,
+            }
+        });
+        Ok(scheduled)
+    }
+
+    /// The listing's shoot, if one was ever scheduled.
+    pub async fn for_listing(&self, listing: &Listing) -> Result<Option<Appointment>> {
+        let row: Option<(AppointmentId, Timestamp, Option<UserId>, String)> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as("select id, scheduled_at, photographer_id, status from appointments where listing_id = $1")
+                .bind(&listing.id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(
+            row.map(|(id, scheduled_at, photographer_id, status)| Appointment {
+                id,
+                listing_number: listing.listing_number.clone(),
+                scheduled_at,
+                photographer_id,
+                status,
+            }),
+        )
+    }
+}
