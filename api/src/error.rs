@@ -93,6 +93,27 @@ pub enum ApiError {
         /// Why.
         reason: String,
     },
+    /// 400 `idempotency.missing`: a POST or PATCH without `X-Idempotency-Key`.
+    IdempotencyMissing,
+    /// 400 `validation.failed` about a header (named in `details.fields`).
+    InvalidHeader {
+        /// The header.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// 409 `idempotency_key_conflict`: the key was used for another request.
+    IdempotencyKeyConflict,
+    /// 409 `idempotency_key_in_progress`, with `Retry-After: 5`.
+    IdempotencyKeyInProgress,
+    /// 429 `rate_limit.exceeded`, with `Retry-After`, `error.retry_after_seconds`
+    /// and the rate-limit headers.
+    RateLimited {
+        /// Seconds until a retry would be admitted.
+        retry_after_seconds: u64,
+        /// The rate-limit headers.
+        headers: axum::http::HeaderMap,
+    },
     /// 400 `request.malformed`: the body could not be parsed at all.
     MalformedBody(String),
     /// 413 `request.too_large`.
@@ -134,7 +155,11 @@ impl ApiError {
             Self::LifecycleViolation { .. } | Self::InvalidSectionPayload { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Self::MalformedBody(_) => StatusCode::BAD_REQUEST,
+            Self::MalformedBody(_) | Self::IdempotencyMissing | Self::InvalidHeader { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::IdempotencyKeyConflict | Self::IdempotencyKeyInProgress => StatusCode::CONFLICT,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
@@ -160,6 +185,11 @@ impl ApiError {
             Self::LifecycleViolation { .. } => "lifecycle_violation",
             Self::InvalidSectionPayload { .. } => "invalid_section_payload",
             Self::MalformedBody(_) => "request.malformed",
+            Self::IdempotencyMissing => "idempotency.missing",
+            Self::InvalidHeader { .. } => "validation.failed",
+            Self::IdempotencyKeyConflict => "idempotency_key_conflict",
+            Self::IdempotencyKeyInProgress => "idempotency_key_in_progress",
+            Self::RateLimited { .. } => "rate_limit.exceeded",
             Self::PayloadTooLarge => "request.too_large",
             Self::UnsupportedMediaType(_) => "request.unsupported_media_type",
             Self::Validation(_) => "validation.failed",
@@ -203,6 +233,20 @@ impl ApiError {
                 format!("The request body could not be parsed: {why}").into()
             }
             Self::PayloadTooLarge => "The request body is too large.".into(),
+            Self::IdempotencyMissing => {
+                "POST and PATCH requests must carry an X-Idempotency-Key header.".into()
+            }
+            Self::InvalidHeader { name, reason } => format!("The {name} header {reason}.").into(),
+            Self::IdempotencyKeyConflict => {
+                "This idempotency key was already used for a different request.".into()
+            }
+            Self::IdempotencyKeyInProgress => {
+                "A request with this idempotency key is still being processed; retry shortly.".into()
+            }
+            Self::RateLimited { retry_after_seconds, .. } => format!(
+                "Rate limit exceeded; retry after {retry_after_seconds} seconds."
+            )
+            .into(),
             Self::UnsupportedMediaType(why) => why.clone().into(),
             Self::Validation(fields) => {
                 let names: Vec<&str> = fields.keys().map(String::as_str).collect();
@@ -242,6 +286,10 @@ impl ApiError {
                 details.insert("field".into(), field.as_str().into());
                 details.insert("reason".into(), reason.as_str().into());
             }
+            Self::InvalidHeader { name, reason } => {
+                let fields = Map::from_iter([((*name).to_owned(), Value::from(reason.as_str()))]);
+                details.insert("fields".into(), Value::Object(fields));
+            }
             Self::Validation(fields) => {
                 let fields = fields
                     .iter()
@@ -260,6 +308,13 @@ impl ApiError {
             code: self.code().into(),
             message: self.message().into_owned(),
             details: self.details(),
+            retry_after_seconds: match self {
+                Self::RateLimited {
+                    retry_after_seconds,
+                    ..
+                } => Some(*retry_after_seconds),
+                _ => None,
+            },
         }
     }
 }
@@ -277,10 +332,27 @@ impl IntoResponse for ApiError {
             tracing::error!(%cause, "internal error");
         }
         let mut response = self.status().into_response();
-        if matches!(self, Self::MissingKey(_) | Self::InvalidKey) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        match &self {
+            Self::MissingKey(_) | Self::InvalidKey => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::IdempotencyKeyInProgress => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            Self::RateLimited {
+                retry_after_seconds,
+                headers,
+            } => {
+                response.headers_mut().extend(headers.clone());
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
+            }
+            _ => {}
         }
         response.extensions_mut().insert(self.body());
         response
@@ -325,8 +397,9 @@ impl From<Rule> for ApiError {
     }
 }
 
-/// The error part of the envelope, before the request id is added.
-#[derive(Clone, Debug)]
+/// The error part of the envelope, before the request id is added. Serialisable
+/// so an idempotent replay can render the same error again.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ErrorBody {
     /// Machine-readable code.
     pub code: Cow<'static, str>,
@@ -334,6 +407,8 @@ pub struct ErrorBody {
     pub message: String,
     /// Structured details; empty when there are none.
     pub details: Map<String, Value>,
+    /// Seconds to wait, on 429 only.
+    pub retry_after_seconds: Option<u64>,
 }
 
 impl ErrorBody {
@@ -355,6 +430,7 @@ impl ErrorBody {
                         .unwrap_or("The request could not be served.")
                         .to_owned(),
                     details: Map::new(),
+                    retry_after_seconds: None,
                 };
             }
             _ => ApiError::Internal(format!("bare {status} response")),
@@ -370,6 +446,7 @@ impl ErrorBody {
                 message: self.message,
                 request_id: request_id.to_owned(),
                 details: self.details,
+                retry_after_seconds: self.retry_after_seconds,
             },
         }
     }
@@ -394,4 +471,7 @@ pub struct ErrorObject {
     /// Structured details; `fields` for `validation.failed`. Empty when unpopulated.
     #[schema(value_type = Object)]
     pub details: Map<String, Value>,
+    /// On 429 only: seconds to wait before retrying (as `Retry-After`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
 }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod pagination;
+pub mod rate_limit;
 pub mod routes;
 pub mod server;
 pub mod state;

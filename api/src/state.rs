@@ -5,6 +5,7 @@ use std::sync::Arc;
 use storage::Store;
 
 use crate::pagination::CursorCodec;
+use crate::rate_limit::RateLimiter;
 
 /// The public addresses the API is served under.
 #[derive(Clone, Debug)]
@@ -25,19 +26,31 @@ struct Inner {
     store: Store,
     cursors: CursorCodec,
     urls: PublicUrls,
+    rate_limiter: RateLimiter,
 }
 
 impl AppState {
-    /// State over an opened store.
+    /// State over an opened store, with an in-process rate limiter.
     pub fn new(store: Store, urls: PublicUrls) -> Self {
+        Self::with_rate_limiter(store, urls, RateLimiter::in_process())
+    }
+
+    /// State with a given rate limiter (Redis in the distributed profile).
+    pub fn with_rate_limiter(store: Store, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
         let cursors = CursorCodec::new(store.derived_keys().cursor_signing_key());
         Self {
             inner: Arc::new(Inner {
                 store,
                 cursors,
                 urls,
+                rate_limiter,
             }),
         }
+    }
+
+    /// The rate limiter.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner.rate_limiter
     }
 
     /// The repositories.

@@ -170,6 +170,28 @@ impl Database {
         }
     }
 
+    /// A pool for bookkeeping whose commits need not reach the disk before
+    /// returning (idempotency reservations): on SQLite a second pool on the same
+    /// file with `synchronous=NORMAL` (the WAL is synced by the next durable
+    /// commit or checkpoint), on PostgreSQL the same pool, where bookkeeping
+    /// transactions turn `synchronous_commit` off for themselves.
+    pub async fn bookkeeping_twin(&self) -> Result<Self> {
+        match self {
+            Self::Sqlite(pool) => {
+                let options = (*pool.connect_options())
+                    .clone()
+                    .synchronous(SqliteSynchronous::Normal);
+                let twin = SqlitePoolOptions::new()
+                    .max_connections(pool.options().get_max_connections())
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(options)
+                    .await?;
+                Ok(Self::Sqlite(twin))
+            }
+            Self::Postgres(pool) => Ok(Self::Postgres(pool.clone())),
+        }
+    }
+
     /// Closes every connection, waiting for checked-out ones to return.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)

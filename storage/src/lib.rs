@@ -8,6 +8,7 @@ pub mod clock;
 pub mod db;
 pub mod error;
 pub mod events;
+pub mod idempotency;
 pub mod ids;
 pub mod listing_status;
 pub mod listings;
@@ -36,6 +37,7 @@ pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Database,
+    bookkeeping: Database,
     clock: Clock,
     secrets: Arc<secrets::DerivedKeys>,
 }
@@ -46,8 +48,10 @@ impl Store {
     /// to start instead of rejecting every API key.
     pub async fn open(db: Database, master_key: &MasterKey, clock: Clock) -> Result<Self> {
         secrets::check_master_key(&db, master_key).await?;
+        let bookkeeping = db.bookkeeping_twin().await?;
         Ok(Self {
             db,
+            bookkeeping,
             clock,
             secrets: Arc::new(master_key.derive()),
         })
@@ -56,6 +60,17 @@ impl Store {
     /// The underlying database.
     pub fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The pool for bookkeeping writes that need not be durable on commit.
+    pub(crate) fn bookkeeping(&self) -> &Database {
+        &self.bookkeeping
+    }
+
+    /// Closes both pools.
+    pub async fn close(&self) {
+        self.bookkeeping.close().await;
+        self.db.close().await;
     }
 
     /// The clock that stamps rows.
@@ -102,6 +117,11 @@ impl Store {
     /// Owners' cancellation fee tiers.
     pub fn cancellation_fees(&self) -> cancellation::CancellationFees<'_> {
         cancellation::CancellationFees { store: self }
+    }
+
+    /// Idempotency reservations and stored responses.
+    pub fn idempotency(&self) -> idempotency::Idempotency<'_> {
+        idempotency::Idempotency { store: self }
     }
 
     /// The transactional outbox of events.

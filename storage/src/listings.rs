@@ -211,6 +211,9 @@ pub struct NewListing {
     pub package: Option<String>,
     /// Notes.
     pub notes: Option<String>,
+    /// The request's idempotency key: a creation under a key that already made
+    /// a listing within the idempotency window returns that listing instead.
+    pub idempotency_key: Option<String>,
 }
 
 /// Filters of the listings listing.
@@ -343,7 +346,42 @@ impl Listings<'_> {
         }
 
         let now = self.store.clock().now();
+        let idempotency_key = new.idempotency_key.clone();
+        let window_start = now.plus_seconds(-(crate::idempotency::RETENTION.as_secs() as i64));
         let created = in_transaction!(self.store.db(), |tx| {
+            if let Some(key) = &idempotency_key {
+                // A key older than the idempotency window may be reused for a new listing.
+                sqlx::query(
+                    "update listings set idempotency_key = null
+                     where agency_id = $1 and idempotency_key = $2 and created_at <= $3",
+                )
+                .bind(&tenant.agency_id)
+                .bind(key)
+                .bind(window_start)
+                .execute(&mut *tx)
+                .await?;
+                let existing = sqlx::query_as::<_, ListingRow>(sqlx::AssertSqlSafe(format!(
+                    "select {LISTING_COLUMNS} from listings
+                     where agency_id = $1 and is_sandbox = $2 and idempotency_key = $3"
+                )))
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = existing {
+                    let listing = Listing::try_from(row)?;
+                    let order: crate::orders::OrderRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                        "select {} from orders where listing_id = $1 order by created_at, id limit 1",
+                        crate::orders::ORDER_COLUMNS
+                    )))
+                    .bind(&listing.id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let order = order.into_order(&listing.listing_number)?;
+                    return Ok(CreatedListing { listing, order });
+                }
+            }
             for (field, id) in &people {
                 let member: Option<(bool, String)> = sqlx::query_as(
                     "select is_active, role from users where agency_id = $1 and id = $2",
@@ -403,8 +441,9 @@ impl Listings<'_> {
                 let number = generate_listing_number(tenant.environment);
                 let inserted: Option<(String,)> = sqlx::query_as(
                     "insert into listings (id, agency_id, is_sandbox, listing_number, status, address,
-                         owner_user_id, agent_one_id, agent_two_id, package, notes, created_at, updated_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+                         owner_user_id, agent_one_id, agent_two_id, package, notes, created_at, updated_at,
+                         idempotency_key)
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
                      on conflict (listing_number) do nothing
                      returning id",
                 )
@@ -420,6 +459,7 @@ impl Listings<'_> {
                 .bind(&listing.package)
                 .bind(&listing.notes)
                 .bind(now)
+                .bind(&idempotency_key)
                 .fetch_optional(&mut *tx)
                 .await?;
                 if inserted.is_some() {

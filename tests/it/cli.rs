@@ -16,13 +16,13 @@ use tests::{Backend, TestDatabase, backend_tests};
 use crate::support::expect_ok;
 
 /// How to reach one deployment's data from a process.
-struct Deployment {
-    db: TestDatabase,
-    master_key: String,
+pub struct Deployment {
+    pub db: TestDatabase,
+    pub master_key: String,
 }
 
 impl Deployment {
-    async fn new(backend: Backend) -> Self {
+    pub async fn new(backend: Backend) -> Self {
         let master_key = MasterKey::generate().to_text();
         Self {
             db: TestDatabase::create(backend).await,
@@ -46,13 +46,13 @@ impl Deployment {
         command
     }
 
-    fn admin(&self, args: &[&str]) -> Output {
+    pub fn admin(&self, args: &[&str]) -> Output {
         let mut full = vec!["admin"];
         full.extend_from_slice(args);
         self.command(&full).output().expect("run api admin")
     }
 
-    fn admin_ok(&self, args: &[&str]) -> Value {
+    pub fn admin_ok(&self, args: &[&str]) -> Value {
         let output = self.admin(args);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
@@ -82,9 +82,9 @@ impl Deployment {
 }
 
 /// A server process, killed if the test ends without stopping it.
-struct ServerProcess {
+pub struct ServerProcess {
     child: Child,
-    base_url: String,
+    pub base_url: String,
     log: PathBuf,
 }
 
@@ -125,7 +125,7 @@ async fn wait_until_serving(client: &reqwest::Client, url: &str, child: &mut Chi
     }
 }
 
-async fn serve(
+pub async fn serve(
     deployment: &Deployment,
     extra: &[&str],
     client: &reqwest::Client,
@@ -267,6 +267,7 @@ backend_tests! {
         let server = serve(&deployment, &[], &client, "http").await;
         let created: Value = client
             .post(format!("{}/api/v1/listings", server.base_url))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &key)
             .json(&serde_json::json!({"address": "1 Main St", "owner_user_id": owner, "agent_one_id": owner}))
             .send()

@@ -7,8 +7,10 @@
 mod auth;
 mod cli;
 mod envelope;
+mod idempotency;
 mod listings;
 mod openapi;
+mod rate_limit;
 mod storage;
 mod support;
 mod transport;

@@ -126,6 +126,26 @@ pub mod sql {
         .unwrap();
     }
 
+    /// Removes the trigger `fail_inserts_of_event` created.
+    pub async fn drop_injected_failure(db: &Database) {
+        match db {
+            Database::Sqlite(pool) => sqlx::query("drop trigger injected_failure")
+                .execute(pool)
+                .await
+                .map(|_| ()),
+            Database::Postgres(pool) => sqlx::query("drop trigger injected_failure on events")
+                .execute(pool)
+                .await
+                .map(|_| ()),
+        }
+        .unwrap();
+    }
+
+    /// Forgets every idempotency record (what a crash before bookkeeping loses).
+    pub async fn delete_idempotency_records(db: &Database) {
+        execute!(db, "delete from idempotency_records");
+    }
+
     /// Deactivates a user.
     pub async fn deactivate_user(db: &Database, user_id: &str) {
         execute!(

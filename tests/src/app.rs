@@ -3,6 +3,8 @@
 
 use std::net::SocketAddr;
 
+use api::rate_limit::RateLimiter;
+use api::rate_limit::redis::RedisLimiter;
 use api::{AppState, PublicUrls, TransportPolicy};
 use axum::Router;
 use storage::agencies::AgencyKind;
@@ -44,9 +46,16 @@ pub struct TestAppBuilder {
     tls: Option<TlsIdentity>,
     legacy_base_url: Option<String>,
     clock: Clock,
+    redis: bool,
 }
 
 impl TestAppBuilder {
+    /// Keep rate-limit buckets in the test Redis instead of in process.
+    pub fn redis(mut self) -> Self {
+        self.redis = true;
+        self
+    }
+
     /// Serve under this transport policy (default: serve everything, like a loopback listener).
     pub fn transport(mut self, transport: TransportPolicy) -> Self {
         self.transport = transport;
@@ -90,11 +99,17 @@ impl TestAppBuilder {
             base_url: base_url.clone(),
             legacy_base_url: self.legacy_base_url,
         };
-        let app = api::app_with_routes(
-            AppState::new(store.clone(), urls),
-            self.transport,
-            self.extra_routes,
-        );
+        let rate_limiter = if self.redis {
+            let url = crate::services::redis_url();
+            let limiter = RedisLimiter::connect(&url, api::cli::serve::REDIS_PREFIX)
+                .await
+                .expect("connect to test Redis");
+            RateLimiter::Redis(limiter)
+        } else {
+            RateLimiter::in_process()
+        };
+        let state = AppState::with_rate_limiter(store.clone(), urls, rate_limiter);
+        let app = api::app_with_routes(state, self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
             None => (None, base_client().build().expect("client")),
             Some(identity) => {
@@ -172,6 +187,7 @@ impl TestApp {
             tls: None,
             legacy_base_url: None,
             clock: Clock::System,
+            redis: false,
         }
     }
 

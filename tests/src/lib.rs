@@ -9,6 +9,11 @@ pub use app::{TestAgency, TestApp, TestAppBuilder};
 pub use database::TestDatabase;
 pub use storage::Backend;
 
+/// A fresh idempotency key for a mutating request.
+pub fn idempotency_key() -> String {
+    format!("it-{}", ulid::Ulid::generate())
+}
+
 /// Defines one test per backend: `name::sqlite` and `name::postgres`, each an
 /// async test whose body sees `backend`.
 #[macro_export]

@@ -17,6 +17,7 @@ struct Running {
 }
 
 static POSTGRES: OnceLock<Mutex<Option<Running>>> = OnceLock::new();
+static REDIS: OnceLock<Mutex<Option<Running>>> = OnceLock::new();
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -54,14 +55,29 @@ fn start(service: &str) -> Running {
     }
 }
 
-/// An administrative PostgreSQL URL (a role that may create databases).
-pub fn postgres_admin_url() -> String {
-    if let Ok(url) = std::env::var("TEST_DATABASE_URL")
+/// The URL of `variable` when set, otherwise of a server started once per test process.
+fn service_url(
+    variable: &str,
+    slot: &'static OnceLock<Mutex<Option<Running>>>,
+    service: &str,
+) -> String {
+    if let Ok(url) = std::env::var(variable)
         && !url.trim().is_empty()
     {
         return url;
     }
-    let slot = POSTGRES.get_or_init(|| Mutex::new(None));
+    let slot = slot.get_or_init(|| Mutex::new(None));
     let mut running = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    running.get_or_insert_with(|| start("postgres")).url.clone()
+    running.get_or_insert_with(|| start(service)).url.clone()
+}
+
+/// An administrative PostgreSQL URL (a role that may create databases).
+pub fn postgres_admin_url() -> String {
+    service_url("TEST_DATABASE_URL", &POSTGRES, "postgres")
+}
+
+/// A Redis URL. Tests share the server; their keys never collide because every
+/// key names its (unique) agency or key id.
+pub fn redis_url() -> String {
+    service_url("TEST_REDIS_URL", &REDIS, "redis")
 }

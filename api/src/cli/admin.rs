@@ -137,6 +137,9 @@ pub struct CreateKey {
     /// Plaintext format: sk (sk_live_…) or ma (ma_live_ak_<ULID>).
     #[arg(long, default_value = "sk", value_parser = ["sk", "ma"])]
     format: String,
+    /// ENDPOINT=PER_MINUTE, replacing that endpoint's per-key budget (repeatable).
+    #[arg(long = "rate-limit")]
+    rate_limits: Vec<String>,
 }
 
 /// A failed admin command: a code and a message.
@@ -269,6 +272,25 @@ async fn create_key(args: CreateKey) -> Result<Value, AdminError> {
         .collect::<Result<Vec<_>, _>>()?;
     let format = KeyFormat::parse(&args.format)
         .ok_or_else(|| AdminError::new("validation.failed", "format must be sk or ma"))?;
+    let mut rate_limit_overrides = std::collections::BTreeMap::new();
+    for text in &args.rate_limits {
+        let parsed = text
+            .split_once('=')
+            .and_then(|(name, limit)| Some((name.trim(), limit.trim().parse::<u32>().ok()?)));
+        match parsed {
+            Some((name, limit)) if limit > 0 && crate::endpoints::is_budgeted_name(name) => {
+                rate_limit_overrides.insert(name.to_owned(), limit);
+            }
+            _ => {
+                return Err(AdminError::new(
+                    "validation.failed",
+                    format!(
+                        "--rate-limit {text:?} must be ENDPOINT=PER_MINUTE with a known endpoint name and a positive budget"
+                    ),
+                ));
+            }
+        }
+    }
     // Keys minted by an operator act as the agency's owner.
     let owner = store.agencies().owner(&agency).await?;
     let issued = store
@@ -281,7 +303,7 @@ async fn create_key(args: CreateKey) -> Result<Value, AdminError> {
                 environment: Environment::from_sandbox_flag(args.sandbox),
                 format,
                 created_by: Some(owner.id),
-                rate_limit_overrides: Default::default(),
+                rate_limit_overrides,
             },
         )
         .await?;

@@ -3,6 +3,8 @@
 //! hash, and attach the caller's `Principal`, whose agency and environment every
 //! repository call then uses.
 
+use std::collections::BTreeMap;
+
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
@@ -44,6 +46,8 @@ pub struct Principal {
     pub scopes: Vec<Scope>,
     /// The user who created the key; its requests act as that user.
     pub acting_user: Option<UserId>,
+    /// Per-endpoint budgets replacing the defaults for this key.
+    pub rate_limit_overrides: BTreeMap<String, u32>,
 }
 
 impl Principal {
@@ -160,6 +164,7 @@ async fn authenticate(
         environment: key.environment,
         scopes: key.scopes,
         acting_user: key.created_by,
+        rate_limit_overrides: key.rate_limit_overrides,
     })
 }
 
@@ -170,7 +175,9 @@ pub struct Guard {
     endpoint: &'static Endpoint,
 }
 
-/// Middleware: authenticates the request for its endpoint and attaches the `Principal`.
+/// Middleware, the per-route chain in the specification's order: authenticate
+/// the key (tenancy and scope come with it) → rate limit → idempotency →
+/// handler. Every response of the route carries the rate-limit headers.
 pub async fn guard(
     State(guard): State<Guard>,
     mut request: Request,
@@ -183,8 +190,13 @@ pub async fn guard(
         guard.endpoint,
     )
     .await?;
-    request.extensions_mut().insert(principal);
-    Ok(next.run(request).await)
+    let buckets = crate::rate_limit::buckets_for(&principal, guard.endpoint);
+    let rate_limit_headers = guard.state.rate_limiter().check(&buckets).await?;
+    request.extensions_mut().insert(principal.clone());
+    let mut response =
+        super::idempotency::run(guard.state.store(), &principal, request, next).await;
+    rate_limit_headers.apply(response.headers_mut());
+    Ok(response)
 }
 
 /// Puts `endpoint`'s guard in front of the handler(s) of `routes`.

@@ -1,9 +1,10 @@
 //! The middleware stack, outermost first: request id → error envelope → access
-//! log → transport policy → panic guard → routing; per route: authentication,
-//! tenancy and scope (`auth`).
+//! log → transport policy → panic guard → routing; per route (`auth::guard`):
+//! authentication, tenancy and scope → rate limit → idempotency → handler.
 
 pub mod auth;
 pub mod envelope;
+pub mod idempotency;
 pub mod request_id;
 pub mod transport;
 

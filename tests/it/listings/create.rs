@@ -55,6 +55,7 @@ backend_tests! {
             .app
             .client
             .post(ctx.app.url("/api/v1/listings"))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .bearer_auth(&sandbox)
             .json(&ctx.new_listing())
             .send()
@@ -132,6 +133,7 @@ backend_tests! {
             .app
             .client
             .post(ctx.app.url("/api/v1/listings"))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &ctx.key)
             .header("Content-Type", "application/json")
             .body("{\"address\": ")
@@ -145,6 +147,7 @@ backend_tests! {
             .app
             .client
             .post(ctx.app.url("/api/v1/listings"))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &reader)
             .json(&ctx.new_listing())
             .send()

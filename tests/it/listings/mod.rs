@@ -77,6 +77,7 @@ impl Ctx {
         self.app
             .client
             .post(self.app.url(path))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &self.key)
             .json(body)
             .send()
@@ -88,6 +89,7 @@ impl Ctx {
         self.app
             .client
             .patch(self.app.url(path))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &self.key)
             .json(body)
             .send()

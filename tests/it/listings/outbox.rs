@@ -29,7 +29,7 @@ backend_tests! {
 
         // Sandbox activity is flagged.
         let sandbox = ctx.sandbox_key().await;
-        let response = ctx.app.client.post(ctx.app.url("/api/v1/listings")).header("X-API-Key", &sandbox).json(&ctx.new_listing()).send().await.unwrap();
+        let response = ctx.app.client.post(ctx.app.url("/api/v1/listings")).header("X-API-Key", &sandbox).header("X-Idempotency-Key", tests::idempotency_key()).json(&ctx.new_listing()).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::CREATED);
         let sandbox_tenant = storage::Tenant::new(ctx.agency.id.clone(), storage::Environment::Sandbox);
         let sandbox_events = ctx.app.store.outbox().for_tenant(&sandbox_tenant, 0, 10).await.unwrap();

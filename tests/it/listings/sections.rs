@@ -106,6 +106,7 @@ backend_tests! {
             .app
             .client
             .patch(ctx.app.url(&format!("/api/v1/listings/{number}/sections/photos")))
+            .header("X-Idempotency-Key", tests::idempotency_key())
             .header("X-API-Key", &ctx.key)
             .header("Content-Type", "application/json")
             .body("{")

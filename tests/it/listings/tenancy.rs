@@ -28,7 +28,7 @@ backend_tests! {
         ];
         for key in [&stranger, &sandbox] {
             for (method, path, body) in &attempts {
-                let mut request = ctx.app.client.request(method.clone(), ctx.app.url(path)).header("X-API-Key", key);
+                let mut request = ctx.app.client.request(method.clone(), ctx.app.url(path)).header("X-API-Key", key).header("X-Idempotency-Key", tests::idempotency_key());
                 if !body.is_null() {
                     request = request.json(body);
                 }

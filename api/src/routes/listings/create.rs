@@ -1,8 +1,8 @@
 //! `POST /listings`: create a listing (status Coming Soon) and its order.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use storage::listings::NewListing;
 use utoipa::ToSchema;
@@ -11,6 +11,7 @@ use super::wire::ListingOut;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiJson;
 use crate::middleware::auth::Principal;
+use crate::middleware::idempotency::IdempotencyKey;
 use crate::state::AppState;
 
 /// Body of `POST /listings`.
@@ -50,6 +51,7 @@ pub struct ListingIn {
 pub async fn create_listing(
     State(state): State<AppState>,
     principal: Principal,
+    idempotency_key: Option<Extension<IdempotencyKey>>,
     ApiJson(body): ApiJson<ListingIn>,
 ) -> Result<(StatusCode, Json<ListingOut>), ApiError> {
     let new = NewListing {
@@ -59,6 +61,7 @@ pub async fn create_listing(
         agent_two_id: body.agent_two_id,
         package: body.package,
         notes: body.notes,
+        idempotency_key: idempotency_key.map(|Extension(IdempotencyKey(key))| key),
     };
     let created = state
         .store()

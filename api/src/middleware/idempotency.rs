@@ -1,0 +1,344 @@
+//! Idempotent requests. POST and PATCH must carry `X-Idempotency-Key`; PUT and
+//! DELETE honour it when present; safe methods never look at it. The first
+//! request with a key reserves it in the database (so every replica sees the
+//! reservation) and its response is stored for 24 hours: the same request again
+//! gets that response with `X-Idempotent-Replay: true`, a different request
+//! with the key gets 409 `idempotency_key_conflict`, and a retry while the first
+//! still runs gets 409 `idempotency_key_in_progress` with `Retry-After: 5`.
+//!
+//! What is stored (docs/decisions.md): 2xx responses and the 4xx the endpoint
+//! itself decided (not found, business-rule conflicts and violations). Not
+//! stored, so the key is released: 5xx, and requests refused before they ran
+//! (unparseable or invalid bodies).
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::{OriginalUri, Request};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use storage::Store;
+use storage::idempotency::{Reservation, StoredResponse};
+use storage::ids::AgencyId;
+
+use super::auth::Principal;
+use crate::error::{ApiError, ErrorBody};
+
+/// The request header.
+pub const HEADER: &str = "x-idempotency-key";
+/// Longest key accepted.
+pub const MAX_KEY_LEN: usize = 128;
+/// How long a reservation outlives a crash of the request holding it.
+pub const LEASE: Duration = Duration::from_secs(60);
+/// Largest request body fingerprinted in memory (JSON bodies).
+const MAX_BODY: usize = 1024 * 1024;
+/// Largest response body stored for replay.
+const MAX_STORED_RESPONSE: usize = 4 * 1024 * 1024;
+/// Error codes of requests refused before the endpoint ran: their key is released.
+const NOT_EXECUTED: [&str; 4] = [
+    "validation.failed",
+    "request.malformed",
+    "request.too_large",
+    "request.unsupported_media_type",
+];
+
+/// The idempotency key of the current request, for handlers that create
+/// resources and remember the key on them.
+#[derive(Clone, Debug)]
+pub struct IdempotencyKey(pub String);
+
+/// `X-Idempotent-Replay` on a replayed response.
+const REPLAY_HEADER: &str = "x-idempotent-replay";
+
+/// The fingerprint of a request: method, path, environment and the canonical
+/// body (JSON with sorted keys; other bodies as bytes).
+pub fn fingerprint(method: &Method, path: &str, environment: &str, body: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(method.as_str());
+    hasher.update(b"\n");
+    hasher.update(path);
+    hasher.update(b"\n");
+    hasher.update(environment);
+    hasher.update(b"\n");
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value) => hasher.update(canonical_json(&value)),
+        Err(_) => hasher.update(body),
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// JSON with object keys sorted at every level, whatever the map type.
+fn canonical_json(value: &Value) -> Vec<u8> {
+    fn write(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                out.push(b'{');
+                for (i, (key, value)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend(serde_json::to_vec(key).unwrap_or_default());
+                    out.push(b':');
+                    write(value, out);
+                }
+                out.push(b'}');
+            }
+            Value::Array(items) => {
+                out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write(item, out);
+                }
+                out.push(b']');
+            }
+            scalar => out.extend(serde_json::to_vec(scalar).unwrap_or_default()),
+        }
+    }
+    let mut out = Vec::new();
+    write(value, &mut out);
+    out
+}
+
+/// Gives the reservation back if the request ends without recording an
+/// outcome (a panic unwinding through the handler, say).
+struct ReleaseOnDrop {
+    store: Store,
+    agency: AgencyId,
+    key: String,
+    armed: bool,
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (store, agency, key) = (
+                self.store.clone(),
+                self.agency.clone(),
+                std::mem::take(&mut self.key),
+            );
+            runtime.spawn(async move {
+                if let Err(err) = store.idempotency().release(&agency, &key).await {
+                    tracing::warn!(%err, "could not release an idempotency key");
+                }
+            });
+        }
+    }
+}
+
+/// The key a request carries, `None` when the method does not use one.
+fn key_of(request: &Request) -> Result<Option<String>, ApiError> {
+    let required = matches!(*request.method(), Method::POST | Method::PATCH);
+    let honoured = required || matches!(*request.method(), Method::PUT | Method::DELETE);
+    if !honoured {
+        return Ok(None);
+    }
+    let Some(value) = request.headers().get(HEADER) else {
+        return if required {
+            Err(ApiError::IdempotencyMissing)
+        } else {
+            Ok(None)
+        };
+    };
+    let invalid = |reason: &str| ApiError::InvalidHeader {
+        name: "X-Idempotency-Key",
+        reason: reason.to_owned(),
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| invalid("must be visible ASCII text"))?
+        .trim();
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(invalid(&format!("must be 1 to {MAX_KEY_LEN} characters")));
+    }
+    Ok(Some(key.to_owned()))
+}
+
+fn replay(stored: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut response = if stored.is_error {
+        let mut response = status.into_response();
+        match serde_json::from_slice::<ErrorBody>(&stored.body) {
+            Ok(body) => {
+                response.extensions_mut().insert(body);
+            }
+            Err(err) => tracing::warn!(%err, "stored error body does not parse"),
+        }
+        response
+    } else {
+        let mut response = (status, stored.body).into_response();
+        for (name, value) in &stored.headers {
+            if let (Ok(name), Ok(value)) = (
+                header::HeaderName::try_from(name.as_str()),
+                HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        response
+    };
+    response
+        .headers_mut()
+        .insert(REPLAY_HEADER, HeaderValue::from_static("true"));
+    response
+}
+
+/// Records the outcome of the request that held the reservation and returns
+/// the response to send.
+async fn record(store: &Store, agency: &AgencyId, key: &str, response: Response) -> Response {
+    let status = response.status();
+    let error = response.extensions().get::<ErrorBody>().cloned();
+    let not_executed = error
+        .as_ref()
+        .is_some_and(|e| NOT_EXECUTED.contains(&e.code.as_ref()));
+    if status.is_server_error() || not_executed {
+        if let Err(err) = store.idempotency().release(agency, key).await {
+            tracing::warn!(%err, "could not release an idempotency key");
+        }
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes: Bytes = match to_bytes(body, MAX_STORED_RESPONSE).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            let _ = store.idempotency().release(agency, key).await;
+            return ApiError::internal(format!("response body unreadable: {err}")).into_response();
+        }
+    };
+    let stored = match &error {
+        Some(error) => StoredResponse {
+            status: status.as_u16(),
+            headers: Vec::new(),
+            body: serde_json::to_vec(error).unwrap_or_default(),
+            is_error: true,
+        },
+        None => StoredResponse {
+            status: status.as_u16(),
+            headers: [header::CONTENT_TYPE, header::LOCATION]
+                .iter()
+                .filter_map(|name| {
+                    let value = parts.headers.get(name)?.to_str().ok()?;
+                    Some((name.as_str().to_owned(), value.to_owned()))
+                })
+                .collect(),
+            body: bytes.to_vec(),
+            is_error: false,
+        },
+    };
+    if let Err(err) = store.idempotency().complete(agency, key, &stored).await {
+        // The response is still correct; a retry will run again after the lease.
+        tracing::warn!(%err, "could not store an idempotent response");
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Runs the request under its idempotency key (or without, for methods that
+/// do not use one).
+pub async fn run(store: &Store, principal: &Principal, request: Request, next: Next) -> Response {
+    let key = match key_of(&request) {
+        Ok(Some(key)) => key,
+        Ok(None) => return next.run(request).await,
+        Err(err) => return err.into_response(),
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => return ApiError::PayloadTooLarge.into_response(),
+    };
+    // Routers nested under /api/v1 see a stripped path; fingerprint the one the client sent.
+    let path = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or_else(|| parts.uri.path().to_owned(), |uri| uri.path().to_owned());
+    let fingerprint = fingerprint(&parts.method, &path, principal.environment.as_str(), &bytes);
+    if rand::random_ratio(1, 256) {
+        // Until a scheduled job does it, old records are purged now and then.
+        let store = store.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store.idempotency().purge_expired(1000).await {
+                tracing::warn!(%err, "idempotency purge failed");
+            }
+        });
+    }
+    let agency = &principal.agency_id;
+    match store
+        .idempotency()
+        .reserve(agency, &key, &fingerprint, LEASE)
+        .await
+    {
+        Err(err) => ApiError::internal(err).into_response(),
+        Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
+        Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
+        Ok(Reservation::Replay(stored)) => replay(stored),
+        Ok(Reservation::Proceed) => {
+            let mut guard = ReleaseOnDrop {
+                store: store.clone(),
+                agency: agency.clone(),
+                key: key.clone(),
+                armed: true,
+            };
+            let mut request = Request::from_parts(parts, Body::from(bytes));
+            request.extensions_mut().insert(IdempotencyKey(key.clone()));
+            let response = next.run(request).await;
+            let response = record(store, agency, &key, response).await;
+            guard.armed = false;
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_order_and_whitespace_do_not_change_the_fingerprint() {
+        let a = fingerprint(
+            &Method::POST,
+            "/api/v1/listings",
+            "live",
+            br#"{"a":1,"b":{"y":2,"x":[1,{"q":1,"p":2}]}}"#,
+        );
+        let b = fingerprint(
+            &Method::POST,
+            "/api/v1/listings",
+            "live",
+            b"{ \"b\": {\"x\": [1, {\"p\": 2, \"q\": 1}], \"y\": 2}, \"a\": 1 }",
+        );
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn method_path_environment_and_values_do() {
+        let base = fingerprint(&Method::POST, "/p", "live", br#"{"a":1}"#);
+        assert_ne!(
+            base,
+            fingerprint(&Method::PATCH, "/p", "live", br#"{"a":1}"#)
+        );
+        assert_ne!(
+            base,
+            fingerprint(&Method::POST, "/q", "live", br#"{"a":1}"#)
+        );
+        assert_ne!(
+            base,
+            fingerprint(&Method::POST, "/p", "sandbox", br#"{"a":1}"#)
+        );
+        assert_ne!(
+            base,
+            fingerprint(&Method::POST, "/p", "live", br#"{"a":2}"#)
+        );
+        assert_ne!(
+            fingerprint(&Method::POST, "/p", "live", b"not json"),
+            fingerprint(&Method::POST, "/p", "live", b"not json!")
+        );
+    }
+}

@@ -1,0 +1,43 @@
+//! The in-process limiter of the embedded profile: TATs in a map behind one
+//! mutex, checked and committed together so a request passes every bucket or
+//! spends none.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::gcra::{self, Outcome};
+use super::{Bucket, now_micros};
+
+/// Buckets kept in memory.
+#[derive(Debug, Default)]
+pub struct MemoryLimiter {
+    tats: Mutex<HashMap<String, i64>>,
+}
+
+/// How many buckets may accumulate before idle ones are swept.
+const SWEEP_AT: usize = 100_000;
+
+impl MemoryLimiter {
+    /// Evaluates every bucket and, if all admit, commits them.
+    pub fn check(&self, buckets: &[Bucket]) -> Vec<Outcome> {
+        let now = now_micros();
+        let mut tats = self
+            .tats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let outcomes: Vec<Outcome> = buckets
+            .iter()
+            .map(|bucket| gcra::evaluate(tats.get(&bucket.key).copied(), now, bucket.limit))
+            .collect();
+        if outcomes.iter().all(|o| o.allowed) {
+            if tats.len() > SWEEP_AT {
+                // A bucket whose TAT has passed is indistinguishable from a fresh one.
+                tats.retain(|_, tat| *tat > now);
+            }
+            for (bucket, outcome) in buckets.iter().zip(&outcomes) {
+                tats.insert(bucket.key.clone(), outcome.new_tat);
+            }
+        }
+        outcomes
+    }
+}

@@ -1,0 +1,274 @@
+//! Rate limiting: every request must pass both of the specification's budget
+//! sets, the agency-level budgets (per agency and environment, shared by its
+//! keys) and the per-key, per-endpoint budgets (with the key's overrides).
+//! Sandbox traffic also has its own 500/minute agency budget. Buckets use GCRA;
+//! they live in process, or in Redis when `REDIS_URL` is set so that every
+//! replica spends one budget.
+
+pub mod gcra;
+pub mod memory;
+pub mod redis;
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use storage::Environment;
+
+use crate::endpoints::{Endpoint, SANDBOX_BUDGET};
+use crate::error::ApiError;
+use crate::middleware::auth::Principal;
+
+/// One bucket a request must pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// Storage key.
+    pub key: String,
+    /// The budget's name, as shown in the `RateLimit` headers.
+    pub name: String,
+    /// Requests per 60 seconds.
+    pub limit: u32,
+}
+
+/// The buckets of `endpoint` for `principal`.
+pub fn buckets_for(principal: &Principal, endpoint: &Endpoint) -> Vec<Bucket> {
+    let env = principal.environment.as_str();
+    let agency = principal.agency_id.as_str();
+    let mut buckets = Vec::with_capacity(endpoint.agency_budgets.len() + 2);
+    if principal.environment == Environment::Sandbox {
+        buckets.push(Bucket {
+            key: format!("agency:{agency}:{env}:{}", SANDBOX_BUDGET.name),
+            name: SANDBOX_BUDGET.name.to_owned(),
+            limit: SANDBOX_BUDGET.limit,
+        });
+    }
+    for budget in endpoint.agency_budgets {
+        buckets.push(Bucket {
+            key: format!("agency:{agency}:{env}:{}", budget.name),
+            name: budget.name.to_owned(),
+            limit: budget.limit,
+        });
+    }
+    let key_limit = principal
+        .rate_limit_overrides
+        .get(endpoint.name)
+        .copied()
+        .unwrap_or(endpoint.key_limit);
+    buckets.push(Bucket {
+        key: format!("key:{}:{}", principal.key_id, endpoint.name),
+        name: endpoint.name.to_owned(),
+        limit: key_limit,
+    });
+    buckets
+}
+
+/// Microseconds since the Unix epoch, from the wall clock.
+pub(crate) fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+/// Where buckets live.
+#[derive(Clone, Debug)]
+pub enum RateLimiter {
+    /// In this process (embedded profile).
+    Memory(Arc<memory::MemoryLimiter>),
+    /// In Redis, shared by every replica.
+    Redis(redis::RedisLimiter),
+}
+
+impl RateLimiter {
+    /// A limiter in process.
+    pub fn in_process() -> Self {
+        Self::Memory(Arc::default())
+    }
+
+    /// Checks (and if admitted, spends) every bucket of a request. A refused
+    /// request is a 429 carrying the headers.
+    pub async fn check(&self, buckets: &[Bucket]) -> Result<RateLimitHeaders, ApiError> {
+        let outcomes = match self {
+            Self::Memory(limiter) => limiter.check(buckets),
+            Self::Redis(limiter) => limiter
+                .check(buckets)
+                .await
+                .map_err(|err| ApiError::internal(format!("rate limiter unavailable: {err}")))?,
+        };
+        let headers = RateLimitHeaders::new(buckets, &outcomes);
+        let refused = outcomes
+            .iter()
+            .filter(|o| !o.allowed)
+            .map(|o| o.retry_after)
+            .max();
+        match refused {
+            None => Ok(headers),
+            Some(retry_after) => Err(ApiError::RateLimited {
+                retry_after_seconds: u64::try_from((retry_after + 999_999) / 1_000_000)
+                    .unwrap_or(1)
+                    .max(1),
+                headers: headers.0,
+            }),
+        }
+    }
+}
+
+/// The rate-limit headers of a response, describing the budget closest to
+/// exhaustion, in the three spellings clients look for.
+#[derive(Clone, Debug, Default)]
+pub struct RateLimitHeaders(pub HeaderMap);
+
+impl RateLimitHeaders {
+    fn new(buckets: &[Bucket], outcomes: &[gcra::Outcome]) -> Self {
+        let mut headers = HeaderMap::new();
+        let closest = buckets
+            .iter()
+            .zip(outcomes)
+            .min_by_key(|(bucket, outcome)| {
+                // Refused buckets first (latest admission first), then fewest remaining.
+                (
+                    outcome.allowed,
+                    -outcome.retry_after,
+                    outcome.remaining,
+                    bucket.limit,
+                )
+            });
+        let Some((bucket, outcome)) = closest else {
+            return Self(headers);
+        };
+        let now = now_micros();
+        let reset_unix = (outcome.reset_at + 999_999) / 1_000_000;
+        let reset_in = ((outcome.reset_at - now).max(0) + 999_999) / 1_000_000;
+        let mut put = |name: &'static str, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
+        for (limit, remaining, reset) in [
+            (
+                "x-rate-limit-limit",
+                "x-rate-limit-remaining",
+                "x-rate-limit-reset",
+            ),
+            (
+                "x-ratelimit-limit",
+                "x-ratelimit-remaining",
+                "x-ratelimit-reset",
+            ),
+        ] {
+            put(limit, bucket.limit.to_string());
+            put(remaining, outcome.remaining.to_string());
+            put(reset, reset_unix.to_string());
+        }
+        let policies: Vec<String> = buckets
+            .iter()
+            .map(|b| format!("\"{}\";q={};w=60", b.name, b.limit))
+            .collect();
+        put("ratelimit-policy", policies.join(", "));
+        put(
+            "ratelimit",
+            format!("\"{}\";r={};t={reset_in}", bucket.name, outcome.remaining),
+        );
+        Self(headers)
+    }
+
+    /// Adds the headers to a response's.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        for (name, value) in &self.0 {
+            headers.insert(name.clone(), value.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use storage::ids::{AgencyId, ApiKeyId};
+
+    use super::*;
+    use crate::endpoints;
+
+    fn principal(environment: Environment, overrides: &[(&str, u32)]) -> Principal {
+        Principal {
+            key_id: ApiKeyId::generate(),
+            agency_id: AgencyId::generate(),
+            environment,
+            scopes: vec![],
+            acting_user: None,
+            rate_limit_overrides: overrides
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), *v))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn a_create_passes_the_agency_budgets_and_the_key_budget() {
+        let buckets = buckets_for(
+            &principal(Environment::Live, &[]),
+            &endpoints::CREATE_LISTING,
+        );
+        let named: Vec<(&str, u32)> = buckets.iter().map(|b| (b.name.as_str(), b.limit)).collect();
+        assert_eq!(
+            named,
+            [
+                ("agency_listing_creates", 200),
+                ("agency_listing_writes", 200),
+                ("create_listing", 200)
+            ]
+        );
+    }
+
+    #[test]
+    fn sandbox_keys_add_the_sandbox_budget_and_keep_their_own_buckets() {
+        let live = buckets_for(
+            &principal(Environment::Live, &[]),
+            &endpoints::READ_LISTING_SINGLE,
+        );
+        let sandbox = buckets_for(
+            &principal(Environment::Sandbox, &[]),
+            &endpoints::READ_LISTING_SINGLE,
+        );
+        assert_eq!(sandbox[0].name, "agency_sandbox");
+        assert_eq!(sandbox[0].limit, 500);
+        assert!(sandbox.iter().all(|b| !live.iter().any(|l| l.key == b.key)));
+    }
+
+    #[test]
+    fn overrides_replace_the_key_budget_of_their_endpoint_only() {
+        let p = principal(Environment::Live, &[("create_listing", 5)]);
+        let create = buckets_for(&p, &endpoints::CREATE_LISTING);
+        assert_eq!(create.last().map(|b| b.limit), Some(5));
+        let read = buckets_for(&p, &endpoints::READ_LISTING_SINGLE);
+        assert_eq!(read.last().map(|b| b.limit), Some(600));
+    }
+
+    #[test]
+    fn headers_describe_the_budget_closest_to_exhaustion() {
+        let buckets = vec![
+            Bucket {
+                key: "a".into(),
+                name: "wide".into(),
+                limit: 500,
+            },
+            Bucket {
+                key: "b".into(),
+                name: "narrow".into(),
+                limit: 5,
+            },
+        ];
+        let limiter = memory::MemoryLimiter::default();
+        let outcomes = limiter.check(&buckets);
+        let headers = RateLimitHeaders::new(&buckets, &outcomes).0;
+        assert_eq!(headers["x-rate-limit-limit"], "5");
+        assert_eq!(headers["x-rate-limit-remaining"], "4");
+        assert_eq!(headers["x-ratelimit-remaining"], "4");
+        assert_eq!(
+            headers["ratelimit-policy"],
+            "\"wide\";q=500;w=60, \"narrow\";q=5;w=60"
+        );
+        assert!(
+            headers["ratelimit"]
+                .to_str()
+                .unwrap()
+                .starts_with("\"narrow\";r=4;t=")
+        );
+    }
+}

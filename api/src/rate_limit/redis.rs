@@ -1,0 +1,94 @@
+//! The shared limiter of the distributed profile: one Lua script evaluates and
+//! commits every bucket of a request atomically in Redis, with Redis's own
+//! clock, so all API replicas spend one budget.
+
+use redis::Script;
+use redis::aio::ConnectionManager;
+
+use super::Bucket;
+use super::gcra::Outcome;
+
+/// GCRA over N buckets; KEYS are the buckets, ARGV their limits. Returns, per
+/// bucket, allowed, new TAT, remaining, reset and retry-after (microseconds).
+const SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local window = 60000000
+local all_allowed = true
+local results = {}
+for i, key in ipairs(KEYS) do
+  local limit = math.max(tonumber(ARGV[i]), 1)
+  local interval = math.floor(window / limit)
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then tat = now end
+  local new_tat = tat + interval
+  local allow_at = new_tat - window
+  if allow_at > now then
+    all_allowed = false
+    results[#results + 1] = {0, tat, 0, tat, allow_at - now}
+  else
+    results[#results + 1] = {1, new_tat, math.floor((now - allow_at) / interval), new_tat, 0}
+  end
+end
+if all_allowed then
+  for i, key in ipairs(KEYS) do
+    local new_tat = results[i][2]
+    redis.call('SET', key, string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
+  end
+end
+return results
+";
+
+/// Buckets kept in Redis.
+#[derive(Clone)]
+pub struct RedisLimiter {
+    connection: ConnectionManager,
+    script: Script,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RedisLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimiter")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl RedisLimiter {
+    /// Connects to `url`; bucket keys start with `prefix`.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, redis::RedisError> {
+        let client = redis::Client::open(url)?;
+        let connection = ConnectionManager::new(client).await?;
+        Ok(Self {
+            connection,
+            script: Script::new(SCRIPT),
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// Evaluates every bucket and, if all admit, commits them.
+    pub async fn check(&self, buckets: &[Bucket]) -> Result<Vec<Outcome>, redis::RedisError> {
+        let mut invocation = self.script.prepare_invoke();
+        for bucket in buckets {
+            invocation.key(format!("{}{}", self.prefix, bucket.key));
+        }
+        for bucket in buckets {
+            invocation.arg(bucket.limit);
+        }
+        let mut connection = self.connection.clone();
+        let rows: Vec<(i64, i64, i64, i64, i64)> = invocation.invoke_async(&mut connection).await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(allowed, new_tat, remaining, reset_at, retry_after)| Outcome {
+                    allowed: allowed == 1,
+                    new_tat,
+                    remaining: u32::try_from(remaining).unwrap_or(0),
+                    reset_at,
+                    retry_after,
+                },
+            )
+            .collect())
+    }
+}

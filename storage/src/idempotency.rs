@@ -1,0 +1,231 @@
+//! Idempotency records: the reservation that lets exactly one request with a
+//! given (agency, key) run, and the stored response every retry within 24 hours
+//! gets back. The unique primary key makes the reservation hold across API
+//! replicas; a lease frees a reservation orphaned by a crash.
+//!
+//! Bookkeeping commits do not wait for the disk: a lost reservation only means
+//! a retry runs again after the lease, and creations remember their key on the
+//! created row, so even that retry finds the first result.
+
+use std::time::Duration;
+
+use sqlx::types::Json;
+
+use crate::db::Database;
+use crate::ids::AgencyId;
+use crate::{Result, Store, Timestamp};
+
+/// How long a response is kept for replay.
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// A response as stored for replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// The headers that matter (content type, location).
+    pub headers: Vec<(String, String)>,
+    /// The body, or for errors the error object (code, message, details) as JSON.
+    pub body: Vec<u8>,
+    /// True when `body` is an error object to be rendered in the envelope.
+    pub is_error: bool,
+}
+
+/// What a reservation attempt found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reservation {
+    /// The key is ours: run the request.
+    Proceed,
+    /// The same request completed before: send this response again.
+    Replay(StoredResponse),
+    /// The key was used for a different request.
+    Conflict,
+    /// The first request with this key is still running.
+    InProgress,
+}
+
+#[derive(sqlx::FromRow)]
+struct RecordRow {
+    fingerprint: String,
+    state: String,
+    lease_expires_at: Option<Timestamp>,
+    response_status: Option<i32>,
+    response_headers: Option<Json<Vec<(String, String)>>>,
+    response_body: Option<Vec<u8>>,
+    response_is_error: Option<bool>,
+    created_at: Timestamp,
+}
+
+/// Begins a bookkeeping transaction: `BEGIN IMMEDIATE` on SQLite; on
+/// PostgreSQL a transaction whose commit does not wait for the WAL flush.
+macro_rules! bookkeeping_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        match $db {
+            Database::Sqlite(pool) => {
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let output = $body;
+                $tx.commit().await?;
+                output
+            }
+            Database::Postgres(pool) => {
+                let mut $tx = pool.begin().await?;
+                sqlx::query("set local synchronous_commit = off")
+                    .execute(&mut *$tx)
+                    .await?;
+                let output = $body;
+                $tx.commit().await?;
+                output
+            }
+        }
+    };
+}
+
+/// Idempotency repository; see [`Store::idempotency`].
+pub struct Idempotency<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Idempotency<'_> {
+    /// Tries to reserve `key` for a request with `fingerprint`, holding it for
+    /// `lease` unless completed or released first.
+    pub async fn reserve(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Reservation> {
+        let now = self.store.clock().now();
+        let lease_expires_at = now.plus_seconds(lease.as_secs().max(1) as i64);
+        let expired_before = now.plus_seconds(-(RETENTION.as_secs() as i64));
+        let reservation = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            let inserted = sqlx::query(
+                "insert into idempotency_records (agency_id, idempotency_key, fingerprint, state, lease_expires_at, created_at)
+                 values ($1, $2, $3, 'in_flight', $4, $5)
+                 on conflict (agency_id, idempotency_key) do nothing",
+            )
+            .bind(agency)
+            .bind(key)
+            .bind(fingerprint)
+            .bind(lease_expires_at)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 1 {
+                Reservation::Proceed
+            } else {
+                let row: RecordRow = sqlx::query_as(
+                    "select fingerprint, state, lease_expires_at, response_status, response_headers, response_body,
+                         response_is_error, created_at
+                     from idempotency_records where agency_id = $1 and idempotency_key = $2",
+                )
+                .bind(agency)
+                .bind(key)
+                .fetch_one(&mut *tx)
+                .await?;
+                let orphaned =
+                    row.state == "in_flight" && row.lease_expires_at.is_none_or(|at| at <= now);
+                if row.created_at <= expired_before || (orphaned && row.fingerprint == fingerprint)
+                {
+                    // A record past its 24 hours is gone as far as clients are
+                    // concerned; an orphaned reservation of the same request is taken over.
+                    sqlx::query(
+                        "update idempotency_records
+                         set fingerprint = $3, state = 'in_flight', lease_expires_at = $4, created_at = $5,
+                             response_status = null, response_headers = null, response_body = null,
+                             response_is_error = null, completed_at = null
+                         where agency_id = $1 and idempotency_key = $2",
+                    )
+                    .bind(agency)
+                    .bind(key)
+                    .bind(fingerprint)
+                    .bind(lease_expires_at)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    Reservation::Proceed
+                } else if row.fingerprint != fingerprint {
+                    Reservation::Conflict
+                } else if row.state == "completed" {
+                    Reservation::Replay(StoredResponse {
+                        status: row
+                            .response_status
+                            .and_then(|s| u16::try_from(s).ok())
+                            .unwrap_or(200),
+                        headers: row.response_headers.map(|h| h.0).unwrap_or_default(),
+                        body: row.response_body.unwrap_or_default(),
+                        is_error: row.response_is_error.unwrap_or(false),
+                    })
+                } else {
+                    Reservation::InProgress
+                }
+            }
+        });
+        Ok(reservation)
+    }
+
+    /// Stores the response of the request that holds the reservation.
+    pub async fn complete(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        let now = self.store.clock().now();
+        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            sqlx::query(
+                "update idempotency_records
+                 set state = 'completed', lease_expires_at = null, response_status = $3, response_headers = $4,
+                     response_body = $5, response_is_error = $6, completed_at = $7
+                 where agency_id = $1 and idempotency_key = $2 and state = 'in_flight'",
+            )
+            .bind(agency)
+            .bind(key)
+            .bind(i32::from(response.status))
+            .bind(Json(&response.headers))
+            .bind(&response.body)
+            .bind(response.is_error)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Gives the key back (the request failed with a 5xx or was never run), so
+    /// a retry with the same key runs again.
+    pub async fn release(&self, agency: &AgencyId, key: &str) -> Result<()> {
+        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            sqlx::query(
+                "delete from idempotency_records where agency_id = $1 and idempotency_key = $2 and state = 'in_flight'",
+            )
+            .bind(agency)
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Deletes records older than the retention, at most `limit` of them.
+    pub async fn purge_expired(&self, limit: u32) -> Result<u64> {
+        let cutoff = self
+            .store
+            .clock()
+            .now()
+            .plus_seconds(-(RETENTION.as_secs() as i64));
+        let deleted = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            sqlx::query(
+                "delete from idempotency_records where (agency_id, idempotency_key) in (
+                     select agency_id, idempotency_key from idempotency_records where created_at <= $1 limit $2)",
+            )
+            .bind(cutoff)
+            .bind(i64::from(limit))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(deleted)
+    }
+}

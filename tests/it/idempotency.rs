@@ -1,0 +1,244 @@
+//! Idempotent requests: required keys, replay, conflicts, concurrency, leases,
+//! released keys, which outcomes are stored, and scoping per agency.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::{Method, Response, StatusCode};
+use serde_json::{Value, json};
+use storage::{Clock, Timestamp};
+use tests::{Backend, TestApp, backend_tests};
+
+use crate::listings::Ctx;
+use crate::support::{expect_error, expect_ok, sql};
+
+async fn create_with(ctx: &Ctx, key: &str, body: &Value) -> Response {
+    ctx.app
+        .client
+        .post(ctx.app.url("/api/v1/listings"))
+        .header("X-API-Key", &ctx.key)
+        .header("X-Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn replayed(response: &Response) -> bool {
+    response
+        .headers()
+        .get("x-idempotent-replay")
+        .is_some_and(|v| v == "true")
+}
+
+async fn listings_total(ctx: &Ctx) -> i64 {
+    sql::count_for_agency(ctx.app.store.db(), "listings", ctx.agency.id.as_str()).await
+}
+
+backend_tests! {
+    async fn mutating_requests_need_a_key_of_at_most_128_characters(backend) {
+        let ctx = Ctx::new(backend).await;
+        let number = ctx.listing().await;
+        for (method, path, body) in [
+            (Method::POST, "/api/v1/listings".to_owned(), ctx.new_listing()),
+            (Method::PATCH, format!("/api/v1/listings/{number}/status"), json!({"new_status": "Active"})),
+            (Method::POST, format!("/api/v1/listings/{number}/cancel"), Value::Null),
+        ] {
+            let response = ctx.app.client.request(method, ctx.app.url(&path)).header("X-API-Key", &ctx.key).json(&body).send().await.unwrap();
+            expect_error(response, StatusCode::BAD_REQUEST, "idempotency.missing").await;
+        }
+        let long = create_with(&ctx, &"k".repeat(129), &ctx.new_listing()).await;
+        let error = expect_error(long, StatusCode::BAD_REQUEST, "validation.failed").await;
+        assert!(error["error"]["details"]["fields"]["X-Idempotency-Key"].is_string());
+        let longest = create_with(&ctx, &"k".repeat(128), &ctx.new_listing()).await;
+        assert_eq!(longest.status(), StatusCode::CREATED);
+        // Safe methods never look at it.
+        let read = ctx.app.get("/api/v1/listings").header("X-API-Key", &ctx.key).header("X-Idempotency-Key", "x".repeat(500)).send().await.unwrap();
+        expect_ok(read).await;
+        assert_eq!(listings_total(&ctx).await, 2);
+    }
+
+    async fn the_same_request_is_replayed_and_a_different_one_conflicts(backend) {
+        let ctx = Ctx::new(backend).await;
+        let first = create_with(&ctx, "order-1", &ctx.new_listing()).await;
+        assert_eq!(first.status(), StatusCode::CREATED);
+        assert!(!replayed(&first));
+        let first_id = first.headers()["x-request-id"].clone();
+        let first: Value = first.json().await.unwrap();
+
+        // Same body with keys reordered: the same request.
+        let reordered = json!({"agent_one_id": ctx.agent, "owner_user_id": ctx.agency.owner_id, "address": "12 Elm Street, Springfield"});
+        let again = create_with(&ctx, "order-1", &reordered).await;
+        assert_eq!(again.status(), StatusCode::CREATED);
+        assert!(replayed(&again));
+        assert_ne!(again.headers()["x-request-id"], first_id, "a replay is a new request");
+        assert_eq!(again.headers()["content-type"], "application/json");
+        let again: Value = again.json().await.unwrap();
+        assert_eq!(again, first);
+
+        let mut other = ctx.new_listing();
+        other["address"] = json!("99 Other Road");
+        expect_error(create_with(&ctx, "order-1", &other).await, StatusCode::CONFLICT, "idempotency_key_conflict").await;
+        // The same key on another route is another request too.
+        let number = first["listing_number"].as_str().unwrap();
+        let patch = ctx.app.client.patch(ctx.app.url(&format!("/api/v1/listings/{number}/status"))).header("X-API-Key", &ctx.key).header("X-Idempotency-Key", "order-1").json(&json!({"new_status": "Active"})).send().await.unwrap();
+        expect_error(patch, StatusCode::CONFLICT, "idempotency_key_conflict").await;
+        assert_eq!(listings_total(&ctx).await, 1);
+    }
+
+    async fn concurrent_requests_with_one_key_create_one_listing(backend) {
+        let ctx = Ctx::new(backend).await;
+        let body = ctx.new_listing();
+        let responses = join_all((0..32).map(|_| create_with(&ctx, "burst-key", &body))).await;
+        let mut created = 0;
+        let mut numbers = std::collections::HashSet::new();
+        for response in responses {
+            match response.status() {
+                StatusCode::CREATED => {
+                    if !replayed(&response) {
+                        created += 1;
+                    }
+                    let listing: Value = response.json().await.unwrap();
+                    numbers.insert(listing["listing_number"].as_str().unwrap().to_owned());
+                }
+                StatusCode::CONFLICT => {
+                    assert_eq!(response.headers()["retry-after"], "5");
+                    expect_error(response, StatusCode::CONFLICT, "idempotency_key_in_progress").await;
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        assert_eq!(created, 1, "exactly one request ran");
+        assert_eq!(numbers.len(), 1, "every replay shows the same listing");
+        assert_eq!(listings_total(&ctx).await, 1);
+    }
+
+    async fn a_server_error_releases_the_key(backend) {
+        let ctx = Ctx::new(backend).await;
+        sql::fail_inserts_of_event(ctx.app.store.db(), "invoice.created").await;
+        let failed = create_with(&ctx, "retry-me", &ctx.new_listing()).await;
+        expect_error(failed, StatusCode::INTERNAL_SERVER_ERROR, "server.internal").await;
+        sql::drop_injected_failure(ctx.app.store.db()).await;
+        let retried = create_with(&ctx, "retry-me", &ctx.new_listing()).await;
+        assert_eq!(retried.status(), StatusCode::CREATED);
+        assert!(!replayed(&retried), "the retry ran");
+        assert_eq!(listings_total(&ctx).await, 1);
+    }
+
+    async fn refused_requests_release_the_key_and_decided_ones_are_stored(backend) {
+        let ctx = Ctx::new(backend).await;
+        // An invalid body never ran: the key can be used for the corrected request.
+        let mut invalid = ctx.new_listing();
+        invalid["address"] = json!("");
+        expect_error(create_with(&ctx, "fix-and-retry", &invalid).await, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        let fixed = create_with(&ctx, "fix-and-retry", &ctx.new_listing()).await;
+        assert_eq!(fixed.status(), StatusCode::CREATED);
+        let number = fixed.json::<Value>().await.unwrap()["listing_number"].as_str().unwrap().to_owned();
+
+        // A rule the endpoint applied is the request's outcome: replayed as is.
+        let patch = |key: &'static str| {
+            ctx.app.client.patch(ctx.app.url(&format!("/api/v1/listings/{number}/status"))).header("X-API-Key", &ctx.key).header("X-Idempotency-Key", key).json(&json!({"new_status": "Active"})).send()
+        };
+        expect_error(patch("activate-1").await.unwrap(), StatusCode::CONFLICT, "listing_not_activated").await;
+        ctx.app.store.orders().record_payment(&ctx.live(), &number, None).await.unwrap();
+        let replay = patch("activate-1").await.unwrap();
+        assert!(replayed(&replay));
+        let body = expect_error(replay, StatusCode::CONFLICT, "listing_not_activated").await;
+        assert!(body["error"]["request_id"].as_str().is_some());
+        let fresh = patch("activate-2").await.unwrap();
+        assert_eq!(fresh.status(), StatusCode::OK);
+    }
+
+    async fn keys_belong_to_one_agency(backend) {
+        let ctx = Ctx::new(backend).await;
+        assert_eq!(create_with(&ctx, "shared-name", &ctx.new_listing()).await.status(), StatusCode::CREATED);
+        // Another agency, in the same deployment, uses the same key for its own request.
+        let other = ctx.app.agency().await;
+        let other_key = ctx.app.key(&other, &[storage::api_keys::Scope::ListingsWrite]).await;
+        let body = json!({"address": "1 Other St", "owner_user_id": other.owner_id, "agent_one_id": other.owner_id});
+        let theirs = ctx.app.client.post(ctx.app.url("/api/v1/listings")).header("X-API-Key", &other_key).header("X-Idempotency-Key", "shared-name").json(&body).send().await.unwrap();
+        assert_eq!(theirs.status(), StatusCode::CREATED);
+        assert!(!replayed(&theirs));
+    }
+
+    async fn a_creation_remembers_its_key_when_the_record_is_lost(backend) {
+        let ctx = Ctx::new(backend).await;
+        let first: Value = create_with(&ctx, "crash-window", &ctx.new_listing()).await.json().await.unwrap();
+        // As if the process died between the commit and the bookkeeping.
+        sql::delete_idempotency_records(ctx.app.store.db()).await;
+        let retried = create_with(&ctx, "crash-window", &ctx.new_listing()).await;
+        assert_eq!(retried.status(), StatusCode::CREATED);
+        let retried: Value = retried.json().await.unwrap();
+        assert_eq!(retried["listing_number"], first["listing_number"]);
+        assert_eq!(listings_total(&ctx).await, 1);
+    }
+}
+
+/// An orphaned reservation (its request's process died) frees the key after the
+/// lease, not after 24 hours; and records are purged after 24 hours.
+#[tokio::test]
+async fn leases_expire_and_old_records_are_purged() {
+    let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+    let ctx = Ctx::with_app(
+        TestApp::builder(Backend::Sqlite)
+            .clock(clock.clone())
+            .spawn()
+            .await,
+    )
+    .await;
+    let body = ctx.new_listing();
+    let fingerprint = api::middleware::idempotency::fingerprint(
+        &Method::POST,
+        "/api/v1/listings",
+        "live",
+        serde_json::to_vec(&body).unwrap().as_slice(),
+    );
+    let reservation = ctx
+        .app
+        .store
+        .idempotency()
+        .reserve(
+            &ctx.agency.id,
+            "orphan",
+            &fingerprint,
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reservation, storage::idempotency::Reservation::Proceed);
+
+    expect_error(
+        create_with(&ctx, "orphan", &body).await,
+        StatusCode::CONFLICT,
+        "idempotency_key_in_progress",
+    )
+    .await;
+    clock.advance_seconds(61);
+    let taken_over = create_with(&ctx, "orphan", &body).await;
+    assert_eq!(taken_over.status(), StatusCode::CREATED);
+
+    assert_eq!(
+        ctx.app
+            .store
+            .idempotency()
+            .purge_expired(100)
+            .await
+            .unwrap(),
+        0
+    );
+    clock.advance_seconds(24 * 3600);
+    assert_eq!(
+        ctx.app
+            .store
+            .idempotency()
+            .purge_expired(100)
+            .await
+            .unwrap(),
+        1
+    );
+    // After 24 hours the key starts over: a new listing.
+    let reused = create_with(&ctx, "orphan", &body).await;
+    assert_eq!(reused.status(), StatusCode::CREATED);
+    assert!(!replayed(&reused));
+    assert_eq!(listings_total(&ctx).await, 2);
+}
