@@ -158,6 +158,18 @@ pub static ALL: [&Endpoint; 9] = [
 pub static OTHER_BUDGETED_NAMES: [&str; 3] =
     ["upload_media", "get_availability", "get_webhook_catalog"];
 
+/// Every agency-level budget, for validating an agency's overrides.
+pub static AGENCY_BUDGETS: [&AgencyBudget; 8] = [
+    &LISTING_CREATES,
+    &LISTING_READS,
+    &LISTING_WRITES,
+    &UPLOADS,
+    &AVAILABILITY,
+    &USERS,
+    &WEBHOOK_CATALOG,
+    &SANDBOX_BUDGET,
+];
+
 /// Whether `name` is an endpoint name a key's override may refer to.
 pub fn is_budgeted_name(name: &str) -> bool {
     ALL.iter().any(|e| e.name == name) || OTHER_BUDGETED_NAMES.contains(&name)

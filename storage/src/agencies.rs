@@ -1,5 +1,9 @@
 //! Agencies (the tenants) and the owner user each one is created with.
 
+use std::collections::BTreeMap;
+
+use sqlx::types::Json;
+
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::users::{Role, User};
@@ -137,6 +141,26 @@ impl Agencies<'_> {
                 .await?
         });
         row.ok_or(StorageError::NotFound("agency"))?.try_into()
+    }
+
+    /// Replaces the agency's budget overrides (budget name → requests per minute).
+    pub async fn set_rate_limit_overrides(
+        &self,
+        id: &AgencyId,
+        overrides: &BTreeMap<String, u32>,
+    ) -> Result<()> {
+        let updated = on_pool!(self.store.db(), pool => {
+            sqlx::query("update agencies set rate_limit_overrides = $1 where id = $2")
+                .bind(Json(overrides))
+                .bind(id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        if updated == 0 {
+            return Err(StorageError::NotFound("agency"));
+        }
+        Ok(())
     }
 
     /// The agency's owner: its oldest user whose role matches the agency kind.

@@ -296,6 +296,15 @@ impl fmt::Debug for Plaintext {
     }
 }
 
+/// A key found by its plaintext, with what authentication needs from its agency.
+#[derive(Clone, Debug)]
+pub struct Credential {
+    /// The key.
+    pub key: ApiKey,
+    /// The agency's budget overrides (budget name → requests per minute).
+    pub agency_rate_limit_overrides: BTreeMap<String, u32>,
+}
+
 /// A newly issued key and its plaintext.
 #[derive(Debug)]
 pub struct IssuedKey {
@@ -433,18 +442,40 @@ impl ApiKeys<'_> {
         }
     }
 
-    /// Finds the key whose plaintext is `presented`, by its keyed hash. The caller
-    /// decides whether the key is usable (`ApiKey::check_usable`).
-    pub async fn find_by_plaintext(&self, presented: &str) -> Result<Option<ApiKey>> {
+    /// Finds the key whose plaintext is `presented`, by its keyed hash, with its
+    /// agency's budget overrides. The caller decides whether the key is usable
+    /// (`ApiKey::check_usable`).
+    pub async fn find_by_plaintext(&self, presented: &str) -> Result<Option<Credential>> {
+        #[derive(sqlx::FromRow)]
+        struct CredentialRow {
+            #[sqlx(flatten)]
+            key: ApiKeyRow,
+            agency_rate_limit_overrides: Json<BTreeMap<String, u32>>,
+        }
         let hash = self.store.derived_keys().hash_api_key(presented);
-        let sql = format!("select {KEY_COLUMNS} from api_keys where key_hash = $1");
-        let row: Option<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+        let columns: String = KEY_COLUMNS
+            .split(", ")
+            .map(|column| format!("k.{column}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "select {columns}, a.rate_limit_overrides as agency_rate_limit_overrides
+             from api_keys k join agencies a on a.id = k.agency_id
+             where k.key_hash = $1"
+        );
+        let row: Option<CredentialRow> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(&hash)
                 .fetch_optional(pool)
                 .await?
         });
-        row.map(ApiKey::try_from).transpose()
+        row.map(|row| {
+            Ok(Credential {
+                key: ApiKey::try_from(row.key)?,
+                agency_rate_limit_overrides: row.agency_rate_limit_overrides.0,
+            })
+        })
+        .transpose()
     }
 
     /// Revokes a key of `agency` for good. Revoking twice is not an error.

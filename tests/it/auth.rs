@@ -99,14 +99,14 @@ backend_tests! {
         let revoked = app.key(&agency, &[Scope::UsersRead]).await;
         expect_ok(app.get(USERS).header("X-API-Key", &revoked).send().await.unwrap()).await;
         let record = app.store.api_keys().find_by_plaintext(&revoked).await.unwrap().unwrap();
-        app.store.api_keys().revoke(&agency.id, &record.id).await.unwrap();
+        app.store.api_keys().revoke(&agency.id, &record.key.id).await.unwrap();
         let response = app.get(USERS).header("X-API-Key", &revoked).send().await.unwrap();
         expect_error(response, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
 
         let expired = app.key(&agency, &[Scope::UsersRead]).await;
         let record = app.store.api_keys().find_by_plaintext(&expired).await.unwrap().unwrap();
         let past = app.store.clock().now().plus_seconds(-1);
-        sql::expire_key(&app, record.id.as_str(), past.as_micros()).await;
+        sql::expire_key(&app, record.key.id.as_str(), past.as_micros()).await;
         let response = app.get(USERS).header("X-API-Key", &expired).send().await.unwrap();
         expect_error(response, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
     }

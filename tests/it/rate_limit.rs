@@ -128,6 +128,31 @@ backend_tests! {
 }
 
 #[tokio::test]
+async fn an_operator_can_set_an_agency_budget() {
+    let ctx = Ctx::new(Backend::Sqlite).await;
+    let budgets = BTreeMap::from([("agency_listing_creates".to_owned(), 3)]);
+    ctx.app
+        .store
+        .agencies()
+        .set_rate_limit_overrides(&ctx.agency.id, &budgets)
+        .await
+        .unwrap();
+    let other_key = ctx.app.key(&ctx.agency, &[Scope::ListingsWrite]).await;
+    for key in [&ctx.key, &other_key, &ctx.key] {
+        assert_eq!(create(&ctx, key).await.status(), StatusCode::CREATED);
+    }
+    // The agency budget is shared by its keys.
+    let refused = create(&ctx, &other_key).await;
+    assert!(header(&refused, "ratelimit").starts_with("\"agency_listing_creates\";r=0;"));
+    expect_error(
+        refused,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limit.exceeded",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn sandbox_traffic_has_its_own_agency_budget() {
     let ctx = Ctx::new(Backend::Sqlite).await;
     let sandbox_keys = [ctx.sandbox_key().await, ctx.sandbox_key().await];
@@ -221,4 +246,20 @@ async fn two_api_processes_on_one_redis_share_one_budget() {
     ]);
     assert_eq!(bad.status.code(), Some(1));
     let _: Value = serde_json::from_slice(&bad.stderr).unwrap();
+    let budgets = deployment.admin_ok(&[
+        "set-agency-budgets",
+        "--agency",
+        agency_id,
+        "--budget",
+        "agency_listing_reads=2000",
+    ]);
+    assert_eq!(budgets["budgets"]["agency_listing_reads"], 2000);
+    let bad = deployment.admin(&[
+        "set-agency-budgets",
+        "--agency",
+        agency_id,
+        "--budget",
+        "agency_everything=1",
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
 }

@@ -138,7 +138,7 @@ backend_tests! {
         assert!(plaintext.starts_with("ma_test_ak_"));
         assert!(!format!("{issued:?}").contains(&plaintext), "Debug never shows the plaintext");
 
-        let found = store.api_keys().find_by_plaintext(&plaintext).await.unwrap().unwrap();
+        let found = store.api_keys().find_by_plaintext(&plaintext).await.unwrap().unwrap().key;
         assert_eq!(found.id, issued.key.id);
         assert_eq!(found.scopes, vec![Scope::ListingsWrite, Scope::UsersRead]);
         assert_eq!(found.environment, Environment::Sandbox);

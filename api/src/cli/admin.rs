@@ -32,6 +32,21 @@ pub enum AdminCommand {
     ScheduleShoot(ScheduleShoot),
     /// Set an owner's cancellation fee tiers → {"owner_user_id", "tiers"}.
     SetCancellationFees(SetCancellationFees),
+    /// Replace an agency's budgets → {"agency_id", "budgets"}.
+    SetAgencyBudgets(SetAgencyBudgets),
+}
+
+/// `admin set-agency-budgets`.
+#[derive(Debug, Args)]
+pub struct SetAgencyBudgets {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// BUDGET=PER_MINUTE (agency_listing_reads=1000), repeatable; none restores the defaults.
+    #[arg(long = "budget")]
+    budgets: Vec<String>,
 }
 
 /// `admin record-payment`.
@@ -189,6 +204,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::RecordPayment(args) => record_payment(args).await,
         AdminCommand::ScheduleShoot(args) => schedule_shoot(args).await,
         AdminCommand::SetCancellationFees(args) => set_cancellation_fees(args).await,
+        AdminCommand::SetAgencyBudgets(args) => set_agency_budgets(args).await,
     };
     match result {
         Ok(output) => {
@@ -272,25 +288,11 @@ async fn create_key(args: CreateKey) -> Result<Value, AdminError> {
         .collect::<Result<Vec<_>, _>>()?;
     let format = KeyFormat::parse(&args.format)
         .ok_or_else(|| AdminError::new("validation.failed", "format must be sk or ma"))?;
-    let mut rate_limit_overrides = std::collections::BTreeMap::new();
-    for text in &args.rate_limits {
-        let parsed = text
-            .split_once('=')
-            .and_then(|(name, limit)| Some((name.trim(), limit.trim().parse::<u32>().ok()?)));
-        match parsed {
-            Some((name, limit)) if limit > 0 && crate::endpoints::is_budgeted_name(name) => {
-                rate_limit_overrides.insert(name.to_owned(), limit);
-            }
-            _ => {
-                return Err(AdminError::new(
-                    "validation.failed",
-                    format!(
-                        "--rate-limit {text:?} must be ENDPOINT=PER_MINUTE with a known endpoint name and a positive budget"
-                    ),
-                ));
-            }
-        }
-    }
+    let rate_limit_overrides = parse_budgets(
+        "--rate-limit",
+        &args.rate_limits,
+        crate::endpoints::is_budgeted_name,
+    )?;
     // Keys minted by an operator act as the agency's owner.
     let owner = store.agencies().owner(&agency).await?;
     let issued = store
@@ -395,4 +397,47 @@ async fn set_cancellation_fees(args: SetCancellationFees) -> Result<Value, Admin
         "owner_user_id": owner,
         "tiers": tiers.iter().map(|t| json!({"hours_before": t.hours_before, "amount": t.amount, "currency": t.currency})).collect::<Vec<_>>(),
     }))
+}
+
+/// Parses repeated NAME=PER_MINUTE flags, accepting only names `known` admits.
+fn parse_budgets(
+    flag: &str,
+    texts: &[String],
+    known: impl Fn(&str) -> bool,
+) -> Result<std::collections::BTreeMap<String, u32>, AdminError> {
+    let mut budgets = std::collections::BTreeMap::new();
+    for text in texts {
+        let parsed = text
+            .split_once('=')
+            .and_then(|(name, limit)| Some((name.trim(), limit.trim().parse::<u32>().ok()?)));
+        match parsed {
+            Some((name, limit)) if limit > 0 && known(name) => {
+                budgets.insert(name.to_owned(), limit);
+            }
+            _ => {
+                return Err(AdminError::new(
+                    "validation.failed",
+                    format!(
+                        "{flag} {text:?} must be NAME=PER_MINUTE with a known name and a positive budget"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(budgets)
+}
+
+async fn set_agency_budgets(args: SetAgencyBudgets) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let budgets = parse_budgets("--budget", &args.budgets, |name| {
+        crate::endpoints::AGENCY_BUDGETS
+            .iter()
+            .any(|b| b.name == name)
+    })?;
+    store
+        .agencies()
+        .set_rate_limit_overrides(&agency, &budgets)
+        .await?;
+    Ok(json!({"agency_id": agency, "budgets": budgets}))
 }

@@ -48,6 +48,8 @@ pub struct Principal {
     pub acting_user: Option<UserId>,
     /// Per-endpoint budgets replacing the defaults for this key.
     pub rate_limit_overrides: BTreeMap<String, u32>,
+    /// Agency budgets an operator set for this agency, replacing the defaults.
+    pub agency_rate_limit_overrides: BTreeMap<String, u32>,
 }
 
 impl Principal {
@@ -143,11 +145,12 @@ async fn authenticate(
 ) -> Result<Principal, ApiError> {
     refuse_credentials_in_url(query)?;
     let presented = presented_key(headers)?;
-    let key = store
+    let credential = store
         .api_keys()
         .find_by_plaintext(presented)
         .await?
         .ok_or(ApiError::InvalidKey)?;
+    let key = credential.key;
     let span = tracing::Span::current();
     span.record("agency_id", key.agency_id.as_str());
     span.record("key_id", key.id.as_str());
@@ -165,6 +168,7 @@ async fn authenticate(
         scopes: key.scopes,
         acting_user: key.created_by,
         rate_limit_overrides: key.rate_limit_overrides,
+        agency_rate_limit_overrides: credential.agency_rate_limit_overrides,
     })
 }
 

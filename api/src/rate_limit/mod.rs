@@ -34,18 +34,20 @@ pub fn buckets_for(principal: &Principal, endpoint: &Endpoint) -> Vec<Bucket> {
     let env = principal.environment.as_str();
     let agency = principal.agency_id.as_str();
     let mut buckets = Vec::with_capacity(endpoint.agency_budgets.len() + 2);
-    if principal.environment == Environment::Sandbox {
-        buckets.push(Bucket {
-            key: format!("agency:{agency}:{env}:{}", SANDBOX_BUDGET.name),
-            name: SANDBOX_BUDGET.name.to_owned(),
-            limit: SANDBOX_BUDGET.limit,
-        });
-    }
-    for budget in endpoint.agency_budgets {
+    let sandbox = (principal.environment == Environment::Sandbox).then_some(&SANDBOX_BUDGET);
+    for budget in sandbox
+        .into_iter()
+        .chain(endpoint.agency_budgets.iter().copied())
+    {
+        let limit = principal
+            .agency_rate_limit_overrides
+            .get(budget.name)
+            .copied()
+            .unwrap_or(budget.limit);
         buckets.push(Bucket {
             key: format!("agency:{agency}:{env}:{}", budget.name),
             name: budget.name.to_owned(),
-            limit: budget.limit,
+            limit,
         });
     }
     let key_limit = principal
@@ -196,6 +198,10 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), *v))
                 .collect::<BTreeMap<_, _>>(),
+            agency_rate_limit_overrides: BTreeMap::from([(
+                "agency_listing_reads".to_owned(),
+                9000,
+            )]),
         }
     }
 
@@ -238,6 +244,10 @@ mod tests {
         assert_eq!(create.last().map(|b| b.limit), Some(5));
         let read = buckets_for(&p, &endpoints::READ_LISTING_SINGLE);
         assert_eq!(read.last().map(|b| b.limit), Some(600));
+        assert_eq!(
+            read[0].limit, 9000,
+            "the agency's own override of its read budget"
+        );
     }
 
     #[test]
