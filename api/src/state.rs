@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use storage::Store;
 
+use crate::middleware::key_cache::KeyCache;
 use crate::pagination::CursorCodec;
 use crate::rate_limit::RateLimiter;
 
@@ -27,6 +28,7 @@ struct Inner {
     cursors: CursorCodec,
     urls: PublicUrls,
     rate_limiter: RateLimiter,
+    key_cache: KeyCache,
 }
 
 impl AppState {
@@ -44,8 +46,14 @@ impl AppState {
                 cursors,
                 urls,
                 rate_limiter,
+                key_cache: KeyCache::default(),
             }),
         }
+    }
+
+    /// Recently authenticated keys.
+    pub fn key_cache(&self) -> &KeyCache {
+        &self.inner.key_cache
     }
 
     /// The rate limiter.

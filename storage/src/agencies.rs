@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use sqlx::types::Json;
 
-use crate::db::{in_transaction, on_pool};
+use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::users::{Role, User};
 use crate::{Result, StorageError, Store, Timestamp};
@@ -149,7 +149,7 @@ impl Agencies<'_> {
         id: &AgencyId,
         overrides: &BTreeMap<String, u32>,
     ) -> Result<()> {
-        let updated = on_pool!(self.store.db(), pool => {
+        let updated = write_on_pool!(self.store.db(), pool => {
             sqlx::query("update agencies set rate_limit_overrides = $1 where id = $2")
                 .bind(Json(overrides))
                 .bind(id)

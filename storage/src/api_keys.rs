@@ -10,7 +10,7 @@ use rand::distr::Alphanumeric;
 use sqlx::types::Json;
 use ulid::Ulid;
 
-use crate::db::on_pool;
+use crate::db::{on_pool, write_on_pool};
 use crate::ids::{AgencyId, ApiKeyId, UserId};
 use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
 
@@ -405,7 +405,7 @@ impl ApiKeys<'_> {
         };
         let hash = self.store.derived_keys().hash_api_key(&plaintext);
         let scope_names: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
-        let inserted = on_pool!(self.store.db(), pool => {
+        let inserted = write_on_pool!(self.store.db(), pool => {
             sqlx::query(
                 "insert into api_keys (id, agency_id, name, key_hash, key_hint, format, scopes,
                      is_sandbox, status, created_by, created_at, rate_limit_overrides)
@@ -446,13 +446,18 @@ impl ApiKeys<'_> {
     /// agency's budget overrides. The caller decides whether the key is usable
     /// (`ApiKey::check_usable`).
     pub async fn find_by_plaintext(&self, presented: &str) -> Result<Option<Credential>> {
+        let hash = self.store.derived_keys().hash_api_key(presented);
+        self.find_by_hash(&hash).await
+    }
+
+    /// Finds the key whose keyed hash is `hash` (see `DerivedKeys::hash_api_key`).
+    pub async fn find_by_hash(&self, hash: &str) -> Result<Option<Credential>> {
         #[derive(sqlx::FromRow)]
         struct CredentialRow {
             #[sqlx(flatten)]
             key: ApiKeyRow,
             agency_rate_limit_overrides: Json<BTreeMap<String, u32>>,
         }
-        let hash = self.store.derived_keys().hash_api_key(presented);
         let columns: String = KEY_COLUMNS
             .split(", ")
             .map(|column| format!("k.{column}"))
@@ -465,7 +470,7 @@ impl ApiKeys<'_> {
         );
         let row: Option<CredentialRow> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(&hash)
+                .bind(hash)
                 .fetch_optional(pool)
                 .await?
         });
@@ -486,7 +491,7 @@ impl ApiKeys<'_> {
              where agency_id = $1 and id = $2
              returning {KEY_COLUMNS}"
         );
-        let row: Option<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+        let row: Option<ApiKeyRow> = write_on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(agency)
                 .bind(id)

@@ -3,12 +3,12 @@
 
 use serde_json::json;
 
-use crate::db::{in_transaction, on_pool};
+use crate::db::in_transaction;
 use crate::error::Rule;
 use crate::events::{EventType, NewEvent};
 use crate::ids::{AppointmentId, UserId};
 use crate::listing_status::ListingStatus;
-use crate::listings::{Listing, fetch_listing, found, normalise_listing_number};
+use crate::listings::{fetch_listing, found, normalise_listing_number};
 use crate::outbox::insert_event;
 use crate::{Result, Store, Tenant, Timestamp};
 
@@ -125,25 +125,7 @@ impl Appointments<'_> {
                 previous_scheduled_at: previous,
             }
         });
+        self.store.listing_cache().invalidate(tenant, &number);
         Ok(scheduled)
-    }
-
-    /// The listing's shoot, if one was ever scheduled.
-    pub async fn for_listing(&self, listing: &Listing) -> Result<Option<Appointment>> {
-        let row: Option<(AppointmentId, Timestamp, Option<UserId>, String)> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as("select id, scheduled_at, photographer_id, status from appointments where listing_id = $1")
-                .bind(&listing.id)
-                .fetch_optional(pool)
-                .await?
-        });
-        Ok(
-            row.map(|(id, scheduled_at, photographer_id, status)| Appointment {
-                id,
-                listing_number: listing.listing_number.clone(),
-                scheduled_at,
-                photographer_id,
-                status,
-            }),
-        )
     }
 }

@@ -97,6 +97,8 @@ impl CancellationFees<'_> {
                 }
             }
         });
+        // Fee tiers move the no-fee cutoff of every listing the owner has.
+        self.store.listing_cache().invalidate_agency(agency);
         Ok(())
     }
 

@@ -2,11 +2,15 @@
 //! profile) behind one type, with connection settings and migrations.
 //!
 //! Repositories share one SQL text between the backends (both accept `$n`
-//! placeholders, `on conflict` and `returning`); the `on_pool!` and
-//! `in_transaction!` macros compile a repository body once per backend.
+//! placeholders, `on conflict` and `returning`); the macros below compile a
+//! repository body once per backend. Reads use the pool; every write goes
+//! through `in_transaction!` (durable), `write_on_pool!` (one durable
+//! statement) or `bookkeeping_transaction!` (need not wait for the disk). On
+//! SQLite all three go through the file's group commit (`group_commit`).
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -14,6 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, SqlitePool};
 
 use crate::Result;
+use crate::group_commit::GroupCommit;
 
 /// The table our migrator records applied migrations in. apalis keeps its own
 /// migrations in sqlx's default table of the same database, so ours has its own.
@@ -40,50 +45,115 @@ pub enum DatabaseTarget {
     Url(String),
 }
 
+/// A SQLite file: a pool for reads and the group commit every write of this
+/// process goes through.
+#[derive(Clone, Debug)]
+pub struct SqliteDb {
+    pool: SqlitePool,
+    group: Arc<GroupCommit>,
+}
+
+impl SqliteDb {
+    /// The read pool (and the pool of other tools sharing the file).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The file's shared writer.
+    pub(crate) fn group(&self) -> &Arc<GroupCommit> {
+        &self.group
+    }
+}
+
 /// A connection pool to one of the two backends.
 #[derive(Clone, Debug)]
 pub enum Database {
     /// The embedded profile.
-    Sqlite(SqlitePool),
+    Sqlite(SqliteDb),
     /// The distributed profile.
     Postgres(PgPool),
 }
 
-/// Runs `$body` with `$pool` bound to the backend's pool; the body is compiled
-/// once per backend.
+/// Runs `$body` with `$pool` bound to the backend's pool, for reads; the body
+/// is compiled once per backend.
 macro_rules! on_pool {
     ($db:expr, $pool:ident => $body:expr) => {
         match $db {
-            $crate::db::Database::Sqlite($pool) => $body,
+            $crate::db::Database::Sqlite(sqlite) => {
+                let $pool = sqlite.pool();
+                $body
+            }
             $crate::db::Database::Postgres($pool) => $body,
         }
     };
 }
 pub(crate) use on_pool;
 
-/// Runs `$body` inside a write transaction bound to `$tx`, committing when the
-/// body finishes and rolling back when it returns early with `?`. SQLite write
-/// transactions start with `BEGIN IMMEDIATE`, so a writer queues for the lock
-/// under the busy timeout instead of failing when it upgrades from reading.
-macro_rules! in_transaction {
-    ($db:expr, |$tx:ident| $body:block) => {
+/// Runs a writing `$body` once per backend with `$tx` bound to a connection in
+/// a transaction. The body may leave early with `?` or `return Err(..)`: its
+/// writes are then undone. With `durable`, the call returns after the commit
+/// reached the disk; `bookkeeping` writes may return before.
+macro_rules! write_unit {
+    ($db:expr, $durability:ident, |$tx:ident| $body:block) => {
         match $db {
-            $crate::db::Database::Sqlite(pool) => {
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let output = $body;
-                $tx.commit().await?;
+            $crate::db::Database::Sqlite(sqlite) => {
+                let mut slot = sqlite.group().enter().await?;
+                let result: $crate::Result<_> = async {
+                    let $tx = slot.connection();
+                    Ok($body)
+                }
+                .await;
+                let batch = slot.finish(result.is_ok()).await?;
+                let output = result?;
+                $crate::db::write_unit!(@wait $durability, sqlite, batch);
                 output
             }
             $crate::db::Database::Postgres(pool) => {
                 let mut $tx = pool.begin().await?;
-                let output = $body;
+                let result: $crate::Result<_> = async { Ok($body) }.await;
+                let output = result?;
                 $tx.commit().await?;
                 output
             }
         }
     };
+    (@wait durable, $sqlite:ident, $batch:ident) => {
+        $sqlite.group().committed($batch).await?;
+    };
+    (@wait bookkeeping, $sqlite:ident, $batch:ident) => {
+        let _ = $batch;
+    };
+}
+pub(crate) use write_unit;
+
+/// A durable write transaction: returns after its commit reached the disk.
+macro_rules! in_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, durable, |$tx| $body)
+    };
 }
 pub(crate) use in_transaction;
+
+/// One durable writing statement, `$pool` bound to where it runs.
+macro_rules! write_on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        $crate::db::write_unit!($db, durable, |$pool| {
+            let $pool = &mut *$pool;
+            $body
+        })
+    };
+}
+pub(crate) use write_on_pool;
+
+/// A bookkeeping write (idempotency records): on SQLite part of the group
+/// commit without waiting for it; on PostgreSQL a transaction on the
+/// bookkeeping pool, whose sessions commit asynchronously.
+macro_rules! bookkeeping_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, bookkeeping, |$tx| $body)
+    };
+}
+pub(crate) use bookkeeping_transaction;
 
 /// Pool sizing and connection options that are not part of the URL.
 #[derive(Clone, Debug)]
@@ -136,22 +206,24 @@ impl Database {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(SQLITE_BUSY_TIMEOUT);
+        // One connection becomes the group-commit writer; the rest read.
         let pool = SqlitePoolOptions::new()
-            .max_connections(settings.max_connections)
+            .max_connections(settings.max_connections.max(2))
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(Self::Sqlite(pool))
+        let group = GroupCommit::start(&pool).await?;
+        Ok(Self::Sqlite(SqliteDb { pool, group }))
     }
 
     /// Applies every pending migration of this backend. Safe to run from several
     /// processes at once: sqlx takes a database lock while migrating.
     pub async fn migrate(&self) -> Result<()> {
         match self {
-            Self::Sqlite(pool) => {
+            Self::Sqlite(sqlite) => {
                 let mut migrator = sqlx::migrate!("../migrations/sqlite");
                 migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
-                migrator.run(pool).await?;
+                migrator.run(sqlite.pool()).await?;
             }
             Self::Postgres(pool) => {
                 let mut migrator = sqlx::migrate!("../migrations/postgres");
@@ -170,30 +242,35 @@ impl Database {
         }
     }
 
-    /// A pool for bookkeeping whose commits need not reach the disk before
-    /// returning (idempotency reservations): on SQLite a second pool on the same
-    /// file with `synchronous=NORMAL` (the WAL is synced by the next durable
-    /// commit or checkpoint), on PostgreSQL the same pool, where bookkeeping
-    /// transactions turn `synchronous_commit` off for themselves.
+    /// Where bookkeeping writes go (idempotency records), whose commits need
+    /// not reach the disk before returning: on SQLite the same file and group
+    /// commit (`bookkeeping_transaction!` does not wait for the batch); on
+    /// PostgreSQL a second pool whose sessions run with `synchronous_commit = off`.
     pub async fn bookkeeping_twin(&self) -> Result<Self> {
         match self {
-            Self::Sqlite(pool) => {
+            Self::Sqlite(sqlite) => Ok(Self::Sqlite(sqlite.clone())),
+            Self::Postgres(pool) => {
                 let options = (*pool.connect_options())
                     .clone()
-                    .synchronous(SqliteSynchronous::Normal);
-                let twin = SqlitePoolOptions::new()
-                    .max_connections(pool.options().get_max_connections())
+                    .options([("synchronous_commit", "off")]);
+                let twin = PgPoolOptions::new()
+                    .max_connections(pool.options().get_max_connections().div_ceil(2).max(2))
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(options)
                     .await?;
-                Ok(Self::Sqlite(twin))
+                Ok(Self::Postgres(twin))
             }
-            Self::Postgres(pool) => Ok(Self::Postgres(pool.clone())),
         }
     }
 
-    /// Closes every connection, waiting for checked-out ones to return.
+    /// Commits what is pending and closes every connection.
     pub async fn close(&self) {
-        on_pool!(self, pool => pool.close().await)
+        match self {
+            Self::Sqlite(sqlite) => {
+                sqlite.group.close().await;
+                sqlite.pool.close().await;
+            }
+            Self::Postgres(pool) => pool.close().await,
+        }
     }
 }

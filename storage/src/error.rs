@@ -36,6 +36,9 @@ pub enum StorageError {
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The shared transaction this write was part of failed to commit.
+    #[error("commit failed: {0}")]
+    CommitFailed(String),
     /// Migrations failed.
     #[error("migration error: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

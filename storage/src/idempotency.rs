@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sqlx::types::Json;
 
-use crate::db::Database;
+use crate::db::bookkeeping_transaction;
 use crate::ids::AgencyId;
 use crate::{Result, Store, Timestamp};
 
@@ -56,29 +56,10 @@ struct RecordRow {
     created_at: Timestamp,
 }
 
-/// Begins a bookkeeping transaction: `BEGIN IMMEDIATE` on SQLite; on
-/// PostgreSQL a transaction whose commit does not wait for the WAL flush.
-macro_rules! bookkeeping_transaction {
-    ($db:expr, |$tx:ident| $body:block) => {
-        match $db {
-            Database::Sqlite(pool) => {
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let output = $body;
-                $tx.commit().await?;
-                output
-            }
-            Database::Postgres(pool) => {
-                let mut $tx = pool.begin().await?;
-                sqlx::query("set local synchronous_commit = off")
-                    .execute(&mut *$tx)
-                    .await?;
-                let output = $body;
-                $tx.commit().await?;
-                output
-            }
-        }
-    };
-}
+const INSERT_RESERVATION: &str = "insert into idempotency_records
+         (agency_id, idempotency_key, fingerprint, state, lease_expires_at, created_at)
+     values ($1, $2, $3, 'in_flight', $4, $5)
+     on conflict (agency_id, idempotency_key) do nothing";
 
 /// Idempotency repository; see [`Store::idempotency`].
 pub struct Idempotency<'a> {
@@ -99,19 +80,15 @@ impl Idempotency<'_> {
         let lease_expires_at = now.plus_seconds(lease.as_secs().max(1) as i64);
         let expired_before = now.plus_seconds(-(RETENTION.as_secs() as i64));
         let reservation = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            let inserted = sqlx::query(
-                "insert into idempotency_records (agency_id, idempotency_key, fingerprint, state, lease_expires_at, created_at)
-                 values ($1, $2, $3, 'in_flight', $4, $5)
-                 on conflict (agency_id, idempotency_key) do nothing",
-            )
-            .bind(agency)
-            .bind(key)
-            .bind(fingerprint)
-            .bind(lease_expires_at)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let inserted = sqlx::query(INSERT_RESERVATION)
+                .bind(agency)
+                .bind(key)
+                .bind(fingerprint)
+                .bind(lease_expires_at)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             if inserted == 1 {
                 Reservation::Proceed
             } else {

@@ -8,8 +8,11 @@ pub mod clock;
 pub mod db;
 pub mod error;
 pub mod events;
+mod group_commit;
 pub mod idempotency;
 pub mod ids;
+pub mod listing_cache;
+pub mod listing_detail;
 pub mod listing_status;
 pub mod listings;
 pub mod orders;
@@ -38,6 +41,7 @@ pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 pub struct Store {
     db: Database,
     bookkeeping: Database,
+    listing_cache: Arc<listing_cache::ListingCache>,
     clock: Clock,
     secrets: Arc<secrets::DerivedKeys>,
 }
@@ -52,6 +56,7 @@ impl Store {
         Ok(Self {
             db,
             bookkeeping,
+            listing_cache: Arc::default(),
             clock,
             secrets: Arc::new(master_key.derive()),
         })
@@ -60,6 +65,11 @@ impl Store {
     /// The underlying database.
     pub fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The cache of single-listing reads.
+    pub(crate) fn listing_cache(&self) -> &listing_cache::ListingCache {
+        &self.listing_cache
     }
 
     /// The pool for bookkeeping writes that need not be durable on commit.

@@ -5,6 +5,7 @@
 //! `UPDATE … WHERE`, so two racing writers cannot both win.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::json;
 use sqlx::types::Json;
@@ -14,9 +15,10 @@ use crate::db::{in_transaction, on_pool};
 use crate::error::Rule;
 use crate::events::{EventType, NewEvent};
 use crate::ids::{AgencyId, ListingId, OrderId, UserId};
+use crate::listing_detail::ListingDetail;
 use crate::listing_status::ListingStatus;
 use crate::orders::{InvoiceState, Order, invoice_number};
-use crate::outbox::insert_event;
+use crate::outbox::{insert_event, insert_events};
 use crate::page::{Page, Position};
 use crate::sections::{FloorplanFile, FloorplanOperation, MAX_FLOORPLAN_FILES, Tour3dOperation};
 use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp, packages};
@@ -350,26 +352,26 @@ impl Listings<'_> {
         let window_start = now.plus_seconds(-(crate::idempotency::RETENTION.as_secs() as i64));
         let created = in_transaction!(self.store.db(), |tx| {
             if let Some(key) = &idempotency_key {
-                // A key older than the idempotency window may be reused for a new listing.
-                sqlx::query(
-                    "update listings set idempotency_key = null
-                     where agency_id = $1 and idempotency_key = $2 and created_at <= $3",
-                )
-                .bind(&tenant.agency_id)
-                .bind(key)
-                .bind(window_start)
-                .execute(&mut *tx)
-                .await?;
                 let existing = sqlx::query_as::<_, ListingRow>(sqlx::AssertSqlSafe(format!(
-                    "select {LISTING_COLUMNS} from listings
-                     where agency_id = $1 and is_sandbox = $2 and idempotency_key = $3"
+                    "select {LISTING_COLUMNS} from listings where agency_id = $1 and idempotency_key = $2"
                 )))
                 .bind(&tenant.agency_id)
-                .bind(tenant.environment.is_sandbox())
                 .bind(key)
                 .fetch_optional(&mut *tx)
                 .await?;
-                if let Some(row) = existing {
+                let reusable = existing.as_ref().is_some_and(|row| {
+                    row.created_at > window_start
+                        && row.is_sandbox == tenant.environment.is_sandbox()
+                });
+                if existing.is_some() && !reusable {
+                    // A key older than the idempotency window may make a new listing.
+                    sqlx::query("update listings set idempotency_key = null where agency_id = $1 and idempotency_key = $2")
+                        .bind(&tenant.agency_id)
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(row) = existing.filter(|_| reusable) {
                     let listing = Listing::try_from(row)?;
                     let order: crate::orders::OrderRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
                         "select {} from orders where listing_id = $1 order by created_at, id limit 1",
@@ -382,14 +384,21 @@ impl Listings<'_> {
                     return Ok(CreatedListing { listing, order });
                 }
             }
+            let person_id = |n: usize| people.get(n).map(|(_, id)| id);
+            let members: Vec<(UserId, bool, String)> = sqlx::query_as(
+                "select id, is_active, role from users where agency_id = $1 and id in ($2, $3, $4)",
+            )
+            .bind(&tenant.agency_id)
+            .bind(person_id(0))
+            .bind(person_id(1))
+            .bind(person_id(2))
+            .fetch_all(&mut *tx)
+            .await?;
             for (field, id) in &people {
-                let member: Option<(bool, String)> = sqlx::query_as(
-                    "select is_active, role from users where agency_id = $1 and id = $2",
-                )
-                .bind(&tenant.agency_id)
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
+                let member = members
+                    .iter()
+                    .find(|(member, _, _)| member == id)
+                    .map(|(_, active, role)| (*active, role.as_str()));
                 match member {
                     Some((_, role)) if role == "super_admin" || role == "admin" => {
                         errors.insert(field, "is not a user of this agency".to_owned());
@@ -503,20 +512,11 @@ impl Listings<'_> {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            insert_event!(
-                &mut *tx,
-                tenant,
-                now,
-                NewEvent::new(EventType::ListingCreated, listing_event_data(&listing))
-            )
-            .await?;
-            insert_event!(
-                &mut *tx,
-                tenant,
-                now,
-                NewEvent::new(EventType::InvoiceCreated, order.event_data())
-            )
-            .await?;
+            let events = [
+                NewEvent::new(EventType::ListingCreated, listing_event_data(&listing)),
+                NewEvent::new(EventType::InvoiceCreated, order.event_data()),
+            ];
+            insert_events!(&mut *tx, tenant, now, events).await?;
             CreatedListing { listing, order }
         });
         Ok(created)
@@ -527,6 +527,26 @@ impl Listings<'_> {
         let number = normalise_listing_number(listing_number);
         let row = on_pool!(self.store.db(), pool => fetch_listing!(pool, tenant, &number).await?);
         found(row)
+    }
+
+    /// The tenant's listing with its orders, shoot, people and no-fee cutoff,
+    /// in one query.
+    pub async fn detail(
+        &self,
+        tenant: &Tenant,
+        listing_number: &str,
+    ) -> Result<Arc<ListingDetail>> {
+        let number = normalise_listing_number(listing_number);
+        let cache = self.store.listing_cache();
+        let now = self.store.clock().now();
+        if let Some(detail) = cache.get(tenant, &number, now) {
+            return Ok(detail);
+        }
+        let generation = cache.generation();
+        let detail =
+            Arc::new(crate::listing_detail::fetch(self.store.db(), tenant, &number).await?);
+        cache.put(tenant, &number, detail.clone(), generation, now);
+        Ok(detail)
     }
 
     /// A page of the tenant's listings, oldest first (ties by id).
@@ -588,6 +608,7 @@ impl Listings<'_> {
         let number = normalise_listing_number(listing_number);
         for _ in 0..RACE_RETRIES {
             if let Attempt::Done(transition) = self.try_change_status(tenant, &number, to).await? {
+                self.store.listing_cache().invalidate(tenant, &number);
                 return Ok(transition);
             }
         }
@@ -663,6 +684,7 @@ impl Listings<'_> {
         let number = normalise_listing_number(listing_number);
         for _ in 0..RACE_RETRIES {
             if let Attempt::Done(transition) = self.try_cancel(tenant, &number).await? {
+                self.store.listing_cache().invalidate(tenant, &number);
                 return Ok(transition);
             }
         }
@@ -849,6 +871,7 @@ impl Listings<'_> {
                 }
             }
         });
+        self.store.listing_cache().invalidate(tenant, &number);
         Ok(change)
     }
 
@@ -909,6 +932,7 @@ impl Listings<'_> {
                 ..listing
             }
         });
+        self.store.listing_cache().invalidate(tenant, &number);
         Ok(listing)
     }
 }

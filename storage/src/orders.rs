@@ -202,19 +202,6 @@ impl Orders<'_> {
         }))
     }
 
-    /// Every order of a listing, oldest first (the single-listing read shows them).
-    pub async fn all_for(&self, listing: &Listing) -> Result<Vec<Order>> {
-        let sql = format!(
-            "select {ORDER_COLUMNS} from orders where listing_id = $1 order by created_at, id"
-        );
-        let rows: Vec<OrderRow> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&listing.id).fetch_all(pool).await?
-        });
-        rows.into_iter()
-            .map(|row| row.into_order(&listing.listing_number))
-            .collect()
-    }
-
     /// Records the payment of the listing's open invoice (what the payment
     /// provider's callback does): the invoice becomes paid, the listing
     /// activated and billed, and `invoice.paid` is emitted. Paying a listing
@@ -288,6 +275,7 @@ impl Orders<'_> {
                 newly_paid,
             }
         });
+        self.store.listing_cache().invalidate(tenant, &number);
         Ok(payment)
     }
 }

@@ -32,6 +32,38 @@ macro_rules! insert_event {
 }
 pub(crate) use insert_event;
 
+/// Writes several `NewEvent`s for `tenant` at `now` in one statement, in order.
+macro_rules! insert_events {
+    ($executor:expr, $tenant:expr, $now:expr, $events:expr) => {{
+        let tenant: &$crate::Tenant = $tenant;
+        let now: $crate::Timestamp = $now;
+        let events: Vec<$crate::events::NewEvent> = $events.into_iter().collect();
+        let tuples: Vec<String> = (0..events.len())
+            .map(|i| {
+                let p = i * 7;
+                format!("(${}, ${}, ${}, ${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7)
+            })
+            .collect();
+        let sql = format!(
+            "insert into events (event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data) values {}",
+            tuples.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for event in events {
+            query = query
+                .bind(ulid::Ulid::generate().to_string())
+                .bind(tenant.agency_id.clone())
+                .bind(tenant.environment.is_sandbox())
+                .bind(event.event_type.as_str())
+                .bind($crate::events::API_VERSION)
+                .bind(now)
+                .bind(sqlx::types::Json(event.data));
+        }
+        query.execute($executor)
+    }};
+}
+pub(crate) use insert_events;
+
 /// An event as stored.
 #[derive(Clone, Debug)]
 pub struct StoredEvent {

@@ -169,16 +169,16 @@ impl fmt::Debug for DerivedKeys {
 /// afterwards.
 pub(crate) async fn check_master_key(db: &Database, key: &MasterKey) -> Result<()> {
     let expected = key.check_value();
-    let stored: String = crate::db::on_pool!(db, pool => {
+    let stored: String = crate::db::write_on_pool!(db, pool => {
         sqlx::query(
             "insert into server_settings (name, value) values ('master_key_check', $1)
              on conflict (name) do nothing",
         )
         .bind(&expected)
-        .execute(pool)
+        .execute(&mut *pool)
         .await?;
         sqlx::query_scalar("select value from server_settings where name = 'master_key_check'")
-            .fetch_one(pool)
+            .fetch_one(&mut *pool)
             .await?
     });
     if stored == expected {

@@ -2,7 +2,7 @@
 //! listing. People belong to the agency, not to an environment: the same team
 //! works with live and sandbox keys (see docs/decisions.md).
 
-use crate::db::on_pool;
+use crate::db::{on_pool, write_on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::page::{Page, Position};
 use crate::{Result, StorageError, Store, Tenant, Timestamp};
@@ -225,7 +225,7 @@ impl Users<'_> {
             created_at: self.store.clock().now(),
         };
         let inserted =
-            on_pool!(self.store.db(), pool => insert_user!(pool, &user).await.map(|_| ()));
+            write_on_pool!(self.store.db(), pool => insert_user!(pool, &user).await.map(|_| ()));
         match inserted {
             Ok(_) => Ok(user),
             Err(err) if StorageError::is_unique_violation(&err) => {

@@ -97,7 +97,6 @@ backend_tests! {
         expect_error(unknown_ma, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
 
         let revoked = app.key(&agency, &[Scope::UsersRead]).await;
-        expect_ok(app.get(USERS).header("X-API-Key", &revoked).send().await.unwrap()).await;
         let record = app.store.api_keys().find_by_plaintext(&revoked).await.unwrap().unwrap();
         app.store.api_keys().revoke(&agency.id, &record.key.id).await.unwrap();
         let response = app.get(USERS).header("X-API-Key", &revoked).send().await.unwrap();
@@ -108,6 +107,32 @@ backend_tests! {
         let past = app.store.clock().now().plus_seconds(-1);
         sql::expire_key(&app, record.key.id.as_str(), past.as_micros()).await;
         let response = app.get(USERS).header("X-API-Key", &expired).send().await.unwrap();
+        expect_error(response, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
+    }
+
+    async fn a_revocation_takes_effect_at_once_in_process_and_within_the_ttl_elsewhere(backend) {
+        let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+        let app = TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let agency = app.agency().await;
+        let here = app.key(&agency, &[Scope::UsersRead]).await;
+        let elsewhere = app.key(&agency, &[Scope::UsersRead]).await;
+        for key in [&here, &elsewhere] {
+            expect_ok(app.get(USERS).header("X-API-Key", key).send().await.unwrap()).await;
+        }
+        for key in [&here, &elsewhere] {
+            let record = app.store.api_keys().find_by_plaintext(key).await.unwrap().unwrap();
+            app.store.api_keys().revoke(&agency.id, &record.key.id).await.unwrap();
+            if key == &here {
+                // Revoked by this process: its cache forgets the key at once.
+                app.state.key_cache().forget(&record.key.id);
+            }
+        }
+        let response = app.get(USERS).header("X-API-Key", &here).send().await.unwrap();
+        expect_error(response, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
+        // Revoked by another process: trusted from the cache until its TTL.
+        expect_ok(app.get(USERS).header("X-API-Key", &elsewhere).send().await.unwrap()).await;
+        clock.advance_seconds(api::middleware::key_cache::TTL_SECONDS);
+        let response = app.get(USERS).header("X-API-Key", &elsewhere).send().await.unwrap();
         expect_error(response, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
     }
 

@@ -56,7 +56,7 @@ pub mod sql {
     macro_rules! execute {
         ($db:expr, $sql:expr $(, $bind:expr)*) => {
             match $db {
-                Database::Sqlite(pool) => sqlx::query($sql)$(.bind($bind))*.execute(pool).await.map(|_| ()),
+                Database::Sqlite(sqlite) => sqlx::query($sql)$(.bind($bind))*.execute(sqlite.pool()).await.map(|_| ()),
                 Database::Postgres(pool) => sqlx::query($sql)$(.bind($bind))*.execute(pool).await.map(|_| ()),
             }
             .unwrap()
@@ -77,10 +77,10 @@ pub mod sql {
     pub async fn count_for_agency(db: &Database, table: &str, agency_id: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(format!("select count(*) from {table} where agency_id = $1"));
         match db {
-            Database::Sqlite(pool) => {
+            Database::Sqlite(sqlite) => {
                 sqlx::query_scalar(sql)
                     .bind(agency_id)
-                    .fetch_one(pool)
+                    .fetch_one(sqlite.pool())
                     .await
             }
             Database::Postgres(pool) => {
@@ -97,7 +97,8 @@ pub mod sql {
     /// writing it must roll back whole.
     pub async fn fail_inserts_of_event(db: &Database, event_type: &str) {
         match db {
-            Database::Sqlite(pool) => {
+            Database::Sqlite(sqlite) => {
+                let pool = sqlite.pool();
                 let sql = format!(
                     "create trigger injected_failure before insert on events
                      when new.event_type = '{event_type}'
@@ -129,8 +130,8 @@ pub mod sql {
     /// Removes the trigger `fail_inserts_of_event` created.
     pub async fn drop_injected_failure(db: &Database) {
         match db {
-            Database::Sqlite(pool) => sqlx::query("drop trigger injected_failure")
-                .execute(pool)
+            Database::Sqlite(sqlite) => sqlx::query("drop trigger injected_failure")
+                .execute(sqlite.pool())
                 .await
                 .map(|_| ()),
             Database::Postgres(pool) => sqlx::query("drop trigger injected_failure on events")
@@ -144,6 +145,16 @@ pub mod sql {
     /// Forgets every idempotency record (what a crash before bookkeeping loses).
     pub async fn delete_idempotency_records(db: &Database) {
         execute!(db, "delete from idempotency_records");
+    }
+
+    /// Changes a listing's address behind the application's back.
+    pub async fn set_listing_address(db: &Database, listing_number: &str, address: &str) {
+        execute!(
+            db,
+            "update listings set address = $1 where listing_number = $2",
+            address,
+            listing_number
+        );
     }
 
     /// Deactivates a user.

@@ -109,7 +109,7 @@ impl TestAppBuilder {
             RateLimiter::in_process()
         };
         let state = AppState::with_rate_limiter(store.clone(), urls, rate_limiter);
-        let app = api::app_with_routes(state, self.transport, self.extra_routes);
+        let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
             None => (None, base_client().build().expect("client")),
             Some(identity) => {
@@ -140,6 +140,7 @@ impl TestAppBuilder {
             addr,
             base_url,
             client,
+            state,
             store,
             db,
             _shutdown: shutdown,
@@ -160,6 +161,8 @@ pub struct TestApp {
     pub base_url: String,
     /// A client for it (trusting its certificate when TLS is on).
     pub client: reqwest::Client,
+    /// Its shared state (caches, limiter), as its handlers see it.
+    pub state: AppState,
     /// Direct access to its repositories.
     pub store: Store,
     /// Its database.

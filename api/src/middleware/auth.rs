@@ -12,7 +12,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
 use storage::api_keys::{Scope, key_shape};
 use storage::ids::{AgencyId, ApiKeyId, UserId};
-use storage::{Environment, Store, Tenant};
+use storage::{Environment, Tenant};
 use utoipa_axum::router::UtoipaMethodRouter;
 
 use crate::endpoints::Endpoint;
@@ -136,25 +136,36 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, ApiError> {
     Ok(key)
 }
 
-/// Looks the key up and checks the endpoint's scope.
+/// Looks the key up (in the cache, else by its keyed hash) and checks the
+/// endpoint's scope.
 async fn authenticate(
-    store: &Store,
+    state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
     endpoint: &Endpoint,
 ) -> Result<Principal, ApiError> {
     refuse_credentials_in_url(query)?;
     let presented = presented_key(headers)?;
-    let credential = store
-        .api_keys()
-        .find_by_plaintext(presented)
-        .await?
-        .ok_or(ApiError::InvalidKey)?;
+    let store = state.store();
+    let now = store.clock().now();
+    let hash = store.derived_keys().hash_api_key(presented);
+    let credential = match state.key_cache().get(&hash, now) {
+        Some(credential) => credential,
+        None => {
+            let credential = store
+                .api_keys()
+                .find_by_hash(&hash)
+                .await?
+                .ok_or(ApiError::InvalidKey)?;
+            state.key_cache().put(hash, credential.clone(), now);
+            credential
+        }
+    };
     let key = credential.key;
     let span = tracing::Span::current();
     span.record("agency_id", key.agency_id.as_str());
     span.record("key_id", key.id.as_str());
-    if let Err(why) = key.check_usable(store.clock().now()) {
+    if let Err(why) = key.check_usable(now) {
         tracing::info!(?why, "refused an unusable API key");
         return Err(ApiError::InvalidKey);
     }
@@ -188,7 +199,7 @@ pub async fn guard(
     next: Next,
 ) -> Result<Response, ApiError> {
     let principal = authenticate(
-        guard.state.store(),
+        &guard.state,
         request.headers(),
         request.uri().query(),
         guard.endpoint,

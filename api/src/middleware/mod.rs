@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod envelope;
 pub mod idempotency;
+pub mod key_cache;
 pub mod request_id;
 pub mod transport;
 

@@ -27,7 +27,8 @@ pub struct Outcome {
 /// Evaluates a bucket holding `tat` (none for a fresh bucket) at `now`.
 pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
     let limit = i64::from(limit.max(1));
-    let interval = WINDOW_MICROS / limit;
+    // Budgets beyond a million a minute are spent at one request per microsecond.
+    let interval = (WINDOW_MICROS / limit).max(1);
     let tat = tat.unwrap_or(now).max(now);
     let new_tat = tat + interval;
     let allow_at = new_tat - WINDOW_MICROS;
@@ -113,6 +114,14 @@ mod tests {
             refilled <= 4,
             "only two seconds' worth came back, got {refilled}"
         );
+    }
+
+    #[test]
+    fn enormous_budgets_still_count() {
+        let outcome = evaluate(None, 0, u32::MAX);
+        assert!(outcome.allowed);
+        assert_eq!(outcome.new_tat, 1);
+        assert!(outcome.remaining > 59_000_000);
     }
 
     #[test]

@@ -18,7 +18,7 @@ local all_allowed = true
 local results = {}
 for i, key in ipairs(KEYS) do
   local limit = math.max(tonumber(ARGV[i]), 1)
-  local interval = math.floor(window / limit)
+  local interval = math.max(math.floor(window / limit), 1)
   local tat = tonumber(redis.call('GET', key) or now)
   if tat < now then tat = now end
   local new_tat = tat + interval

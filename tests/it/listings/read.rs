@@ -133,3 +133,37 @@ backend_tests! {
         expect_error(ctx.get(&format!("/api/v1/listings/{number}/orders?cursor=AAAAAAAAAAAAAAAAAAAAAAAA")).await, StatusCode::UNPROCESSABLE_ENTITY, "invalid_cursor").await;
     }
 }
+
+/// The single read is cached briefly: this process's writes show at once,
+/// another process's within the cache's TTL.
+#[tokio::test]
+async fn the_single_read_sees_its_own_writes_at_once_and_others_within_the_ttl() {
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let ctx = Ctx::with_app(
+        tests::TestApp::builder(tests::Backend::Sqlite)
+            .clock(clock.clone())
+            .spawn()
+            .await,
+    )
+    .await;
+    let number = ctx.activated_listing().await;
+    let path = format!("/api/v1/listings/{number}");
+    assert_eq!(
+        expect_ok(ctx.get(&path).await).await["status"],
+        "Coming Soon"
+    );
+    // A write through this process.
+    ctx.set_status(&number, "Active").await;
+    assert_eq!(expect_ok(ctx.get(&path).await).await["status"], "Active");
+    // A write by another process (an operator's SQL here).
+    crate::support::sql::set_listing_address(ctx.app.store.db(), &number, "3 Elsewhere Lane").await;
+    assert_eq!(
+        expect_ok(ctx.get(&path).await).await["address"],
+        "12 Elm Street, Springfield"
+    );
+    clock.advance_seconds(storage::listing_cache::TTL_SECONDS);
+    assert_eq!(
+        expect_ok(ctx.get(&path).await).await["address"],
+        "3 Elsewhere Lane"
+    );
+}

@@ -1,12 +1,12 @@
 //! The listing routes: create, list, read, orders, status, cancel, sections.
 //! Each action has its own file; the wire types are in `wire`.
 
-mod cancel;
-mod create;
-mod orders;
-mod read;
-mod sections;
-mod status;
+pub mod cancel;
+pub mod create;
+pub mod orders;
+pub mod read;
+pub mod sections;
+pub mod status;
 pub mod wire;
 
 use utoipa_axum::router::OpenApiRouter;

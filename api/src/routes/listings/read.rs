@@ -3,11 +3,11 @@
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use storage::cancellation::no_fee_cutoff;
+use storage::Timestamp;
 use storage::ids::UserId;
+use storage::listing_detail::ListingDetail;
 use storage::listing_status::ListingStatus;
-use storage::listings::{Listing, ListingFilter};
-use storage::{Tenant, Timestamp};
+use storage::listings::ListingFilter;
 use utoipa::{IntoParams, ToSchema};
 
 use super::wire::{AppointmentOut, ListingOut, OrderOut};
@@ -175,12 +175,8 @@ pub struct ListingDetailOut {
     pub cancellation: CancellationOut,
 }
 
-async fn assigned_users(
-    state: &AppState,
-    tenant: &Tenant,
-    listing: &Listing,
-    photographer: Option<&UserId>,
-) -> Result<Vec<AssignedUserOut>, ApiError> {
+fn assigned_users(detail: &ListingDetail) -> Vec<AssignedUserOut> {
+    let listing = &detail.listing;
     let mut assigned = vec![
         ("owner", &listing.owner_user_id),
         ("agent_one", &listing.agent_one_id),
@@ -188,20 +184,25 @@ async fn assigned_users(
     if let Some(agent_two) = &listing.agent_two_id {
         assigned.push(("agent_two", agent_two));
     }
-    if let Some(photographer) = photographer {
+    if let Some(photographer) = detail
+        .appointment
+        .as_ref()
+        .and_then(|a| a.photographer_id.as_ref())
+    {
         assigned.push(("photographer", photographer));
     }
-    let mut out = Vec::with_capacity(assigned.len());
-    for (assignment, id) in assigned {
-        let user = state.store().users().get(tenant, id).await?;
-        out.push(AssignedUserOut {
-            user_id: user.id.to_string(),
-            assignment: assignment.to_owned(),
-            role: user.role.as_str().to_owned(),
-            name: user.name,
-        });
-    }
-    Ok(out)
+    assigned
+        .into_iter()
+        .filter_map(|(assignment, id)| {
+            let person = detail.people.iter().find(|p| &p.id == id)?;
+            Some(AssignedUserOut {
+                user_id: person.id.to_string(),
+                assignment: assignment.to_owned(),
+                role: person.role.as_str().to_owned(),
+                name: person.name.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Reads one of the caller's listings.
@@ -224,22 +225,15 @@ pub async fn read_listing(
     principal: Principal,
     ApiPath(listing_number): ApiPath<String>,
 ) -> Result<Json<ListingDetailOut>, ApiError> {
-    let tenant = principal.tenant();
-    let store = state.store();
-    let listing = store.listings().get(&tenant, &listing_number).await?;
-    let appointment = store.appointments().for_listing(&listing).await?;
-    let orders = store.orders().all_for(&listing).await?;
-    let scheduled = appointment
-        .as_ref()
-        .filter(|a| a.status == "scheduled")
-        .map(|a| a.scheduled_at);
-    let tiers = store
-        .cancellation_fees()
-        .for_owner(&listing.agency_id, &listing.owner_user_id)
+    let detail = state
+        .store()
+        .listings()
+        .detail(&principal.tenant(), &listing_number)
         .await?;
-    let photographer = appointment.as_ref().and_then(|a| a.photographer_id.clone());
-    let detail = ListingDetailOut {
-        assigned_users: assigned_users(&state, &tenant, &listing, photographer.as_ref()).await?,
+    let listing = &detail.listing;
+    let out = ListingDetailOut {
+        listing: ListingOut::new(listing, state.urls()),
+        assigned_users: assigned_users(&detail),
         sections: SectionsOut {
             tour3d: Tour3dSectionOut {
                 url: listing.tour3d_url.clone(),
@@ -255,12 +249,11 @@ pub async fn read_listing(
                     .collect(),
             },
         },
-        orders: orders.into_iter().map(OrderOut::from).collect(),
-        appointment: appointment.map(AppointmentOut::from),
+        orders: detail.orders.iter().cloned().map(OrderOut::from).collect(),
+        appointment: detail.appointment.clone().map(AppointmentOut::from),
         cancellation: CancellationOut {
-            no_fee_cutoff: no_fee_cutoff(scheduled, &tiers).map(Timestamp::to_rfc3339),
+            no_fee_cutoff: detail.no_fee_cutoff.map(Timestamp::to_rfc3339),
         },
-        listing: ListingOut::new(&listing, state.urls()),
     };
-    Ok(Json(detail))
+    Ok(Json(out))
 }

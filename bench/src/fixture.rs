@@ -1,0 +1,93 @@
+//! The data a benchmark server starts with: an agency whose budgets are raised
+//! out of the way (the limiter still runs on every request), a key, two people
+//! and an activated listing with a scheduled shoot.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+use storage::agencies::AgencyKind;
+use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::listings::NewListing;
+use storage::users::{NewUser, Role};
+use storage::{Environment, Store, Tenant};
+
+/// Budgets so high that a benchmark never meets them.
+const UNREACHABLE: u32 = 1_000_000_000;
+
+/// Seeds the fixture and describes it for the orchestrator.
+pub async fn seed(store: &Store) -> anyhow::Result<Value> {
+    let (agency, owner) = store
+        .agencies()
+        .create("Benchmark Media", AgencyKind::MediaAgency)
+        .await?;
+    let budgets: BTreeMap<String, u32> = api::endpoints::AGENCY_BUDGETS
+        .iter()
+        .map(|b| (b.name.to_owned(), UNREACHABLE))
+        .collect();
+    store
+        .agencies()
+        .set_rate_limit_overrides(&agency.id, &budgets)
+        .await?;
+    let agent = store
+        .users()
+        .create(
+            &agency.id,
+            NewUser {
+                role: Role::Agent,
+                email: Some(
+                    format!("agent-{}@bench.example", ulid::Ulid::generate()).to_lowercase(),
+                ),
+                name: Some("Bench Agent".into()),
+                manager_id: Some(owner.id.clone()),
+            },
+        )
+        .await?;
+    let overrides: BTreeMap<String, u32> = api::endpoints::ALL
+        .iter()
+        .map(|e| (e.name.to_owned(), UNREACHABLE))
+        .collect();
+    let key = store
+        .api_keys()
+        .issue(
+            &agency.id,
+            NewApiKey {
+                name: "benchmark".into(),
+                scopes: vec![Scope::ListingsRead, Scope::ListingsWrite, Scope::UsersRead],
+                environment: Environment::Live,
+                format: KeyFormat::Sk,
+                created_by: Some(owner.id.clone()),
+                rate_limit_overrides: overrides,
+            },
+        )
+        .await?;
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let created = store
+        .listings()
+        .create(
+            &tenant,
+            NewListing {
+                address: "1 Benchmark Way, Springfield".into(),
+                owner_user_id: owner.id.to_string(),
+                agent_one_id: agent.id.to_string(),
+                package: Some("premium".into()),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let number = created.listing.listing_number;
+    store
+        .orders()
+        .record_payment(&tenant, &number, None)
+        .await?;
+    let shoot = store.clock().now().plus_seconds(7 * 86_400);
+    store
+        .appointments()
+        .schedule(&tenant, &number, shoot)
+        .await?;
+    Ok(json!({
+        "key": key.plaintext.expose(),
+        "listing_number": number,
+        "owner_user_id": owner.id,
+        "agent_id": agent.id,
+    }))
+}

@@ -1,0 +1,94 @@
+#![doc = include_str!("../README.md")]
+
+mod fixture;
+mod process;
+mod scenarios;
+mod servers;
+mod wrk;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Benchmarks of the Media Agency Listing API.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Scenarios, and the server roles they start in child processes.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Authenticated GET /listings/{n} against a bare axum JSON handler.
+    ListingRead(scenarios::LoadArgs),
+    /// Idempotent POST /listings against raw SQLite one-row transactions.
+    ListingCreate(scenarios::LoadArgs),
+    /// The same routes with and without the middleware stack.
+    Middleware(scenarios::LoadArgs),
+    /// (child) The API on the embedded profile, seeded with a fixture.
+    ServeApp {
+        /// Data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// `full` (every middleware) or `unguarded` (handlers behind the global layers only).
+        #[arg(long, default_value = "full")]
+        stack: String,
+    },
+    /// (child) A bare axum handler answering GET /bare with a JSON body.
+    ServeBare {
+        /// File holding the JSON body.
+        #[arg(long)]
+        body: PathBuf,
+    },
+    /// (child) One-row transactions on a SQLite file with the store's settings.
+    RawSqlite {
+        /// Data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// How long to run.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Child servers run on one pinned core: one worker thread is all it can use.
+    let single_core = matches!(
+        cli.command,
+        Command::ServeApp { .. } | Command::ServeBare { .. } | Command::RawSqlite { .. }
+    );
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if single_core {
+        builder.worker_threads(1);
+    }
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::ListingRead(args) => scenarios::listing_read(args).await,
+            Command::ListingCreate(args) => scenarios::listing_create(args).await,
+            Command::Middleware(args) => scenarios::middleware(args).await,
+            Command::ServeApp { data_dir, stack } => servers::serve_app(&data_dir, &stack).await,
+            Command::ServeBare { body } => servers::serve_bare(&body).await,
+            Command::RawSqlite { data_dir, seconds } => {
+                servers::raw_sqlite(&data_dir, seconds).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
