@@ -1,126 +1,40 @@
-//! Configuration: command-line flags with environment fallbacks. With nothing
-//! set, `api serve` runs the embedded profile: SQLite in `./data`, local files,
-//! in-process workers, listening on 127.0.0.1:8080.
+//! `api serve` configuration: command-line flags with environment fallbacks.
+//! With nothing set the server runs the embedded profile: SQLite in `./data`,
+//! the job queue beside it, local files, in-process workers, listening on
+//! 127.0.0.1:8080 with the ops listener on 127.0.0.1:8081. Where data and the
+//! queue live, and how workers run, is `workers::config`, shared with the
+//! `workers` binary.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use ipnet::IpNet;
-use storage::db::PoolSettings;
-use storage::{Clock, Database, DatabaseTarget, MasterKey, Store};
-
-/// File name of the embedded database inside the data directory.
-pub const SQLITE_FILE: &str = "listing-api.sqlite3";
-/// File name of the generated master key inside the data directory.
-pub const MASTER_KEY_FILE: &str = "master.key";
-
-/// Where the data lives; shared by `serve`, `migrate` and every `admin` command.
-#[derive(Clone, Debug, Args)]
-pub struct StorageArgs {
-    /// Directory for the embedded database, local media files and the generated master key.
-    #[arg(long, env = "DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-
-    /// `postgres://…` runs on PostgreSQL (distributed profile); unset runs SQLite in the data directory.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
-
-    /// Most connections in the database pool.
-    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 10)]
-    pub database_max_connections: u32,
-
-    /// The master key (base64 or hex, at least 32 bytes). Prefer the environment
-    /// variable to the flag. Every replica of a deployment needs the same key.
-    #[arg(long, env = "MASTER_KEY", hide_env_values = true)]
-    pub master_key: Option<String>,
-
-    /// File holding the master key. Default: `<data-dir>/master.key`, created on first start.
-    #[arg(long, env = "MASTER_KEY_FILE")]
-    pub master_key_file: Option<PathBuf>,
-}
-
-impl StorageArgs {
-    /// The configured database: a `DATABASE_URL`, or SQLite in the data directory.
-    pub fn database_target(&self) -> DatabaseTarget {
-        match self
-            .database_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
-        {
-            Some(url) => DatabaseTarget::Url(url.to_owned()),
-            None => DatabaseTarget::SqliteFile(self.data_dir.join(SQLITE_FILE)),
-        }
-    }
-
-    /// Whether this is the distributed profile (PostgreSQL).
-    pub fn is_distributed(&self) -> bool {
-        matches!(self.database_target(), DatabaseTarget::Url(url) if url.starts_with("postgres"))
-    }
-
-    fn load_master_key(&self) -> anyhow::Result<MasterKey> {
-        if let Some(text) = self.master_key.as_deref().filter(|t| !t.trim().is_empty()) {
-            return MasterKey::from_text(text).context("MASTER_KEY");
-        }
-        let path = self
-            .master_key_file
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join(MASTER_KEY_FILE));
-        if self.is_distributed() && self.master_key_file.is_none() && !path.exists() {
-            tracing::warn!(
-                path = %path.display(),
-                "no MASTER_KEY configured for PostgreSQL: generating one in the data directory; \
-                 every replica must be given the same key"
-            );
-        }
-        Ok(MasterKey::load_or_create(&path)?)
-    }
-
-    fn ensure_data_dir(&self) -> anyhow::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        if !self.data_dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&self.data_dir)
-                .with_context(|| format!("creating data directory {}", self.data_dir.display()))?;
-        }
-        Ok(())
-    }
-
-    /// Connects and applies pending migrations.
-    pub async fn connect_and_migrate(&self) -> anyhow::Result<Database> {
-        self.ensure_data_dir()?;
-        let settings = PoolSettings {
-            max_connections: self.database_max_connections.max(1),
-        };
-        let db = Database::connect(&self.database_target(), &settings)
-            .await
-            .context("connecting to the database")?;
-        db.migrate().await.context("applying migrations")?;
-        Ok(db)
-    }
-
-    /// Connects, migrates and opens the store with the master key.
-    pub async fn open_store(&self) -> anyhow::Result<Store> {
-        let db = self.connect_and_migrate().await?;
-        let key = self.load_master_key()?;
-        Ok(Store::open(db, &key, Clock::System).await?)
-    }
-}
+pub use workers::config::{MASTER_KEY_FILE, QUEUE_FILE, SQLITE_FILE, StorageArgs, WorkerArgs};
 
 /// `api serve`.
 #[derive(Clone, Debug, Args)]
 pub struct ServeArgs {
-    /// Storage settings.
+    /// Where data and the queue live.
     #[command(flatten)]
     pub storage: StorageArgs,
+
+    /// How in-process workers run (ignored with --no-workers).
+    #[command(flatten)]
+    pub workers: WorkerArgs,
 
     /// Address to listen on. Plain HTTP is served only on loopback or behind a trusted proxy.
     #[arg(long, env = "LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+
+    /// Address of the operators' listener (job dashboard, queue actions, metrics); loopback by default.
+    #[arg(long, env = "OPS_LISTEN", default_value = "127.0.0.1:8081")]
+    pub ops_listen: SocketAddr,
+
+    /// USER:PASSWORD accepted on the ops listener with HTTP basic auth (a platform administrator's API key is accepted too).
+    #[arg(long, env = "OPS_BASIC_AUTH", hide_env_values = true)]
+    pub ops_basic_auth: Option<String>,
 
     /// Do not run job workers in this process (run `workers run` elsewhere).
     #[arg(long, env = "NO_WORKERS")]
@@ -145,10 +59,6 @@ pub struct ServeArgs {
     /// Proxy address or CIDR whose `X-Forwarded-Proto: https` is believed (repeatable, comma-separated in env).
     #[arg(long = "trusted-proxy", env = "TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
     pub trusted_proxies: Vec<IpNet>,
-
-    /// `redis://…`: shared rate limits, revocation and progress fan-out, and the Redis job queue.
-    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
-    pub redis_url: Option<String>,
 
     /// `s3://bucket` for media objects; unset stores them under the data directory.
     #[arg(long, env = "OBJECT_STORE_URL")]
@@ -186,16 +96,26 @@ impl ServeArgs {
             .to_owned()
     }
 
+    /// The ops credential from `--ops-basic-auth`, split.
+    pub fn ops_basic_auth(&self) -> anyhow::Result<Option<(String, String)>> {
+        match self.ops_basic_auth.as_deref().filter(|s| !s.is_empty()) {
+            None => Ok(None),
+            Some(text) => match text.split_once(':') {
+                Some((user, password)) if !user.is_empty() && password.len() >= 12 => {
+                    Ok(Some((user.to_owned(), password.to_owned())))
+                }
+                _ => bail!(
+                    "OPS_BASIC_AUTH must be USER:PASSWORD with a password of at least 12 characters"
+                ),
+            },
+        }
+    }
+
     /// Checks settings that are read now and used by later components, so a
     /// typo fails at start rather than at first use.
     pub fn validate(&self) -> anyhow::Result<()> {
-        if let Some(url) = self.redis_url.as_deref().filter(|u| !u.is_empty())
-            && !(url.starts_with("redis://")
-                || url.starts_with("rediss://")
-                || url.starts_with("unix://"))
-        {
-            bail!("REDIS_URL must start with redis://, rediss:// or unix://");
-        }
+        self.storage.validate()?;
+        self.ops_basic_auth()?;
         if let Some(url) = self.object_store_url.as_deref().filter(|u| !u.is_empty())
             && !(url.starts_with("s3://") || url.starts_with("file://"))
         {
@@ -216,6 +136,7 @@ impl ServeArgs {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use storage::DatabaseTarget;
 
     use super::*;
 
@@ -234,8 +155,11 @@ mod tests {
             DatabaseTarget::SqliteFile(PathBuf::from("./data").join(SQLITE_FILE))
         );
         assert!(!args.storage.is_distributed());
+        assert!(!args.no_workers);
         assert_eq!(args.listen, "127.0.0.1:8080".parse().unwrap());
+        assert!(args.ops_listen.ip().is_loopback());
         assert_eq!(args.base_url(), "http://127.0.0.1:8080");
+        args.validate().unwrap();
     }
 
     #[test]
@@ -257,6 +181,18 @@ mod tests {
         assert!(Probe::try_parse_from(["api", "--tls-cert", "c.pem"]).is_err());
         assert!(
             Probe::try_parse_from(["api", "--tls-cert", "c.pem", "--tls-key", "k.pem"]).is_ok()
+        );
+    }
+
+    #[test]
+    fn ops_passwords_must_be_long_enough() {
+        let short = Probe::try_parse_from(["api", "--ops-basic-auth", "ops:short"]).unwrap();
+        assert!(short.serve.validate().is_err());
+        let good = Probe::try_parse_from(["api", "--ops-basic-auth", "ops:correct-horse-battery"])
+            .unwrap();
+        assert_eq!(
+            good.serve.ops_basic_auth().unwrap(),
+            Some(("ops".into(), "correct-horse-battery".into()))
         );
     }
 }

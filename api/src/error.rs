@@ -25,6 +25,8 @@ pub enum Resource {
     User,
     /// `listing_not_found`.
     Listing,
+    /// `job_not_found`: no dead job with this id (ops listener).
+    DeadJob,
 }
 
 impl Resource {
@@ -32,6 +34,7 @@ impl Resource {
         match self {
             Self::User => "user_not_found",
             Self::Listing => "listing_not_found",
+            Self::DeadJob => "job_not_found",
         }
     }
 
@@ -39,6 +42,7 @@ impl Resource {
         match self {
             Self::User => "user",
             Self::Listing => "listing",
+            Self::DeadJob => "dead job",
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use storage::Store;
+use workers::handlers::WorkerState;
 
 use crate::middleware::key_cache::KeyCache;
 use crate::pagination::CursorCodec;
@@ -24,7 +25,7 @@ pub struct AppState {
 }
 
 struct Inner {
-    store: Store,
+    platform: WorkerState,
     cursors: CursorCodec,
     urls: PublicUrls,
     rate_limiter: RateLimiter,
@@ -32,17 +33,13 @@ struct Inner {
 }
 
 impl AppState {
-    /// State over an opened store, with an in-process rate limiter.
-    pub fn new(store: Store, urls: PublicUrls) -> Self {
-        Self::with_rate_limiter(store, urls, RateLimiter::in_process())
-    }
-
-    /// State with a given rate limiter (Redis in the distributed profile).
-    pub fn with_rate_limiter(store: Store, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
-        let cursors = CursorCodec::new(store.derived_keys().cursor_signing_key());
+    /// State over the platform (store, queue, progress) with a rate limiter
+    /// (in process, or Redis in the distributed profile).
+    pub fn new(platform: WorkerState, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
+        let cursors = CursorCodec::new(platform.store.derived_keys().cursor_signing_key());
         Self {
             inner: Arc::new(Inner {
-                store,
+                platform,
                 cursors,
                 urls,
                 rate_limiter,
@@ -63,7 +60,12 @@ impl AppState {
 
     /// The repositories.
     pub fn store(&self) -> &Store {
-        &self.inner.store
+        &self.inner.platform.store
+    }
+
+    /// The queue, progress fan-out and dispatch, shared with in-process workers.
+    pub fn platform(&self) -> &WorkerState {
+        &self.inner.platform
     }
 
     /// Seals and opens pagination cursors.

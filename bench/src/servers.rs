@@ -47,7 +47,9 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
         base_url: "https://api.bench.example".into(),
         legacy_base_url: None,
     };
-    let state = AppState::new(store.clone(), urls);
+    let queue = jobs::QueueTarget::SqliteFile(data_dir.join(api::config::QUEUE_FILE));
+    let platform = workers::handlers::WorkerState::connect(store.clone(), &queue, None).await?;
+    let state = AppState::new(platform, urls, api::rate_limit::RateLimiter::in_process());
     let app = match stack {
         "full" => api::app(state, TransportPolicy::ServeAll),
         "unguarded" => {

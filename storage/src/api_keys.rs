@@ -303,6 +303,9 @@ pub struct Credential {
     pub key: ApiKey,
     /// The agency's budget overrides (budget name → requests per minute).
     pub agency_rate_limit_overrides: BTreeMap<String, u32>,
+    /// The role of the user who created the key: a key of a platform
+    /// identity (`super_admin`, `admin`) is an operator's key.
+    pub creator_role: Option<crate::users::Role>,
 }
 
 /// A newly issued key and its plaintext.
@@ -457,6 +460,7 @@ impl ApiKeys<'_> {
             #[sqlx(flatten)]
             key: ApiKeyRow,
             agency_rate_limit_overrides: Json<BTreeMap<String, u32>>,
+            creator_role: Option<String>,
         }
         let columns: String = KEY_COLUMNS
             .split(", ")
@@ -464,8 +468,8 @@ impl ApiKeys<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "select {columns}, a.rate_limit_overrides as agency_rate_limit_overrides
-             from api_keys k join agencies a on a.id = k.agency_id
+            "select {columns}, a.rate_limit_overrides as agency_rate_limit_overrides, u.role as creator_role
+             from api_keys k join agencies a on a.id = k.agency_id left join users u on u.id = k.created_by
              where k.key_hash = $1"
         );
         let row: Option<CredentialRow> = on_pool!(self.store.db(), pool => {
@@ -478,9 +482,27 @@ impl ApiKeys<'_> {
             Ok(Credential {
                 key: ApiKey::try_from(row.key)?,
                 agency_rate_limit_overrides: row.agency_rate_limit_overrides.0,
+                creator_role: row
+                    .creator_role
+                    .as_deref()
+                    .and_then(crate::users::Role::parse),
             })
         })
         .transpose()
+    }
+
+    /// Deactivates keys whose rotation overlap has ended (status `rotating`,
+    /// `expires_at` passed): from then on they are `expired`. Idempotent.
+    pub async fn expire_rotated(&self) -> Result<u64> {
+        let now = self.store.clock().now();
+        let updated = write_on_pool!(self.store.db(), pool => {
+            sqlx::query("update api_keys set status = 'expired' where status = 'rotating' and expires_at <= $1")
+                .bind(now)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(updated)
     }
 
     /// Revokes a key of `agency` for good. Revoking twice is not an error.

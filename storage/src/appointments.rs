@@ -52,6 +52,7 @@ impl Appointments<'_> {
     ) -> Result<Scheduled> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
+        let mut emitted: Vec<String> = Vec::new();
         let scheduled = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             if listing.status == ListingStatus::Cancelled {
@@ -119,12 +120,20 @@ impl Appointments<'_> {
                 "previous_scheduled_at": previous.map(Timestamp::to_rfc3339),
                 "photographer_id": appointment.photographer_id,
             });
-            insert_event!(&mut *tx, tenant, now, NewEvent::new(event_type, data)).await?;
+            insert_event!(
+                &mut *tx,
+                tenant,
+                now,
+                NewEvent::new(event_type, data),
+                &mut emitted
+            )
+            .await?;
             Scheduled {
                 appointment,
                 previous_scheduled_at: previous,
             }
         });
+        self.store.announce(&emitted);
         self.store.listing_cache().invalidate(tenant, &number);
         Ok(scheduled)
     }

@@ -19,6 +19,8 @@ pub mod orders;
 pub mod outbox;
 pub mod packages;
 pub mod page;
+pub mod progress;
+pub mod schedules;
 pub mod secrets;
 pub mod sections;
 pub mod tenancy;
@@ -42,6 +44,7 @@ pub struct Store {
     db: Database,
     bookkeeping: Database,
     listing_cache: Arc<listing_cache::ListingCache>,
+    outbox_listener: Arc<outbox::ListenerSlot>,
     clock: Clock,
     secrets: Arc<secrets::DerivedKeys>,
 }
@@ -57,6 +60,7 @@ impl Store {
             db,
             bookkeeping,
             listing_cache: Arc::default(),
+            outbox_listener: Arc::default(),
             clock,
             secrets: Arc::new(master_key.derive()),
         })
@@ -65,6 +69,17 @@ impl Store {
     /// The underlying database.
     pub fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// Announces committed events to whoever dispatches them (every clone of
+    /// this store shares the listener).
+    pub fn set_outbox_listener(&self, listener: Arc<dyn outbox::OutboxListener>) {
+        self.outbox_listener.set(listener);
+    }
+
+    /// Tells the listener that `event_ids` committed.
+    pub(crate) fn announce(&self, event_ids: &[String]) {
+        self.outbox_listener.announce(event_ids);
     }
 
     /// The cache of single-listing reads.
@@ -127,6 +142,16 @@ impl Store {
     /// Owners' cancellation fee tiers.
     pub fn cancellation_fees(&self) -> cancellation::CancellationFees<'_> {
         cancellation::CancellationFees { store: self }
+    }
+
+    /// The latest progress of long-running operations.
+    pub fn progress(&self) -> progress::Progress<'_> {
+        progress::Progress { store: self }
+    }
+
+    /// Scheduled-tick claims and paused queues.
+    pub fn schedules(&self) -> schedules::Schedules<'_> {
+        schedules::Schedules { store: self }
     }
 
     /// Idempotency reservations and stored responses.

@@ -350,6 +350,7 @@ impl Listings<'_> {
         let now = self.store.clock().now();
         let idempotency_key = new.idempotency_key.clone();
         let window_start = now.plus_seconds(-(crate::idempotency::RETENTION.as_secs() as i64));
+        let mut emitted: Vec<String> = Vec::new();
         let created = in_transaction!(self.store.db(), |tx| {
             if let Some(key) = &idempotency_key {
                 let existing = sqlx::query_as::<_, ListingRow>(sqlx::AssertSqlSafe(format!(
@@ -516,9 +517,10 @@ impl Listings<'_> {
                 NewEvent::new(EventType::ListingCreated, listing_event_data(&listing)),
                 NewEvent::new(EventType::InvoiceCreated, order.event_data()),
             ];
-            insert_events!(&mut *tx, tenant, now, events).await?;
+            insert_events!(&mut *tx, tenant, now, events, &mut emitted).await?;
             CreatedListing { listing, order }
         });
+        self.store.announce(&emitted);
         Ok(created)
     }
 
@@ -624,6 +626,7 @@ impl Listings<'_> {
         to: ListingStatus,
     ) -> Result<Attempt<Transition>> {
         let now = self.store.clock().now();
+        let mut emitted: Vec<String> = Vec::new();
         let attempt = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, number).await?)?;
             let from = listing.status;
@@ -665,7 +668,8 @@ impl Listings<'_> {
                     &mut *tx,
                     tenant,
                     now,
-                    NewEvent::new(EventType::ListingStatusChanged, data)
+                    NewEvent::new(EventType::ListingStatusChanged, data),
+                    &mut emitted
                 )
                 .await?;
                 Attempt::Done(Transition {
@@ -674,6 +678,7 @@ impl Listings<'_> {
                 })
             }
         });
+        self.store.announce(&emitted);
         Ok(attempt)
     }
 
@@ -695,6 +700,7 @@ impl Listings<'_> {
 
     async fn try_cancel(&self, tenant: &Tenant, number: &str) -> Result<Attempt<Transition>> {
         let now = self.store.clock().now();
+        let mut emitted: Vec<String> = Vec::new();
         let attempt = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, number).await?)?;
             let from = listing.status;
@@ -773,7 +779,8 @@ impl Listings<'_> {
                         &mut *tx,
                         &tenant,
                         now,
-                        NewEvent::new(EventType::AppointmentCancelled, data)
+                        NewEvent::new(EventType::AppointmentCancelled, data),
+                        &mut emitted
                     )
                     .await?;
                 }
@@ -794,7 +801,8 @@ impl Listings<'_> {
                         &mut *tx,
                         &tenant,
                         now,
-                        NewEvent::new(EventType::InvoiceVoided, order.event_data())
+                        NewEvent::new(EventType::InvoiceVoided, order.event_data()),
+                        &mut emitted
                     )
                     .await?;
                 }
@@ -806,7 +814,8 @@ impl Listings<'_> {
                     &mut *tx,
                     &tenant,
                     now,
-                    NewEvent::new(EventType::ListingCancelled, data)
+                    NewEvent::new(EventType::ListingCancelled, data),
+                    &mut emitted
                 )
                 .await?;
                 Attempt::Done(Transition {
@@ -815,6 +824,7 @@ impl Listings<'_> {
                 })
             }
         });
+        self.store.announce(&emitted);
         Ok(attempt)
     }
 
@@ -827,6 +837,7 @@ impl Listings<'_> {
     ) -> Result<Tour3dChange> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
+        let mut emitted: Vec<String> = Vec::new();
         let change = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             let previous_url = listing.tour3d_url.clone();
@@ -857,7 +868,8 @@ impl Listings<'_> {
                     &mut *tx,
                     tenant,
                     now,
-                    NewEvent::new(EventType::ListingSectionUpdated, data)
+                    NewEvent::new(EventType::ListingSectionUpdated, data),
+                    &mut emitted
                 )
                 .await?;
                 let listing = Listing {
@@ -871,6 +883,7 @@ impl Listings<'_> {
                 }
             }
         });
+        self.store.announce(&emitted);
         self.store.listing_cache().invalidate(tenant, &number);
         Ok(change)
     }
@@ -885,6 +898,7 @@ impl Listings<'_> {
     ) -> Result<Listing> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
+        let mut emitted: Vec<String> = Vec::new();
         let listing = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             let floorplan: Vec<FloorplanFile> = match operation {
@@ -923,7 +937,8 @@ impl Listings<'_> {
                 &mut *tx,
                 tenant,
                 now,
-                NewEvent::new(EventType::ListingSectionUpdated, data)
+                NewEvent::new(EventType::ListingSectionUpdated, data),
+                &mut emitted
             )
             .await?;
             Listing {
@@ -932,6 +947,7 @@ impl Listings<'_> {
                 ..listing
             }
         });
+        self.store.announce(&emitted);
         self.store.listing_cache().invalidate(tenant, &number);
         Ok(listing)
     }

@@ -215,6 +215,7 @@ impl Orders<'_> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
         let reference = reference.unwrap_or_else(|| format!("pay_{}", ulid::Ulid::generate()));
+        let mut emitted: Vec<String> = Vec::new();
         let payment = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             if listing.status == ListingStatus::Cancelled {
@@ -260,7 +261,8 @@ impl Orders<'_> {
                     &mut *tx,
                     tenant,
                     now,
-                    NewEvent::new(EventType::InvoicePaid, order.event_data())
+                    NewEvent::new(EventType::InvoicePaid, order.event_data()),
+                    &mut emitted
                 )
                 .await?;
             }
@@ -275,6 +277,7 @@ impl Orders<'_> {
                 newly_paid,
             }
         });
+        self.store.announce(&emitted);
         self.store.listing_cache().invalidate(tenant, &number);
         Ok(payment)
     }

@@ -5,22 +5,25 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::on_pool;
+use crate::db::{on_pool, write_on_pool};
 use crate::ids::AgencyId;
 use crate::{Environment, Result, Store, Tenant, Timestamp};
 
 /// Writes one `NewEvent` for `tenant` at `now` with the given executor (a
-/// transaction), returning the sqlx result.
+/// transaction), adding its event id to `$emitted` (to announce after the
+/// commit), and returns the sqlx result.
 macro_rules! insert_event {
-    ($executor:expr, $tenant:expr, $now:expr, $event:expr) => {{
+    ($executor:expr, $tenant:expr, $now:expr, $event:expr, $emitted:expr) => {{
         let tenant: &$crate::Tenant = $tenant;
         let event: $crate::events::NewEvent = $event;
         let now: $crate::Timestamp = $now;
+        let event_id = ulid::Ulid::generate().to_string();
+        $emitted.push(event_id.clone());
         sqlx::query(
             "insert into events (event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data)
              values ($1, $2, $3, $4, $5, $6, $7)",
         )
-        .bind(ulid::Ulid::generate().to_string())
+        .bind(event_id)
         .bind(&tenant.agency_id)
         .bind(tenant.environment.is_sandbox())
         .bind(event.event_type.as_str())
@@ -32,9 +35,10 @@ macro_rules! insert_event {
 }
 pub(crate) use insert_event;
 
-/// Writes several `NewEvent`s for `tenant` at `now` in one statement, in order.
+/// Writes several `NewEvent`s for `tenant` at `now` in one statement, in
+/// order, adding their ids to `$emitted`.
 macro_rules! insert_events {
-    ($executor:expr, $tenant:expr, $now:expr, $events:expr) => {{
+    ($executor:expr, $tenant:expr, $now:expr, $events:expr, $emitted:expr) => {{
         let tenant: &$crate::Tenant = $tenant;
         let now: $crate::Timestamp = $now;
         let events: Vec<$crate::events::NewEvent> = $events.into_iter().collect();
@@ -50,8 +54,10 @@ macro_rules! insert_events {
         );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for event in events {
+            let event_id = ulid::Ulid::generate().to_string();
+            $emitted.push(event_id.clone());
             query = query
-                .bind(ulid::Ulid::generate().to_string())
+                .bind(event_id)
                 .bind(tenant.agency_id.clone())
                 .bind(tenant.environment.is_sandbox())
                 .bind(event.event_type.as_str())
@@ -124,6 +130,52 @@ pub struct Outbox<'a> {
 }
 
 impl Outbox<'_> {
+    /// The event with this id, whoever's it is (dispatch works across tenants).
+    pub async fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        let sql = format!("select {EVENT_COLUMNS} from events where event_id = $1");
+        let row: Option<EventRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(event_id).fetch_optional(pool).await?
+        });
+        Ok(row.map(StoredEvent::from))
+    }
+
+    /// Marks an event dispatched; false when it already was (another
+    /// dispatcher got there first), so a dispatch runs its fan-out once.
+    pub async fn mark_dispatched(&self, event_id: &str) -> Result<bool> {
+        let now = self.store.clock().now();
+        let updated = write_on_pool!(self.store.db(), pool => {
+            sqlx::query("update events set dispatched_at = $1 where event_id = $2 and dispatched_at is null")
+                .bind(now)
+                .bind(event_id)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
+    /// Events of every tenant not dispatched yet that occurred before `before`,
+    /// oldest first: what the sweep re-dispatches.
+    pub async fn undispatched_before(
+        &self,
+        before: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
+        let sql = format!(
+            "select {EVENT_COLUMNS} from events
+             where dispatched_at is null and occurred_at < $1
+             order by seq limit $2"
+        );
+        let rows: Vec<EventRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(before)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows.into_iter().map(StoredEvent::from).collect())
+    }
+
     /// The tenant's events after `after_seq`, oldest first.
     pub async fn for_tenant(
         &self,
@@ -146,5 +198,46 @@ impl Outbox<'_> {
                 .await?
         });
         Ok(rows.into_iter().map(StoredEvent::from).collect())
+    }
+}
+
+/// Told about events once the transaction that wrote them committed: the fast
+/// path of dispatch. Whatever it misses (a crash right after the commit), the
+/// outbox sweep finds.
+pub trait OutboxListener: Send + Sync + 'static {
+    /// `event_ids` were committed, in order.
+    fn events_committed(&self, event_ids: &[String]);
+}
+
+/// The listener a store announces committed events to, shared by its clones.
+#[derive(Default)]
+pub(crate) struct ListenerSlot(std::sync::RwLock<Option<std::sync::Arc<dyn OutboxListener>>>);
+
+impl std::fmt::Debug for ListenerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListenerSlot")
+    }
+}
+
+impl ListenerSlot {
+    pub(crate) fn set(&self, listener: std::sync::Arc<dyn OutboxListener>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(listener);
+    }
+
+    pub(crate) fn announce(&self, event_ids: &[String]) {
+        if event_ids.is_empty() {
+            return;
+        }
+        let listener = self
+            .0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(listener) = listener {
+            listener.events_committed(event_ids);
+        }
     }
 }

@@ -2,176 +2,15 @@
 //! object, work while `api serve` runs on the same data, and fail with a JSON
 //! error and status 1; `migrate`; `serve` with TLS; SIGTERM stops it cleanly.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use storage::MasterKey;
-use tests::binaries::binary;
-use tests::{Backend, TestDatabase, backend_tests};
+use tests::deployment::{Deployment, serve};
+use tests::{Backend, backend_tests};
 
 use crate::support::expect_ok;
-
-/// How to reach one deployment's data from a process.
-pub struct Deployment {
-    pub db: TestDatabase,
-    pub master_key: String,
-}
-
-impl Deployment {
-    pub async fn new(backend: Backend) -> Self {
-        let master_key = MasterKey::generate().to_text();
-        Self {
-            db: TestDatabase::create(backend).await,
-            master_key,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(binary("api"));
-        command
-            .args(args)
-            .arg("--data-dir")
-            .arg(self.db.data_dir())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("MASTER_KEY", &self.master_key)
-            .stdin(Stdio::null());
-        if let Some(url) = &self.db.database_url {
-            command.env("DATABASE_URL", url);
-        }
-        command
-    }
-
-    pub fn admin(&self, args: &[&str]) -> Output {
-        let mut full = vec!["admin"];
-        full.extend_from_slice(args);
-        self.command(&full).output().expect("run api admin")
-    }
-
-    pub fn admin_ok(&self, args: &[&str]) -> Value {
-        let output = self.admin(args);
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(
-            stdout.trim().lines().count(),
-            1,
-            "exactly one line: {stdout}"
-        );
-        serde_json::from_str(stdout.trim()).expect("one JSON object")
-    }
-
-    fn admin_err(&self, args: &[&str], code: &str) {
-        let output = self.admin(args);
-        assert_eq!(output.status.code(), Some(1), "{args:?}");
-        assert!(output.stdout.is_empty(), "nothing on stdout");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let error: Value = stderr
-            .lines()
-            .find_map(|line| serde_json::from_str(line).ok())
-            .unwrap_or_else(|| panic!("a JSON error on stderr: {stderr}"));
-        assert_eq!(error["error"]["code"], code, "{args:?}: {error}");
-    }
-}
-
-/// A server process, killed if the test ends without stopping it.
-pub struct ServerProcess {
-    child: Child,
-    pub base_url: String,
-    log: PathBuf,
-}
-
-impl ServerProcess {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_until_serving(client: &reqwest::Client, url: &str, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(response) = client.get(url).send().await
-            && response.status() == StatusCode::OK
-        {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("api serve exited early with {status}");
-        }
-        assert!(Instant::now() < deadline, "api serve did not come up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-pub async fn serve(
-    deployment: &Deployment,
-    extra: &[&str],
-    client: &reqwest::Client,
-    scheme: &str,
-) -> ServerProcess {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut args = vec!["serve", "--listen", &listen];
-    args.extend_from_slice(extra);
-    let log = deployment
-        .db
-        .data_dir()
-        .join(format!("serve-{}.log", ulid::Ulid::generate()));
-    let mut child = deployment
-        .command(&args)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("spawn api serve");
-    let base_url = format!("{scheme}://{listen}");
-    wait_until_serving(client, &format!("{base_url}/api/openapi.json"), &mut child).await;
-    ServerProcess {
-        child,
-        base_url,
-        log,
-    }
-}
-
-fn terminate(server: &mut ServerProcess) -> std::process::ExitStatus {
-    let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "api serve did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 backend_tests! {
     async fn admin_commands_work_while_the_server_runs(backend) {
@@ -222,11 +61,11 @@ backend_tests! {
             .unwrap();
         assert_eq!(denied.status(), StatusCode::FORBIDDEN);
 
-        let status = terminate(&mut server);
+        let status = server.process.terminate(Duration::from_secs(30));
         assert!(status.success(), "graceful exit on SIGTERM: {status}");
 
         // Debug logs name the agency and key id of each request, never a key.
-        let log = server.log_text();
+        let log = server.process.log_text();
         assert!(log.contains(sk["key_id"].as_str().unwrap()), "requests are logged with their key id");
         for secret in [&sk_key, &ma_key, &deployment.master_key] {
             assert!(!log.contains(secret.as_str()), "a secret was logged");

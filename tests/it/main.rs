@@ -10,6 +10,7 @@ mod envelope;
 mod idempotency;
 mod listings;
 mod openapi;
+mod platform;
 mod rate_limit;
 mod storage;
 mod support;

@@ -11,9 +11,9 @@ use storage::Environment;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use tests::{Backend, TestApp, backend_tests};
 
-use crate::cli::{Deployment, serve};
 use crate::listings::Ctx;
 use crate::support::expect_error;
+use tests::deployment::{Deployment, serve};
 
 fn header<'a>(response: &'a Response, name: &str) -> &'a str {
     response

@@ -7,11 +7,14 @@ use api::rate_limit::RateLimiter;
 use api::rate_limit::redis::RedisLimiter;
 use api::{AppState, PublicUrls, TransportPolicy};
 use axum::Router;
+use jobs::QueueTarget;
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::ids::{AgencyId, UserId};
 use storage::{Backend, Clock, Environment, Store};
-use tokio::sync::oneshot;
+use tokio::sync::watch;
+use workers::handlers::WorkerState;
+use workers::runtime::RuntimeSettings;
 
 use crate::database::TestDatabase;
 
@@ -47,12 +50,34 @@ pub struct TestAppBuilder {
     legacy_base_url: Option<String>,
     clock: Clock,
     redis: bool,
+    workers: Option<RuntimeSettings>,
+    ops: Option<(String, String)>,
 }
 
 impl TestAppBuilder {
-    /// Keep rate-limit buckets in the test Redis instead of in process.
+    /// The distributed profile's Redis side: rate-limit buckets, the job queue
+    /// and progress fan-out in the test Redis.
     pub fn redis(mut self) -> Self {
         self.redis = true;
+        self
+    }
+
+    /// Serve the ops listener too, accepting this operator account.
+    pub fn with_ops(mut self, user: &str, password: &str) -> Self {
+        self.ops = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// Run the workers in process, as `api serve` does, with a one-second
+    /// heartbeat and fast polling.
+    pub fn with_workers(mut self) -> Self {
+        self.workers = Some(RuntimeSettings {
+            queues: jobs::kinds::QUEUES.iter().map(|q| (*q, 4)).collect(),
+            heartbeat: std::time::Duration::from_secs(1),
+            poll: std::time::Duration::from_millis(50),
+            shutdown_timeout: std::time::Duration::from_secs(5),
+            schedules: true,
+        });
         self
     }
 
@@ -99,16 +124,24 @@ impl TestAppBuilder {
             base_url: base_url.clone(),
             legacy_base_url: self.legacy_base_url,
         };
-        let rate_limiter = if self.redis {
-            let url = crate::services::redis_url();
-            let limiter = RedisLimiter::connect(&url, api::cli::serve::REDIS_PREFIX)
-                .await
-                .expect("connect to test Redis");
-            RateLimiter::Redis(limiter)
-        } else {
-            RateLimiter::in_process()
+        let redis_url = self.redis.then(crate::services::redis_url);
+        let rate_limiter = match &redis_url {
+            Some(url) => {
+                let limiter = RedisLimiter::connect(url, api::cli::serve::REDIS_PREFIX)
+                    .await
+                    .expect("connect to test Redis");
+                RateLimiter::Redis(limiter)
+            }
+            None => RateLimiter::in_process(),
         };
-        let state = AppState::with_rate_limiter(store.clone(), urls, rate_limiter);
+        let queue = match &redis_url {
+            Some(url) => QueueTarget::Redis(url.clone()),
+            None => QueueTarget::SqliteFile(db.data_dir().join(api::config::QUEUE_FILE)),
+        };
+        let platform = WorkerState::connect(store.clone(), &queue, redis_url.as_deref())
+            .await
+            .expect("connect the job queue");
+        let state = AppState::new(platform.clone(), urls, rate_limiter);
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
             None => (None, base_client().build().expect("client")),
@@ -127,18 +160,56 @@ impl TestAppBuilder {
                 )
             }
         };
-        let (shutdown, on_shutdown) = oneshot::channel::<()>();
+        let (shutdown, on_shutdown) = watch::channel(false);
+        let mut server_stop = on_shutdown.clone();
         tokio::spawn(async move {
             let stopped = async move {
-                let _ = on_shutdown.await;
+                let _ = server_stop.wait_for(|stop| *stop).await;
             };
             if let Err(err) = api::server::serve(listener, app, tls, stopped).await {
                 eprintln!("test server stopped: {err:#}");
             }
         });
+        let ops_url = match self.ops {
+            None => None,
+            Some(account) => {
+                let ops_listener =
+                    std::net::TcpListener::bind("127.0.0.1:0").expect("bind ops listener");
+                let ops_addr = ops_listener.local_addr().expect("ops address");
+                let ops_app = api::ops::router(
+                    state.clone(),
+                    api::ops::OpsAuth::new(Some(account)),
+                    api::metrics::install(),
+                );
+                let mut ops_stop = on_shutdown.clone();
+                tokio::spawn(async move {
+                    let stopped = async move {
+                        let _ = ops_stop.wait_for(|stop| *stop).await;
+                    };
+                    if let Err(err) = api::server::serve(ops_listener, ops_app, None, stopped).await
+                    {
+                        eprintln!("test ops listener stopped: {err:#}");
+                    }
+                });
+                Some(format!("http://{ops_addr}"))
+            }
+        };
+        if let Some(settings) = self.workers {
+            let mut workers_stop = on_shutdown.clone();
+            let platform = platform.clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = workers_stop.wait_for(|stop| *stop).await;
+                };
+                if let Err(err) = workers::runtime::run(platform, settings, stopped).await {
+                    eprintln!("test workers stopped: {err:#}");
+                }
+            });
+        }
         TestApp {
             addr,
             base_url,
+            ops_url,
             client,
             state,
             store,
@@ -159,6 +230,8 @@ pub struct TestApp {
     pub addr: SocketAddr,
     /// `http://127.0.0.1:PORT` (or `https://`).
     pub base_url: String,
+    /// The ops listener, when asked for.
+    pub ops_url: Option<String>,
     /// A client for it (trusting its certificate when TLS is on).
     pub client: reqwest::Client,
     /// Its shared state (caches, limiter), as its handlers see it.
@@ -167,8 +240,8 @@ pub struct TestApp {
     pub store: Store,
     /// Its database.
     pub db: TestDatabase,
-    // Dropping the sender stops the server.
-    _shutdown: oneshot::Sender<()>,
+    // Dropping the sender stops the server and the workers.
+    _shutdown: watch::Sender<bool>,
 }
 
 /// An agency created for a test, with its owner.
@@ -191,6 +264,8 @@ impl TestApp {
             legacy_base_url: None,
             clock: Clock::System,
             redis: false,
+            workers: None,
+            ops: None,
         }
     }
 

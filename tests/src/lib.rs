@@ -2,7 +2,9 @@
 
 pub mod app;
 pub mod binaries;
+pub mod browser;
 pub mod database;
+pub mod deployment;
 pub mod services;
 
 pub use app::{TestAgency, TestApp, TestAppBuilder};

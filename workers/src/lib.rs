@@ -1,1 +1,7 @@
 #![doc = include_str!("../README.md")]
+
+pub mod cli;
+pub mod config;
+pub mod handlers;
+pub mod pause;
+pub mod runtime;

@@ -15,7 +15,12 @@ use storage::listings::SANDBOX_PREFIX;
 use storage::users::{NewUser, Role};
 use storage::{Environment, StorageError, Store, Tenant, Timestamp};
 
+use workers::handlers::WorkerState;
+
 use crate::config::StorageArgs;
+
+/// How long a command waits for its events' dispatch jobs to be pushed.
+const DISPATCH_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Operator commands.
 #[derive(Debug, Subcommand)]
@@ -34,6 +39,27 @@ pub enum AdminCommand {
     SetCancellationFees(SetCancellationFees),
     /// Replace an agency's budgets → {"agency_id", "budgets"}.
     SetAgencyBudgets(SetAgencyBudgets),
+    /// Push a canary job that reports its progress → {"operation_id", "job_id"}.
+    EnqueueProbe(EnqueueProbe),
+}
+
+/// `admin enqueue-probe`.
+#[derive(Debug, Args)]
+pub struct EnqueueProbe {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency the probe reports its progress to (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// Report to the agency's sandbox.
+    #[arg(long)]
+    sandbox: bool,
+    /// Steps the probe runs.
+    #[arg(long, default_value_t = 3)]
+    steps: u32,
+    /// Milliseconds per step.
+    #[arg(long, default_value_t = 200)]
+    step_ms: u64,
 }
 
 /// `admin set-agency-budgets`.
@@ -205,6 +231,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::ScheduleShoot(args) => schedule_shoot(args).await,
         AdminCommand::SetCancellationFees(args) => set_cancellation_fees(args).await,
         AdminCommand::SetAgencyBudgets(args) => set_agency_budgets(args).await,
+        AdminCommand::EnqueueProbe(args) => enqueue_probe(args).await,
     };
     match result {
         Ok(output) => {
@@ -325,21 +352,30 @@ fn listing_tenant(agency: AgencyId, listing_number: &str) -> Tenant {
     Tenant::new(agency, environment)
 }
 
+/// The platform of a command that writes events: they are dispatched before
+/// the command exits (the outbox sweep would otherwise pick them up).
+async fn open_platform(storage: &StorageArgs) -> Result<WorkerState, AdminError> {
+    Ok(workers::cli::open(storage).await?)
+}
+
 async fn record_payment(args: RecordPayment) -> Result<Value, AdminError> {
-    let store = args.storage.open_store().await?;
+    let platform = open_platform(&args.storage).await?;
+    let store = platform.store.clone();
     let agency = existing_agency(&store, &args.agency).await?;
     let tenant = listing_tenant(agency, &args.listing);
     let payment = store
         .orders()
         .record_payment(&tenant, &args.listing, args.reference)
         .await?;
+    platform.dispatch.flush(DISPATCH_FLUSH).await;
     Ok(
         json!({"listing_number": payment.listing.listing_number, "activated": payment.listing.is_activated()}),
     )
 }
 
 async fn schedule_shoot(args: ScheduleShoot) -> Result<Value, AdminError> {
-    let store = args.storage.open_store().await?;
+    let platform = open_platform(&args.storage).await?;
+    let store = platform.store.clone();
     let agency = existing_agency(&store, &args.agency).await?;
     let at = chrono::DateTime::parse_from_rfc3339(&args.at).map_err(|_| {
         AdminError::new(
@@ -356,6 +392,7 @@ async fn schedule_shoot(args: ScheduleShoot) -> Result<Value, AdminError> {
             Timestamp::from(at.with_timezone(&chrono::Utc)),
         )
         .await?;
+    platform.dispatch.flush(DISPATCH_FLUSH).await;
     Ok(json!({
         "listing_number": scheduled.appointment.listing_number,
         "scheduled_at": scheduled.appointment.scheduled_at.to_rfc3339(),
@@ -440,4 +477,29 @@ async fn set_agency_budgets(args: SetAgencyBudgets) -> Result<Value, AdminError>
         .set_rate_limit_overrides(&agency, &budgets)
         .await?;
     Ok(json!({"agency_id": agency, "budgets": budgets}))
+}
+
+async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminError> {
+    let platform = open_platform(&args.storage).await?;
+    let agency = existing_agency(&platform.store, &args.agency).await?;
+    if args.steps == 0 || args.steps > 10_000 {
+        return Err(AdminError::new(
+            "validation.failed",
+            "--steps must be 1 to 10000",
+        ));
+    }
+    let operation_id = format!("op_{}", ulid::Ulid::generate());
+    let probe = jobs::kinds::Probe {
+        operation_id: operation_id.clone(),
+        agency_id: agency.to_string(),
+        is_sandbox: args.sandbox,
+        steps: args.steps,
+        step_ms: args.step_ms,
+    };
+    let job_id = platform
+        .queue
+        .push(probe, jobs::PushOptions::default())
+        .await
+        .map_err(|err| AdminError::new("server.internal", err.to_string()))?;
+    Ok(json!({"operation_id": operation_id, "job_id": job_id}))
 }

@@ -1,8 +1,11 @@
-//! `api serve`: open the store, build the application and serve it.
+//! `api serve`: open the platform, then serve the public API and the ops
+//! listener and (unless `--no-workers`) run the workers, all until SIGTERM.
 
 use anyhow::Context;
+use tokio::sync::watch;
 
 use crate::config::ServeArgs;
+use crate::ops::{self, OpsAuth};
 use crate::rate_limit::RateLimiter;
 use crate::rate_limit::redis::RedisLimiter;
 use crate::server;
@@ -12,11 +15,30 @@ use crate::transport_policy;
 /// Prefix of every rate-limit key the API writes to Redis.
 pub const REDIS_PREFIX: &str = "listing-api:rl:";
 
+/// Resolves once the shutdown flag is raised.
+async fn stopped(mut flag: watch::Receiver<bool>) {
+    let _ = flag.wait_for(|stop| *stop).await;
+}
+
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     server::install_crypto_provider();
-    let store = args.storage.open_store().await?;
+    let metrics = crate::metrics::install();
+    let platform = workers::cli::open(&args.storage).await?;
+    let store = platform.store.clone();
+    let redis_url = args.storage.redis().map(str::to_owned);
+    let rate_limiter = match &redis_url {
+        Some(url) => RateLimiter::Redis(
+            RedisLimiter::connect(url, REDIS_PREFIX)
+                .await
+                .context("connecting to Redis for rate limiting")?,
+        ),
+        None => RateLimiter::in_process(),
+    };
+    let relay = redis_url
+        .clone()
+        .map(|url| platform.progress.spawn_redis_relay(url));
     let urls = PublicUrls {
         base_url: args.base_url(),
         legacy_base_url: args
@@ -28,32 +50,51 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(server::load_tls(cert, key).await?),
         _ => None,
     };
-    let redis_url = args.redis_url.as_deref().filter(|url| !url.is_empty());
-    let rate_limiter = match redis_url {
-        Some(url) => RateLimiter::Redis(
-            RedisLimiter::connect(url, REDIS_PREFIX)
-                .await
-                .context("connecting to Redis for rate limiting")?,
-        ),
-        None => RateLimiter::in_process(),
-    };
     let transport = transport_policy(&args);
-    let state = AppState::with_rate_limiter(store.clone(), urls.clone(), rate_limiter);
-    let app = crate::app(state, transport.clone());
+    let state = AppState::new(platform.clone(), urls.clone(), rate_limiter);
+    let app = crate::app(state.clone(), transport.clone());
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("binding {}", args.listen))?;
+    let ops_listener = std::net::TcpListener::bind(args.ops_listen)
+        .with_context(|| format!("binding the ops listener {}", args.ops_listen))?;
+    let ops_auth = OpsAuth::new(args.ops_basic_auth()?);
+    let ops_app = ops::router(state.clone(), ops_auth, metrics);
+
+    let (stop, stop_flag) = watch::channel(false);
+    tokio::spawn(async move {
+        server::shutdown_signal().await;
+        let _ = stop.send(true);
+    });
     tracing::info!(
         listen = %args.listen,
+        ops_listen = %args.ops_listen,
         base_url = %urls.base_url,
         profile = if args.storage.is_distributed() { "distributed" } else { "embedded" },
         database = ?store.db().backend(),
+        queue = ?args.storage.queue_target(),
         shared_rate_limits = redis_url.is_some(),
         tls = tls.is_some(),
         transport = ?transport,
         in_process_workers = !args.no_workers,
         "serving the Media Agency Listing API"
     );
-    server::serve(listener, app, tls, server::shutdown_signal()).await?;
+    let public = server::serve(listener, app, tls, stopped(stop_flag.clone()));
+    let ops = server::serve(ops_listener, ops_app, None, stopped(stop_flag.clone()));
+    let workers = async {
+        if args.no_workers {
+            return Ok(());
+        }
+        let settings = workers::cli::settings(&args.workers)?;
+        workers::runtime::run(platform.clone(), settings, stopped(stop_flag.clone())).await
+    };
+    let outcome = tokio::try_join!(public, ops, workers);
+    if let Some(relay) = relay {
+        relay.abort();
+    }
+    platform
+        .dispatch
+        .flush(std::time::Duration::from_secs(5))
+        .await;
     store.close().await;
-    Ok(())
+    outcome.map(|_| ())
 }

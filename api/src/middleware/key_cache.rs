@@ -91,6 +91,7 @@ mod tests {
                 rate_limit_overrides: BTreeMap::new(),
             },
             agency_rate_limit_overrides: BTreeMap::new(),
+            creator_role: None,
         }
     }
 

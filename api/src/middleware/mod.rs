@@ -35,5 +35,6 @@ pub fn apply(router: Router, transport: transport::TransportPolicy) -> Router {
                 .on_response(DefaultOnResponse::new().level(Level::INFO)),
         )
         .layer(from_fn(envelope::render))
+        .layer(from_fn(crate::metrics::record))
         .layer(from_fn(request_id::assign))
 }

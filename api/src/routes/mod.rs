@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
                 }
             }),
         )
+        .route_layer(axum::middleware::from_fn(crate::metrics::tag_route))
         .fallback(|| async { ApiError::EndpointNotInScope });
     (router, doc)
 }

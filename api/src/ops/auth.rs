@@ -1,0 +1,141 @@
+//! The ops credential: HTTP basic auth with the configured operator account,
+//! or the API key of a platform identity (`super_admin`, `admin`). Anything
+//! else is 401 with a basic-auth challenge, so a browser asks for it.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use sha2::{Digest, Sha256};
+use storage::api_keys::key_shape;
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The configured operator account, if any; the password is kept hashed.
+#[derive(Clone)]
+pub struct OpsAuth {
+    basic: Option<(String, [u8; 32])>,
+}
+
+impl OpsAuth {
+    /// From `--ops-basic-auth`.
+    pub fn new(basic: Option<(String, String)>) -> Self {
+        Self {
+            basic: basic.map(|(user, password)| (user, Sha256::digest(password.as_bytes()).into())),
+        }
+    }
+
+    fn basic_matches(&self, user: &str, password: &str) -> bool {
+        let Some((expected_user, expected_hash)) = &self.basic else {
+            return false;
+        };
+        let hash: [u8; 32] = Sha256::digest(password.as_bytes()).into();
+        let user_ok =
+            Sha256::digest(user.as_bytes()).ct_eq(&Sha256::digest(expected_user.as_bytes()));
+        bool::from(user_ok & hash.ct_eq(expected_hash))
+    }
+}
+
+/// The guard's state.
+#[derive(Clone)]
+pub(super) struct Guard {
+    pub(super) app: AppState,
+    pub(super) auth: OpsAuth,
+}
+
+fn presented_basic(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+fn presented_key(headers: &HeaderMap) -> Option<String> {
+    let from_header = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    let from_bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
+    from_header
+        .or(from_bearer)
+        .map(|k| k.trim().to_owned())
+        .filter(|k| key_shape(k).is_some())
+}
+
+async fn is_platform_key(app: &AppState, key: &str) -> bool {
+    let store = app.store();
+    let hash = store.derived_keys().hash_api_key(key);
+    let Ok(Some(credential)) = store.api_keys().find_by_hash(&hash).await else {
+        return false;
+    };
+    credential.key.check_usable(store.clock().now()).is_ok()
+        && credential
+            .creator_role
+            .is_some_and(|role| role.is_platform())
+}
+
+fn challenge() -> Response {
+    let mut response = ApiError::MissingKey(
+        "The ops listener needs the operator account or a platform administrator's API key.",
+    )
+    .into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"listing-api ops\", charset=\"UTF-8\""),
+    );
+    response
+}
+
+/// Middleware: lets operators through.
+pub(super) async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let allowed = match presented_basic(headers) {
+        Some((user, password)) => guard.auth.basic_matches(&user, &password),
+        None => match presented_key(headers) {
+            Some(key) => is_platform_key(&guard.app, &key).await,
+            None => false,
+        },
+    };
+    if allowed {
+        next.run(request).await
+    } else {
+        challenge()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_configured_account_passes() {
+        let auth = OpsAuth::new(Some(("ops".into(), "correct-horse-battery".into())));
+        assert!(auth.basic_matches("ops", "correct-horse-battery"));
+        assert!(!auth.basic_matches("ops", "wrong"));
+        assert!(!auth.basic_matches("root", "correct-horse-battery"));
+        assert!(!OpsAuth::new(None).basic_matches("ops", "correct-horse-battery"));
+    }
+
+    #[test]
+    fn basic_credentials_are_read_from_the_header() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic b3BzOnNlY3JldA=="),
+        );
+        assert_eq!(
+            presented_basic(&headers),
+            Some(("ops".into(), "secret".into()))
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! apalis-board on the ops listener: its UI at `/` and its API at `/api/v1`
+//! (both compiled into the prebuilt UI), one registration per queue.
+
+use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
+use apalis_board::axum::sse::TracingBroadcaster;
+use apalis_board::axum::ui::ServeUI;
+use axum::{Extension, Router};
+use jobs::kinds::{DispatchEvent, Probe};
+use jobs::queue::QueueBackend;
+use jobs::{Job, JobQueue};
+
+/// The board: its API over every queue, and its UI for every other path.
+pub(super) fn router(queue: &JobQueue) -> Router {
+    let api = match queue.backend() {
+        QueueBackend::Sqlite(pool) => ApiBuilder::new(Router::new())
+            .register(
+                DispatchEvent::KIND,
+                JobQueue::sqlite_storage::<DispatchEvent>(pool),
+            )
+            .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
+            .build(),
+        QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
+            .register(
+                DispatchEvent::KIND,
+                JobQueue::redis_storage::<DispatchEvent>(connection),
+            )
+            .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
+            .build(),
+    };
+    Router::new()
+        .nest("/api/v1", api)
+        .layer(Extension(TracingBroadcaster::create()))
+        .fallback_service(ServeUI::new())
+}

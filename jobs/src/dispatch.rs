@@ -1,0 +1,89 @@
+//! The fast path of the outbox: once a transaction that wrote events commits,
+//! a dispatch job per event is pushed at once. Pushes are batched (one queue
+//! transaction for whatever arrived meanwhile) and keyed by the event id, so a
+//! second push of the same event, by the sweep for instance, is dropped. What
+//! the fast path misses, a crash right after the commit say, the outbox sweep
+//! re-dispatches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use storage::outbox::OutboxListener;
+use tokio::sync::{Notify, mpsc};
+
+use crate::kinds::{DispatchEvent, Job};
+use crate::queue::{JobQueue, PushOptions};
+
+/// Most events pushed in one queue transaction.
+const BATCH: usize = 256;
+
+/// Pushes a dispatch job for every committed event.
+#[derive(Clone)]
+pub struct DispatchOnCommit {
+    sender: mpsc::UnboundedSender<String>,
+    outstanding: Arc<(AtomicUsize, Notify)>,
+}
+
+impl DispatchOnCommit {
+    /// Starts the pusher on the current runtime.
+    pub fn start(queue: JobQueue) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let outstanding = Arc::new((AtomicUsize::new(0), Notify::new()));
+        tokio::spawn(push_batches(queue, receiver, outstanding.clone()));
+        Self {
+            sender,
+            outstanding,
+        }
+    }
+
+    /// Waits (at most `timeout`) until every announced event was pushed, for
+    /// short-lived processes such as operator commands.
+    pub async fn flush(&self, timeout: Duration) {
+        let (count, notify) = &*self.outstanding;
+        let _ = tokio::time::timeout(timeout, async {
+            while count.load(Ordering::SeqCst) > 0 {
+                notify.notified().await;
+            }
+        })
+        .await;
+    }
+}
+
+impl OutboxListener for DispatchOnCommit {
+    fn events_committed(&self, event_ids: &[String]) {
+        for id in event_ids {
+            self.outstanding.0.fetch_add(1, Ordering::SeqCst);
+            if self.sender.send(id.clone()).is_err() {
+                // The pusher is gone (shutting down); the sweep will dispatch it.
+                self.outstanding.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+async fn push_batches(
+    queue: JobQueue,
+    mut receiver: mpsc::UnboundedReceiver<String>,
+    outstanding: Arc<(AtomicUsize, Notify)>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while receiver.recv_many(&mut batch, BATCH).await > 0 {
+        let jobs: Vec<(DispatchEvent, PushOptions)> = batch
+            .drain(..)
+            .map(|event_id| {
+                let options = PushOptions {
+                    idempotency_key: Some(event_id.clone()),
+                    ..PushOptions::default()
+                };
+                (DispatchEvent { event_id }, options)
+            })
+            .collect();
+        let count = jobs.len();
+        if let Err(err) = queue.push_many(jobs).await {
+            tracing::warn!(%err, kind = DispatchEvent::KIND, count, "dispatch push failed; the outbox sweep will retry");
+        }
+        outstanding.0.fetch_sub(count, Ordering::SeqCst);
+        outstanding.1.notify_waiters();
+    }
+}

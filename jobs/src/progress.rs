@@ -1,0 +1,218 @@
+//! Progress fan-out for long-running operations. A job publishes each state
+//! change of its operation: the state is persisted as the operation's latest
+//! (so a subscriber arriving late starts from it), broadcast to subscribers in
+//! this process, and, when Redis is configured, published on Redis so the API
+//! processes of other hosts relay it to their own subscribers.
+//!
+//! States carry a per-operation sequence number, starting at 1: a subscriber reads the latest
+//! persisted state and then takes only live states with a higher number, so it
+//! sees every state once, in order, whichever way it arrived.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use storage::ids::AgencyId;
+use storage::{Environment, StorageError, Store, Tenant};
+use tokio::sync::broadcast;
+
+/// Channel prefix of progress on Redis.
+const CHANNEL_PREFIX: &str = "listing-api:progress:";
+/// States a slow subscriber may fall behind by before it misses some.
+const LOCAL_CAPACITY: usize = 4096;
+
+/// One published state of an operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgressMessage {
+    /// The operation.
+    pub operation_id: String,
+    /// Its agency.
+    pub agency_id: String,
+    /// Whether it is sandbox activity.
+    pub is_sandbox: bool,
+    /// Per-operation order of states.
+    pub seq: u64,
+    /// The state itself.
+    pub state: Value,
+    /// The process that published it (to ignore our own messages coming back from Redis).
+    origin: String,
+}
+
+impl ProgressMessage {
+    fn belongs_to(&self, tenant: &Tenant, operation_id: &str) -> bool {
+        self.operation_id == operation_id
+            && self.agency_id == tenant.agency_id.as_str()
+            && self.is_sandbox == tenant.environment.is_sandbox()
+    }
+}
+
+/// Publishes and subscribes to operation progress. Cheap to clone.
+#[derive(Clone)]
+pub struct ProgressHub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    local: broadcast::Sender<ProgressMessage>,
+    redis: Option<redis::aio::ConnectionManager>,
+    origin: String,
+}
+
+/// A subscription: the state so far, then live states.
+pub struct Subscription {
+    /// The latest persisted state, if any was published yet.
+    pub latest: Option<(u64, Value)>,
+    /// Live states after `latest`, in order.
+    pub live: futures::stream::BoxStream<'static, ProgressMessage>,
+}
+
+/// Reads the `seq` a persisted state carries.
+fn seq_of(state: &Value) -> u64 {
+    state.get("seq").and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl ProgressHub {
+    /// A hub over `store`, publishing to Redis too when `redis` is given.
+    pub fn new(store: Store, redis: Option<redis::aio::ConnectionManager>) -> Self {
+        let (local, _) = broadcast::channel(LOCAL_CAPACITY);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                local,
+                redis,
+                origin: ulid::Ulid::generate().to_string(),
+            }),
+        }
+    }
+
+    /// Publishes state `seq` of an operation. The state is persisted with its
+    /// `seq` field set, so late subscribers know where it stands.
+    pub async fn publish(
+        &self,
+        tenant: &Tenant,
+        operation_id: &str,
+        seq: u64,
+        mut state: Value,
+    ) -> Result<(), StorageError> {
+        if let Value::Object(map) = &mut state {
+            map.insert("seq".to_owned(), seq.into());
+        }
+        self.inner
+            .store
+            .progress()
+            .record(tenant, operation_id, &state)
+            .await?;
+        let message = ProgressMessage {
+            operation_id: operation_id.to_owned(),
+            agency_id: tenant.agency_id.to_string(),
+            is_sandbox: tenant.environment.is_sandbox(),
+            seq,
+            state,
+            origin: self.inner.origin.clone(),
+        };
+        let _ = self.inner.local.send(message.clone());
+        if let Some(redis) = &self.inner.redis {
+            let mut connection = redis.clone();
+            let payload = serde_json::to_string(&message).unwrap_or_default();
+            let published: Result<(), redis::RedisError> = connection
+                .publish(format!("{CHANNEL_PREFIX}{operation_id}"), payload)
+                .await;
+            if let Err(err) = published {
+                // Other hosts' subscribers still get the persisted state when they (re)subscribe.
+                tracing::warn!(%err, operation_id, "progress not published on Redis");
+            }
+        }
+        Ok(())
+    }
+
+    /// Subscribes to an operation of `tenant`: the latest persisted state, then
+    /// every later state published anywhere.
+    pub async fn subscribe(
+        &self,
+        tenant: &Tenant,
+        operation_id: &str,
+    ) -> Result<Subscription, StorageError> {
+        // Listen before reading the latest state, so nothing falls in between.
+        let receiver = self.inner.local.subscribe();
+        let latest = self
+            .inner
+            .store
+            .progress()
+            .latest(tenant, operation_id)
+            .await?
+            .map(|record| (seq_of(&record.state), record.state));
+        let after = latest.as_ref().map_or(0, |(seq, _)| *seq);
+        let tenant = tenant.clone();
+        let operation_id = operation_id.to_owned();
+        let mut last = after;
+        let live = tokio_stream_from(receiver)
+            .filter(move |message| {
+                let keep = message.belongs_to(&tenant, &operation_id) && message.seq > last;
+                if keep {
+                    last = message.seq;
+                }
+                std::future::ready(keep)
+            })
+            .boxed();
+        Ok(Subscription { latest, live })
+    }
+
+    /// Relays progress published by other hosts (on Redis) to this process's
+    /// subscribers, until the returned task is aborted.
+    pub fn spawn_redis_relay(&self, redis_url: String) -> tokio::task::JoinHandle<()> {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(err) = hub.relay_once(&redis_url).await {
+                    tracing::warn!(%err, "progress relay lost Redis; reconnecting");
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        })
+    }
+
+    async fn relay_once(&self, redis_url: &str) -> Result<(), redis::RedisError> {
+        let client = redis::Client::open(redis_url)?;
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.psubscribe(format!("{CHANNEL_PREFIX}*")).await?;
+        let mut messages = pubsub.on_message();
+        while let Some(message) = messages.next().await {
+            let Ok(payload) = message.get_payload::<String>() else {
+                continue;
+            };
+            let Ok(progress) = serde_json::from_str::<ProgressMessage>(&payload) else {
+                continue;
+            };
+            if progress.origin != self.inner.origin {
+                let _ = self.inner.local.send(progress);
+            }
+        }
+        Ok(())
+    }
+
+    /// The tenant a message belongs to.
+    pub fn tenant_of(message: &ProgressMessage) -> Option<Tenant> {
+        AgencyId::parse(&message.agency_id)
+            .map(|agency| Tenant::new(agency, Environment::from_sandbox_flag(message.is_sandbox)))
+    }
+}
+
+/// A stream over a broadcast receiver that skips over lag instead of ending.
+fn tokio_stream_from(
+    receiver: broadcast::Receiver<ProgressMessage>,
+) -> impl futures::Stream<Item = ProgressMessage> + Send + 'static {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(message) => return Some((message, receiver)),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "a progress subscriber fell behind");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}

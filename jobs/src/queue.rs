@@ -1,0 +1,174 @@
+//! The durable queue and its push side. The embedded profile keeps jobs in
+//! SQLite (a `queue.sqlite3` file beside the data file, see docs/decisions.md);
+//! with `REDIS_URL` they live in Redis. Either way a job is pushed with a ULID
+//! task id, a priority, an optional `run_at` and an optional idempotency key
+//! (a second push with the same key is dropped while the first is kept).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use apalis::prelude::{TaskBuilder, TaskId, TaskSink};
+use apalis_redis::{ConnectionManager, RedisStorage};
+use apalis_sqlite::SqliteStorage;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use storage::Timestamp;
+
+use crate::kinds::Job;
+
+/// The table apalis records its SQLite migrations in (ours use another).
+const APALIS_MIGRATIONS_TABLE: &str = "apalis_migrations";
+
+/// Where the queue lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueTarget {
+    /// A SQLite file.
+    SqliteFile(PathBuf),
+    /// A Redis server.
+    Redis(String),
+}
+
+/// Why the queue failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// SQLite queue.
+    #[error("queue database: {0}")]
+    Sqlite(#[from] sqlx::Error),
+    /// Queue migrations.
+    #[error("queue migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Redis queue.
+    #[error("queue redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A push was refused.
+    #[error("push: {0}")]
+    Push(String),
+}
+
+/// How to push one job.
+#[derive(Clone, Debug, Default)]
+pub struct PushOptions {
+    /// Higher runs first.
+    pub priority: usize,
+    /// Not before this instant.
+    pub run_at: Option<Timestamp>,
+    /// A second push with the same key (same kind) is dropped.
+    pub idempotency_key: Option<String>,
+}
+
+/// The queue's connection.
+#[derive(Clone, Debug)]
+pub enum QueueBackend {
+    /// SQLite file.
+    Sqlite(SqlitePool),
+    /// Redis.
+    Redis(ConnectionManager),
+}
+
+/// The push side of the queue. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct JobQueue {
+    backend: QueueBackend,
+}
+
+impl JobQueue {
+    /// Connects to the queue (and applies its migrations on SQLite).
+    pub async fn connect(target: &QueueTarget) -> Result<Self, QueueError> {
+        let backend = match target {
+            QueueTarget::SqliteFile(path) => {
+                // Processes starting together (an API, a worker, an operator
+                // command) take turns opening and migrating the file.
+                let _lock = storage::db::lock_sqlite_file(path)
+                    .await
+                    .map_err(|err| QueueError::Push(format!("queue file lock: {err}")))?;
+                let options = SqliteConnectOptions::from_str("sqlite:")?
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // A pushed job survives a power loss like any acknowledged write.
+                    .synchronous(SqliteSynchronous::Full)
+                    .foreign_keys(true)
+                    .busy_timeout(Duration::from_secs(10));
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .connect_with(options)
+                    .await?;
+                let mut migrator = SqliteStorage::<()>::migrations();
+                migrator.dangerous_set_table_name(APALIS_MIGRATIONS_TABLE);
+                migrator.run(&pool).await?;
+                QueueBackend::Sqlite(pool)
+            }
+            QueueTarget::Redis(url) => {
+                QueueBackend::Redis(apalis_redis::connect(url.as_str()).await?)
+            }
+        };
+        Ok(Self { backend })
+    }
+
+    /// The backend, for workers and administration.
+    pub fn backend(&self) -> &QueueBackend {
+        &self.backend
+    }
+
+    /// A SQLite storage of `J`'s queue (SQLite profile only).
+    pub fn sqlite_storage<J: Job>(pool: &SqlitePool) -> SqliteStorage<J> {
+        SqliteStorage::new(pool).with_config(apalis_sqlite::Config::default().queue(J::KIND))
+    }
+
+    /// A Redis storage of `J`'s queue (Redis profile only).
+    pub fn redis_storage<J: Job>(connection: &ConnectionManager) -> RedisStorage<J> {
+        RedisStorage::new(connection.clone())
+            .with_config(apalis_redis::Config::default().queue(J::KIND))
+    }
+
+    /// Pushes a job; returns its task id.
+    pub async fn push<J: Job>(&self, job: J, options: PushOptions) -> Result<String, QueueError> {
+        let mut ids = self.push_many(vec![(job, options)]).await?;
+        ids.pop()
+            .ok_or_else(|| QueueError::Push("nothing pushed".to_owned()))
+    }
+
+    /// Pushes several jobs of one kind in one queue transaction; returns their task ids.
+    pub async fn push_many<J: Job>(
+        &self,
+        jobs: Vec<(J, PushOptions)>,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut ids = Vec::with_capacity(jobs.len());
+        let tasks: Vec<_> = jobs
+            .into_iter()
+            .map(|(job, options)| {
+                let id = ulid::Ulid::generate();
+                ids.push(id.to_string());
+                Self::task(id, job, &options)
+            })
+            .collect();
+        let mut stream = futures::stream::iter(tasks);
+        match &self.backend {
+            QueueBackend::Sqlite(pool) => Self::sqlite_storage::<J>(pool)
+                .push_all(&mut stream)
+                .await
+                .map_err(|err| QueueError::Push(err.to_string()))?,
+            QueueBackend::Redis(connection) => Self::redis_storage::<J>(connection)
+                .push_all(&mut stream)
+                .await
+                .map_err(|err| QueueError::Push(err.to_string()))?,
+        }
+        Ok(ids)
+    }
+
+    fn task<J: Job>(id: ulid::Ulid, job: J, options: &PushOptions) -> apalis::prelude::Task<J> {
+        let mut builder = TaskBuilder::new(job)
+            .task_id(TaskId::from_ulid(id))
+            .priority(options.priority)
+            .max_attempts(J::MAX_ATTEMPTS);
+        if let Some(run_at) = options.run_at {
+            builder =
+                builder.run_at_timestamp(u64::try_from(run_at.as_unix_seconds()).unwrap_or(0));
+        }
+        if let Some(key) = &options.idempotency_key {
+            builder = builder.idempotency_key(key);
+        }
+        builder.build()
+    }
+}

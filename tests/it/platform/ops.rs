@@ -1,0 +1,376 @@
+//! The ops listener: the operator credential, the dashboard, dead jobs retried
+//! and discarded, queues paused and resumed, Prometheus metrics, and a retry
+//! clicked in headless Chromium. None of it is on the public listener.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use jobs::PushOptions;
+use jobs::kinds::Probe;
+use reqwest::StatusCode;
+use serde_json::Value;
+use storage::api_keys::{KeyFormat, Scope};
+use storage::users::{NewUser, Role};
+use storage::{Environment, Tenant};
+use tests::browser::Browser;
+use tests::deployment::eventually;
+use tests::{Backend, TestApp};
+
+use super::PATIENCE;
+use crate::support::expect_error;
+
+const USER: &str = "ops";
+const PASSWORD: &str = "correct-horse-battery";
+
+async fn ops_app() -> TestApp {
+    TestApp::builder(Backend::Sqlite)
+        .with_workers()
+        .with_ops(USER, PASSWORD)
+        .spawn()
+        .await
+}
+
+fn ops(app: &TestApp, path: &str) -> String {
+    format!("{}{path}", app.ops_url.as_deref().expect("ops listener"))
+}
+
+async fn ops_get(app: &TestApp, path: &str) -> reqwest::Response {
+    app.client
+        .get(ops(app, path))
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn ops_post(app: &TestApp, path: &str) -> reqwest::Response {
+    app.client
+        .post(ops(app, path))
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Pushes probes that fail every attempt (their agency does not exist) and
+/// waits until all are dead; returns their job ids.
+async fn dead_probes(app: &TestApp, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        let probe = Probe {
+            operation_id: format!("op_{}", ulid::Ulid::generate()),
+            agency_id: "agc_nobody".into(),
+            is_sandbox: false,
+            steps: 1,
+            step_ms: 1,
+        };
+        ids.push(
+            app.state
+                .platform()
+                .queue
+                .push(probe, PushOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    eventually(PATIENCE, "probes dead", || async {
+        let dead: Vec<Value> = ops_get(app, "/ops/api/jobs/dead")
+            .await
+            .json()
+            .await
+            .unwrap();
+        let dead_ids: Vec<&str> = dead.iter().filter_map(|j| j["id"].as_str()).collect();
+        ids.iter()
+            .all(|id| dead_ids.contains(&id.as_str()))
+            .then_some(())
+    })
+    .await;
+    ids
+}
+
+#[tokio::test]
+async fn the_ops_listener_needs_the_operator_account_or_a_platform_key() {
+    let app = ops_app().await;
+    let anonymous = app
+        .client
+        .get(ops(&app, "/ops/api/queues"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        anonymous.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic")
+    );
+    expect_error(anonymous, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+    let wrong = app
+        .client
+        .get(ops(&app, "/ops/api/queues"))
+        .basic_auth(USER, Some("nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        ops_get(&app, "/ops/api/queues").await.status(),
+        StatusCode::OK
+    );
+
+    let agency = app.agency().await;
+    let agency_key = app.key(&agency, &Scope::ALL).await;
+    let refused = app
+        .client
+        .get(ops(&app, "/ops/api/queues"))
+        .bearer_auth(&agency_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status(),
+        StatusCode::UNAUTHORIZED,
+        "an agency's key is not an operator's"
+    );
+    let admin = app
+        .store
+        .users()
+        .create(
+            &agency.id,
+            NewUser {
+                role: Role::Admin,
+                email: Some("root@platform.example".into()),
+                name: None,
+                manager_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    let platform_agency = tests::TestAgency {
+        id: agency.id.clone(),
+        owner_id: admin.id,
+    };
+    let platform_key = app
+        .key_with(&platform_agency, &[], Environment::Live, KeyFormat::Ma)
+        .await;
+    let allowed = app
+        .client
+        .get(ops(&app, "/ops/api/queues"))
+        .header("X-API-Key", &platform_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        allowed.status(),
+        StatusCode::OK,
+        "a platform administrator's key is"
+    );
+
+    // The dashboard itself: apalis-board's UI at the root, its API at /api/v1.
+    let board = ops_get(&app, "/").await;
+    assert_eq!(board.status(), StatusCode::OK);
+    assert!(board.text().await.unwrap().to_lowercase().contains("<html"));
+    let board_queues = ops_get(&app, "/api/v1/queues").await;
+    assert_eq!(board_queues.status(), StatusCode::OK);
+    let page = ops_get(&app, "/ops/").await;
+    assert!(page.text().await.unwrap().contains("Dead jobs"));
+
+    // The public listener shows none of it.
+    for path in ["/ops/", "/ops/api/queues", "/metrics", "/api/v1/queues"] {
+        let response = app.get(path).send().await.unwrap();
+        expect_error(response, StatusCode::NOT_FOUND, "endpoint_not_in_scope").await;
+    }
+}
+
+#[tokio::test]
+async fn dead_jobs_are_retried_or_discarded_and_queues_paused() {
+    let app = ops_app().await;
+    let ids = dead_probes(&app, 2).await;
+    let dead: Vec<Value> = ops_get(&app, "/ops/api/jobs/dead")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let first = dead.iter().find(|j| j["id"] == ids[0].as_str()).unwrap();
+    assert_eq!(first["queue"], "probe");
+    assert_eq!(first["attempts"], 3);
+    assert_eq!(first["last_error"], "probe for an unknown agency");
+    assert_eq!(first["payload"]["agency_id"], "agc_nobody");
+
+    assert_eq!(
+        ops_post(&app, "/ops/api/queues/probe/pause").await.status(),
+        StatusCode::OK
+    );
+    // Worker processes follow the paused set within a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let queues: Vec<Value> = ops_get(&app, "/ops/api/queues").await.json().await.unwrap();
+    let probe = queues.iter().find(|q| q["queue"] == "probe").unwrap();
+    assert_eq!(probe["paused"], true);
+    assert_eq!(probe["dead"], 2);
+
+    let retried = ops_post(&app, &format!("/ops/api/jobs/{}/retry", ids[0])).await;
+    assert_eq!(retried.status(), StatusCode::OK);
+    let discarded = ops_post(&app, &format!("/ops/api/jobs/{}/discard", ids[1])).await;
+    assert_eq!(discarded.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let queues: Vec<Value> = ops_get(&app, "/ops/api/queues").await.json().await.unwrap();
+    let probe = queues.iter().find(|q| q["queue"] == "probe").unwrap();
+    assert_eq!(probe["dead"], 0);
+    assert_eq!(
+        probe["pending"], 1,
+        "the retried job waits while the queue is paused: {probe}"
+    );
+
+    for (path, code) in [
+        (format!("/ops/api/jobs/{}/retry", ids[1]), "job_not_found"),
+        (
+            "/ops/api/jobs/01JD3Q8W5T7X2Z9Y4V6R1N0M8K/discard".to_owned(),
+            "job_not_found",
+        ),
+    ] {
+        expect_error(ops_post(&app, &path).await, StatusCode::NOT_FOUND, code).await;
+    }
+    expect_error(
+        ops_post(&app, "/ops/api/queues/nope/pause").await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation.failed",
+    )
+    .await;
+
+    // Resumed, the retried job runs again (and, its agency still missing, dies again).
+    assert_eq!(
+        ops_post(&app, "/ops/api/queues/probe/resume")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    eventually(PATIENCE, "the retried job ran again", || async {
+        let dead: Vec<Value> = ops_get(&app, "/ops/api/jobs/dead")
+            .await
+            .json()
+            .await
+            .unwrap();
+        dead.iter()
+            .any(|j| j["id"] == ids[0].as_str())
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn metrics_show_requests_jobs_and_queue_depth() {
+    let app = ops_app().await;
+    let agency = app.agency().await;
+    let key = app.key(&agency, &[Scope::ListingsRead]).await;
+    let read = app
+        .get("/api/v1/listings")
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let probe = Probe {
+        operation_id: "op_metrics".into(),
+        agency_id: agency.id.to_string(),
+        is_sandbox: false,
+        steps: 1,
+        step_ms: 1,
+    };
+    app.state
+        .platform()
+        .queue
+        .push(probe, PushOptions::default())
+        .await
+        .unwrap();
+    super::wait_for_status(&app.store, &tenant, "op_metrics", "completed").await;
+
+    let text = eventually(PATIENCE, "job metrics recorded", || async {
+        let text = ops_get(&app, "/metrics").await.text().await.unwrap();
+        text.contains("jobs_total{").then_some(text)
+    })
+    .await;
+    let has = |name: &str, labels: &[&str]| {
+        text.lines()
+            .any(|line| line.starts_with(name) && labels.iter().all(|label| line.contains(label)))
+    };
+    assert!(
+        has(
+            "http_requests_total{",
+            &[
+                "route=\"/api/v1/listings\"",
+                "method=\"GET\"",
+                "status=\"200\""
+            ]
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            "http_request_duration_seconds_bucket{",
+            &["route=\"/api/v1/listings\""]
+        ),
+        "{text}"
+    );
+    assert!(
+        has("jobs_total{", &["kind=\"probe\"", "outcome=\"succeeded\""]),
+        "{text}"
+    );
+    assert!(
+        has("job_duration_seconds_bucket{", &["kind=\"probe\""]),
+        "{text}"
+    );
+    assert!(
+        has("queue_depth{", &["queue=\"probe\"", "state=\"done\""]),
+        "{text}"
+    );
+    assert!(
+        has(
+            "queue_depth{",
+            &["queue=\"outbox_dispatch\"", "state=\"pending\""]
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_clicked_on_the_ops_page_requeues_the_dead_job() {
+    let app = ops_app().await;
+    let ids = dead_probes(&app, 1).await;
+    // Paused, so the retried job stays in the queue for the check below
+    // (workers follow the paused set within a second).
+    assert_eq!(
+        ops_post(&app, "/ops/api/queues/probe/pause").await.status(),
+        StatusCode::OK
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let browser = Browser::start().await;
+    let credentials = STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    browser
+        .set_header("Authorization", &format!("Basic {credentials}"))
+        .await;
+    browser.open(&ops(&app, "/ops/")).await;
+    browser.find("body[data-loaded='true']", PATIENCE).await;
+    let retry = browser.find(&format!("#retry-{}", ids[0]), PATIENCE).await;
+    browser.click(&retry).await;
+    let status = browser.find("#status", PATIENCE).await;
+    eventually(PATIENCE, "the page reporting the retry", || async {
+        let text = browser.text(&status).await;
+        text.starts_with("Retried").then_some(())
+    })
+    .await;
+    browser.find("#no-dead", PATIENCE).await;
+
+    let dead: Vec<Value> = ops_get(&app, "/ops/api/jobs/dead")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(dead.is_empty(), "{dead:?}");
+    let queues: Vec<Value> = ops_get(&app, "/ops/api/queues").await.json().await.unwrap();
+    assert_eq!(
+        queues.iter().find(|q| q["queue"] == "probe").unwrap()["pending"],
+        1
+    );
+}

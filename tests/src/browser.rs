@@ -1,0 +1,168 @@
+//! Headless Chromium for page tests, driven through chromedriver's W3C
+//! WebDriver protocol (plain HTTP), with Chrome DevTools commands for what
+//! WebDriver lacks (extra request headers). Debian's `chromium` and
+//! `chromium-driver` packages; `.ci/run` installs them.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::deployment::free_port;
+
+/// A browser session; chromedriver and Chromium end with it.
+pub struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+    client: reqwest::Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium session.
+    pub async fn start() -> Self {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (apt-get install chromium chromium-driver)");
+        let base = format!("http://127.0.0.1:{port}");
+        let client = crate::app::base_client().build().expect("client");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().expect("profile directory");
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let created: Value = client
+            .post(format!("{base}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .expect("new session")
+            .json()
+            .await
+            .expect("session JSON");
+        let session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_owned();
+        Self {
+            driver,
+            base,
+            session,
+            client,
+            _profile: profile,
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let mut request = self.client.request(method, url);
+        if !body.is_null() {
+            request = request.json(&body);
+        }
+        let response: Value = request
+            .send()
+            .await
+            .expect("webdriver request")
+            .json()
+            .await
+            .expect("webdriver JSON");
+        response["value"].clone()
+    }
+
+    /// Sends `header` with every request the page makes.
+    pub async fn set_header(&self, name: &str, value: &str) {
+        let cdp = |cmd: &str, params: Value| json!({"cmd": cmd, "params": params});
+        self.call(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            cdp("Network.enable", json!({})),
+        )
+        .await;
+        self.call(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            cdp(
+                "Network.setExtraHTTPHeaders",
+                json!({"headers": {name: value}}),
+            ),
+        )
+        .await;
+    }
+
+    /// Opens `url`.
+    pub async fn open(&self, url: &str) {
+        self.call(reqwest::Method::POST, "/url", json!({"url": url}))
+            .await;
+    }
+
+    /// The element matching `css`, waiting up to `timeout` for it.
+    pub async fn find(&self, css: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self
+                .call(
+                    reqwest::Method::POST,
+                    "/element",
+                    json!({"using": "css selector", "value": css}),
+                )
+                .await;
+            if let Some(id) = found
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+            {
+                return id.to_owned();
+            }
+            assert!(Instant::now() < deadline, "no element {css}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Clicks an element.
+    pub async fn click(&self, element: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/click"),
+            json!({}),
+        )
+        .await;
+    }
+
+    /// An element's text.
+    pub async fn text(&self, element: &str) -> String {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/element/{element}/text"),
+            Value::Null,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+}

@@ -1,0 +1,281 @@
+//! Deployment configuration shared by `api` and `workers`: where the data and
+//! the queue live, and how workers run. Command-line flags with environment
+//! fallbacks; with nothing set it is the embedded profile (SQLite in `./data`,
+//! the queue in a SQLite file beside it, workers in the API process).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use jobs::QueueTarget;
+use storage::db::PoolSettings;
+use storage::{Clock, Database, DatabaseTarget, MasterKey, Store};
+
+/// File name of the embedded database inside the data directory.
+pub const SQLITE_FILE: &str = "listing-api.sqlite3";
+/// File name of the SQLite job queue inside the data directory.
+pub const QUEUE_FILE: &str = "queue.sqlite3";
+/// File name of the generated master key inside the data directory.
+pub const MASTER_KEY_FILE: &str = "master.key";
+
+/// Where the data and the queue live; shared by `api serve`, `api migrate`,
+/// every `api admin` command and `workers run`.
+#[derive(Clone, Debug, Args)]
+pub struct StorageArgs {
+    /// Directory for the embedded database, the SQLite queue, local media files and the generated master key.
+    #[arg(long, env = "DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// `postgres://…` runs on PostgreSQL (distributed profile); unset runs SQLite in the data directory.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Most connections in the database pool.
+    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = 10)]
+    pub database_max_connections: u32,
+
+    /// The master key (base64 or hex, at least 32 bytes). Prefer the environment
+    /// variable to the flag. Every replica of a deployment needs the same key.
+    #[arg(long, env = "MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+
+    /// File holding the master key. Default: `<data-dir>/master.key`, created on first start.
+    #[arg(long, env = "MASTER_KEY_FILE")]
+    pub master_key_file: Option<PathBuf>,
+
+    /// `redis://…`: the job queue, shared rate limits and progress fan-out live in Redis.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+}
+
+impl StorageArgs {
+    /// The configured database: a `DATABASE_URL`, or SQLite in the data directory.
+    pub fn database_target(&self) -> DatabaseTarget {
+        match self
+            .database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+        {
+            Some(url) => DatabaseTarget::Url(url.to_owned()),
+            None => DatabaseTarget::SqliteFile(self.data_dir.join(SQLITE_FILE)),
+        }
+    }
+
+    /// Whether this is the distributed profile (PostgreSQL).
+    pub fn is_distributed(&self) -> bool {
+        matches!(self.database_target(), DatabaseTarget::Url(url) if url.starts_with("postgres"))
+    }
+
+    /// The configured Redis URL, if any.
+    pub fn redis(&self) -> Option<&str> {
+        self.redis_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+    }
+
+    /// Where the job queue lives: Redis when configured, else a SQLite file in the data directory.
+    pub fn queue_target(&self) -> QueueTarget {
+        match self.redis() {
+            Some(url) => QueueTarget::Redis(url.to_owned()),
+            None => QueueTarget::SqliteFile(self.data_dir.join(QUEUE_FILE)),
+        }
+    }
+
+    /// Checks settings that are easy to mistype, so a typo fails at start.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(url) = self.redis()
+            && !(url.starts_with("redis://")
+                || url.starts_with("rediss://")
+                || url.starts_with("unix://"))
+        {
+            bail!("REDIS_URL must start with redis://, rediss:// or unix://");
+        }
+        Ok(())
+    }
+
+    fn load_master_key(&self) -> anyhow::Result<MasterKey> {
+        if let Some(text) = self.master_key.as_deref().filter(|t| !t.trim().is_empty()) {
+            return MasterKey::from_text(text).context("MASTER_KEY");
+        }
+        let path = self
+            .master_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(MASTER_KEY_FILE));
+        if self.is_distributed() && self.master_key_file.is_none() && !path.exists() {
+            tracing::warn!(
+                path = %path.display(),
+                "no MASTER_KEY configured for PostgreSQL: generating one in the data directory; \
+                 every replica must be given the same key"
+            );
+        }
+        Ok(MasterKey::load_or_create(&path)?)
+    }
+
+    /// Creates the data directory (mode 0700) if needed.
+    pub fn ensure_data_dir(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        if !self.data_dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.data_dir)
+                .with_context(|| format!("creating data directory {}", self.data_dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Connects and applies pending migrations.
+    pub async fn connect_and_migrate(&self) -> anyhow::Result<Database> {
+        self.validate()?;
+        self.ensure_data_dir()?;
+        let settings = PoolSettings {
+            max_connections: self.database_max_connections.max(1),
+        };
+        let db = Database::connect(&self.database_target(), &settings)
+            .await
+            .context("connecting to the database")?;
+        db.migrate().await.context("applying migrations")?;
+        Ok(db)
+    }
+
+    /// Connects, migrates and opens the store with the master key.
+    pub async fn open_store(&self) -> anyhow::Result<Store> {
+        let db = self.connect_and_migrate().await?;
+        let key = self.load_master_key()?;
+        Ok(Store::open(db, &key, Clock::System).await?)
+    }
+}
+
+/// How workers run: which queues, how many jobs at once, liveness timing.
+#[derive(Clone, Debug, Args)]
+pub struct WorkerArgs {
+    /// QUEUE=CONCURRENCY, repeatable (comma-separated in env): which queues this
+    /// process consumes and how many of their jobs run at once. Default: every
+    /// queue at its default concurrency.
+    #[arg(long = "queue", env = "WORKER_QUEUES", value_delimiter = ',')]
+    pub queues: Vec<String>,
+
+    /// Seconds between a worker's heartbeats; a worker silent for three is
+    /// presumed dead and its jobs go to others.
+    #[arg(long, env = "WORKER_HEARTBEAT_SECONDS", default_value_t = 10)]
+    pub heartbeat_seconds: u64,
+
+    /// Milliseconds between polls of an idle queue.
+    #[arg(long, env = "WORKER_POLL_MILLIS", default_value_t = 200)]
+    pub poll_millis: u64,
+
+    /// Seconds in-flight jobs get to finish after SIGTERM before they are abandoned to other workers.
+    #[arg(long, env = "WORKER_SHUTDOWN_SECONDS", default_value_t = 30)]
+    pub shutdown_seconds: u64,
+
+    /// Do not run the scheduled maintenance (key expiry, purges, outbox sweep) in this process.
+    #[arg(long, env = "NO_SCHEDULES")]
+    pub no_schedules: bool,
+}
+
+/// Default jobs running at once per queue.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+impl WorkerArgs {
+    /// The queues to consume with their concurrency.
+    pub fn queue_concurrency(&self) -> anyhow::Result<BTreeMap<&'static str, usize>> {
+        if self.queues.is_empty() {
+            return Ok(jobs::kinds::QUEUES
+                .iter()
+                .map(|q| (*q, DEFAULT_CONCURRENCY))
+                .collect());
+        }
+        let mut chosen = BTreeMap::new();
+        for text in &self.queues {
+            let (name, concurrency) = match text.split_once('=') {
+                Some((name, n)) => (
+                    name.trim(),
+                    n.trim().parse::<usize>().ok().filter(|n| *n > 0),
+                ),
+                None => (text.trim(), Some(DEFAULT_CONCURRENCY)),
+            };
+            let Some(queue) = jobs::kinds::QUEUES.iter().find(|q| **q == name) else {
+                bail!(
+                    "unknown queue {name:?}; queues are {}",
+                    jobs::kinds::QUEUES.join(", ")
+                );
+            };
+            let Some(concurrency) = concurrency else {
+                bail!("--queue {text:?}: concurrency must be a positive integer");
+            };
+            chosen.insert(*queue, concurrency);
+        }
+        Ok(chosen)
+    }
+
+    /// Heartbeat interval.
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_secs(self.heartbeat_seconds.max(1))
+    }
+
+    /// Poll interval of idle queues.
+    pub fn poll(&self) -> Duration {
+        Duration::from_millis(self.poll_millis.max(10))
+    }
+
+    /// Grace period after SIGTERM.
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_secs(self.shutdown_seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Probe {
+        #[command(flatten)]
+        storage: StorageArgs,
+        #[command(flatten)]
+        workers: WorkerArgs,
+    }
+
+    #[test]
+    fn no_configuration_is_the_embedded_profile() {
+        let probe = Probe::try_parse_from(["workers"]).unwrap();
+        assert_eq!(
+            probe.storage.database_target(),
+            DatabaseTarget::SqliteFile(PathBuf::from("./data").join(SQLITE_FILE))
+        );
+        assert_eq!(
+            probe.storage.queue_target(),
+            QueueTarget::SqliteFile(PathBuf::from("./data").join(QUEUE_FILE))
+        );
+        assert!(!probe.storage.is_distributed());
+        assert_eq!(
+            probe.workers.queue_concurrency().unwrap().len(),
+            jobs::kinds::QUEUES.len()
+        );
+    }
+
+    #[test]
+    fn queues_are_chosen_with_their_concurrency() {
+        let probe = Probe::try_parse_from([
+            "workers",
+            "--queue",
+            "probe=2",
+            "--queue",
+            "outbox_dispatch",
+        ])
+        .unwrap();
+        let chosen = probe.workers.queue_concurrency().unwrap();
+        assert_eq!(chosen.get("probe"), Some(&2));
+        assert_eq!(chosen.get("outbox_dispatch"), Some(&DEFAULT_CONCURRENCY));
+        for bad in ["nope=1", "probe=0", "probe=x"] {
+            let probe = Probe::try_parse_from(["workers", "--queue", bad]).unwrap();
+            assert!(probe.workers.queue_concurrency().is_err(), "{bad}");
+        }
+    }
+}

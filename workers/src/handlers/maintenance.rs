@@ -1,0 +1,166 @@
+//! Scheduled maintenance. Every worker process runs the schedules; apalis-cron
+//! fires each tick in every one of them, so a tick is first claimed in the
+//! database (one claim per task and tick) and only the claimant runs it. Each
+//! task is idempotent besides.
+
+use std::str::FromStr;
+use std::time::Instant;
+
+use apalis::prelude::{Data, WorkerContext};
+use apalis_cron::Tick;
+use jobs::PushOptions;
+use jobs::kinds::DispatchEvent;
+use storage::Timestamp;
+
+use super::{JobError, WorkerState, observe};
+
+/// A maintenance task and when it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maintenance {
+    /// Deactivate keys whose rotation overlap ended.
+    ExpireRotatedKeys,
+    /// Delete idempotency records older than 24 hours.
+    PurgeIdempotency,
+    /// Re-dispatch outbox events the fast path missed.
+    SweepOutbox,
+    /// Forget old tick claims.
+    PurgeTickClaims,
+}
+
+/// Events older than this and still undispatched are swept.
+pub const SWEEP_AFTER_SECONDS: i64 = 5;
+
+impl Maintenance {
+    /// Every task.
+    pub const ALL: [Maintenance; 4] = [
+        Self::ExpireRotatedKeys,
+        Self::PurgeIdempotency,
+        Self::SweepOutbox,
+        Self::PurgeTickClaims,
+    ];
+
+    /// Its stable name (metrics, tick claims).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ExpireRotatedKeys => "key_rotation_expiry",
+            Self::PurgeIdempotency => "idempotency_purge",
+            Self::SweepOutbox => "outbox_sweep",
+            Self::PurgeTickClaims => "tick_claim_purge",
+        }
+    }
+
+    /// Its schedule (seconds first).
+    pub const fn cron(self) -> &'static str {
+        match self {
+            Self::ExpireRotatedKeys => "0 * * * * *",
+            Self::PurgeIdempotency => "30 */10 * * * *",
+            Self::SweepOutbox => "*/5 * * * * *",
+            Self::PurgeTickClaims => "15 7 * * * *",
+        }
+    }
+
+    /// The parsed schedule.
+    pub fn schedule(self) -> cron::Schedule {
+        // The expressions above are constants, checked by a test.
+        cron::Schedule::from_str(self.cron())
+            .unwrap_or_else(|_| unreachable!("valid cron expression"))
+    }
+
+    /// Runs the task once, now.
+    pub async fn run(self, state: &WorkerState) -> Result<u64, JobError> {
+        let store = &state.store;
+        let now = store.clock().now();
+        Ok(match self {
+            Self::ExpireRotatedKeys => store.api_keys().expire_rotated().await?,
+            Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
+            Self::SweepOutbox => {
+                let missed = store
+                    .outbox()
+                    .undispatched_before(now.plus_seconds(-SWEEP_AFTER_SECONDS), 500)
+                    .await?;
+                let count = missed.len() as u64;
+                if count > 0 {
+                    tracing::info!(count, "re-dispatching events the fast path missed");
+                    let jobs = missed
+                        .into_iter()
+                        .map(|event| {
+                            let options = PushOptions {
+                                idempotency_key: Some(event.event_id.clone()),
+                                ..PushOptions::default()
+                            };
+                            (
+                                DispatchEvent {
+                                    event_id: event.event_id,
+                                },
+                                options,
+                            )
+                        })
+                        .collect();
+                    state.queue.push_many(jobs).await?;
+                }
+                count
+            }
+            Self::PurgeTickClaims => {
+                store
+                    .schedules()
+                    .purge_ticks(now.plus_seconds(-86_400))
+                    .await?
+            }
+        })
+    }
+}
+
+/// A tick of a maintenance schedule: claim it, then run the task.
+pub async fn run_maintenance(
+    tick: Tick,
+    task: Data<Maintenance>,
+    state: Data<WorkerState>,
+    worker: WorkerContext,
+) -> Result<(), JobError> {
+    let started = Instant::now();
+    let tick_at = Timestamp::from_micros(
+        i64::try_from(tick.get_timestamp())
+            .unwrap_or(0)
+            .saturating_mul(1_000_000),
+    );
+    let claimed = state
+        .store
+        .schedules()
+        .claim_tick(task.name(), tick_at, worker.name())
+        .await?;
+    tracing::debug!(
+        task = task.name(),
+        tick = tick.get_timestamp(),
+        claimed,
+        "maintenance tick"
+    );
+    if !claimed {
+        return Ok(());
+    }
+    let result = task.run(&state).await;
+    if let Ok(affected) = &result
+        && *affected > 0
+    {
+        tracing::info!(task = task.name(), affected, "maintenance ran");
+    }
+    observe(task.name(), started, &result);
+    result.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schedule_parses_and_fires() {
+        for task in Maintenance::ALL {
+            let schedule = cron::Schedule::from_str(task.cron())
+                .unwrap_or_else(|error| panic!("{}: {error}", task.name()));
+            assert!(
+                schedule.upcoming(chrono::Utc).next().is_some(),
+                "{}",
+                task.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The job handlers, one module per kind, and what they share.
+
+pub mod dispatch;
+pub mod maintenance;
+pub mod probe;
+
+use std::time::Instant;
+
+use jobs::dispatch::DispatchOnCommit;
+use jobs::progress::ProgressHub;
+use jobs::{JobQueue, QueueTarget};
+use storage::Store;
+
+/// What every handler can reach, and what the API process shares with its
+/// in-process workers. Cloned per job; cheap.
+#[derive(Clone)]
+pub struct WorkerState {
+    /// The repositories.
+    pub store: Store,
+    /// The push side of the queue (for jobs that schedule more jobs).
+    pub queue: JobQueue,
+    /// Progress fan-out.
+    pub progress: ProgressHub,
+    /// The dispatch fast path the store announces committed events to.
+    pub dispatch: DispatchOnCommit,
+}
+
+impl WorkerState {
+    /// Connects the queue and progress fan-out to `store`, and wires the
+    /// store's committed events to the dispatch fast path.
+    pub async fn connect(
+        store: Store,
+        queue: &QueueTarget,
+        redis_url: Option<&str>,
+    ) -> Result<Self, jobs::QueueError> {
+        let queue = JobQueue::connect(queue).await?;
+        let dispatch = DispatchOnCommit::start(queue.clone());
+        store.set_outbox_listener(std::sync::Arc::new(dispatch.clone()));
+        let redis = match redis_url {
+            Some(url) => Some(apalis_redis::connect(url).await?),
+            None => None,
+        };
+        let progress = ProgressHub::new(store.clone(), redis);
+        Ok(Self {
+            store,
+            queue,
+            progress,
+            dispatch,
+        })
+    }
+}
+
+/// Why a job failed; the message becomes the job's last error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JobError(pub String);
+
+impl From<storage::StorageError> for JobError {
+    fn from(err: storage::StorageError) -> Self {
+        Self(err.to_string())
+    }
+}
+
+impl From<jobs::QueueError> for JobError {
+    fn from(err: jobs::QueueError) -> Self {
+        Self(err.to_string())
+    }
+}
+
+/// Records a job's duration and outcome by kind (`job_duration_seconds`,
+/// `jobs_total`).
+pub fn observe<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>) {
+    let outcome = if result.is_ok() {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    metrics::histogram!("job_duration_seconds", "kind" => kind, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!("jobs_total", "kind" => kind, "outcome" => outcome).increment(1);
+}

@@ -1,0 +1,174 @@
+//! Pausing queues. An operator pauses a queue in the database; every worker
+//! process polls the paused set every second and its workers of that queue stop
+//! taking new jobs (jobs already running finish). The heartbeat keeps going, so
+//! a paused worker is not taken for dead.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use apalis::prelude::WorkerContext;
+use apalis_core::backend::{Backend, BackendConfig, WireFormatBackend};
+use futures::{Sink, SinkExt};
+use storage::Store;
+
+/// Whether one queue is paused, and the workers waiting for it to resume.
+#[derive(Debug, Default)]
+pub struct Gate {
+    paused: AtomicBool,
+    waiting: Mutex<Vec<Waker>>,
+}
+
+impl Gate {
+    /// Whether the queue is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
+    }
+
+    fn set(&self, paused: bool) {
+        let was = self.paused.swap(paused, Ordering::AcqRel);
+        if was && !paused {
+            let waiting =
+                std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
+            for waker in waiting {
+                waker.wake();
+            }
+        }
+    }
+
+    fn wait(&self, waker: &Waker) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if !waiting.iter().any(|w| w.will_wake(waker)) {
+            waiting.push(waker.clone());
+        }
+    }
+}
+
+/// The gates of every queue, kept in step with the database.
+#[derive(Clone, Debug, Default)]
+pub struct Gates {
+    gates: Arc<HashMap<&'static str, Arc<Gate>>>,
+}
+
+impl Gates {
+    /// Gates for `queues`, all open.
+    pub fn new(queues: &[&'static str]) -> Self {
+        Self {
+            gates: Arc::new(queues.iter().map(|q| (*q, Arc::default())).collect()),
+        }
+    }
+
+    /// The gate of `queue`.
+    pub fn gate(&self, queue: &str) -> Arc<Gate> {
+        self.gates.get(queue).cloned().unwrap_or_default()
+    }
+
+    /// Reads the paused queues once.
+    pub async fn refresh(&self, store: &Store) -> Result<(), storage::StorageError> {
+        let paused = store.schedules().paused_queues().await?;
+        for (queue, gate) in self.gates.iter() {
+            gate.set(paused.contains(*queue));
+        }
+        Ok(())
+    }
+
+    /// Follows the database every second until aborted.
+    pub fn spawn_follower(&self, store: Store) -> tokio::task::JoinHandle<()> {
+        let gates = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(err) = gates.refresh(&store).await {
+                    tracing::warn!(%err, "could not read paused queues");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    }
+}
+
+/// A backend whose worker takes no new job while its queue is paused.
+#[derive(Debug, Clone)]
+pub struct Pausable<B> {
+    backend: B,
+    gate: Arc<Gate>,
+}
+
+impl<B> Pausable<B> {
+    /// Wraps `backend` behind `gate`.
+    pub fn new(backend: B, gate: Arc<Gate>) -> Self {
+        Self { backend, gate }
+    }
+}
+
+impl<B: Backend> Backend for Pausable<B> {
+    type Task = B::Task;
+    type Error = B::Error;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut Context<'_>,
+        worker: &WorkerContext,
+    ) -> Poll<Result<(), Self::Error>> {
+        // Readiness drives the heartbeat: it goes on while paused.
+        self.backend.poll_ready(cx, worker)
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        worker: &WorkerContext,
+    ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
+        if self.gate.is_paused() {
+            self.gate.wait(cx.waker());
+            return Poll::Pending;
+        }
+        self.backend.poll_next(cx, worker)
+    }
+
+    fn poll_close(
+        &mut self,
+        cx: &mut Context<'_>,
+        worker: &WorkerContext,
+    ) -> Poll<Result<(), Self::Error>> {
+        self.backend.poll_close(cx, worker)
+    }
+}
+
+apalis_core::delegate_sink!(Pausable<B>, backend);
+apalis_core::delegate_codec!(Pausable<B>, backend);
+apalis_core::delegate_deref!(Pausable<B>, backend);
+apalis_core::delegate_config!(Pausable<B>, backend);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn resuming_wakes_the_waiting_workers_once() {
+        let gate = Gate::default();
+        gate.set(true);
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(counter.clone());
+        gate.wait(&waker);
+        gate.wait(&waker);
+        gate.set(true);
+        assert_eq!(counter.0.load(Ordering::SeqCst), 0);
+        gate.set(false);
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        assert!(!gate.is_paused());
+    }
+}

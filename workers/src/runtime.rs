@@ -1,0 +1,198 @@
+//! The worker runtime: one apalis worker per consumed queue (with its
+//! concurrency, heartbeat and poll interval, behind the queue's pause gate),
+//! the maintenance schedules, and graceful shutdown. `workers run` runs it on
+//! its own; `api serve` runs the same runtime in process.
+//!
+//! Shutdown: on the signal workers stop taking jobs; running jobs get the
+//! grace period to finish; jobs fetched but not started go back to their queue;
+//! what is still running after the grace period is abandoned and re-run by
+//! another worker once this one's heartbeat is missed.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use apalis::prelude::BackendExt;
+use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
+use apalis_cron::CronScheduler;
+use jobs::kinds::{DispatchEvent, Probe};
+use jobs::queue::QueueBackend;
+use jobs::{Job, JobQueue};
+
+use crate::handlers::WorkerState;
+use crate::handlers::dispatch::dispatch_event;
+use crate::handlers::maintenance::{Maintenance, run_maintenance};
+use crate::handlers::probe::run_probe;
+use crate::pause::{Gates, Pausable};
+
+/// How the runtime runs.
+#[derive(Clone, Debug)]
+pub struct RuntimeSettings {
+    /// Queues to consume and how many of their jobs run at once.
+    pub queues: BTreeMap<&'static str, usize>,
+    /// Heartbeat interval; a worker missing three is presumed dead.
+    pub heartbeat: Duration,
+    /// Poll interval of idle queues.
+    pub poll: Duration,
+    /// Grace period after the shutdown signal.
+    pub shutdown_timeout: Duration,
+    /// Whether this process runs the maintenance schedules.
+    pub schedules: bool,
+}
+
+/// Heartbeats a worker may miss before its jobs go to others.
+const MISSED_HEARTBEATS: usize = 3;
+
+/// A name unique to this worker and this start (apalis refuses a name that
+/// heartbeated recently, so a restarted process must not reuse one).
+fn worker_name(queue: &str) -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_owned());
+    format!("{queue}@{host}-{}", ulid::Ulid::generate())
+}
+
+fn sqlite_config<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> apalis_sqlite::Config {
+    apalis_sqlite::Config::default()
+        .queue(J::KIND)
+        .batch_size(concurrency)
+        .heartbeat_interval(settings.heartbeat)
+        .missed_heartbeats(MISSED_HEARTBEATS)
+}
+
+fn redis_config<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> apalis_redis::Config {
+    apalis_redis::Config::default()
+        .queue(J::KIND)
+        .batch_size(concurrency)
+        .heartbeat_interval(settings.heartbeat)
+        .missed_heartbeats(MISSED_HEARTBEATS)
+}
+
+/// Registers a worker of `$job` on `$storage` with `$handler`.
+macro_rules! register_worker {
+    ($monitor:ident, $storage:expr, $job:ty, $concurrency:expr, $gates:expr, $settings:expr, $state:expr, $handler:expr) => {{
+        let storage = $storage;
+        let gate = $gates.gate(<$job>::KIND);
+        let state = $state.clone();
+        let poll = $settings.poll;
+        let concurrency = $concurrency;
+        let name = worker_name(<$job>::KIND);
+        $monitor.register(move |restarts| {
+            WorkerBuilder::new(format!("{name}.{restarts}"))
+                .backend(Pausable::new(
+                    storage.clone().poll_with_interval(poll),
+                    gate.clone(),
+                ))
+                .data(state.clone())
+                .concurrency(concurrency)
+                .build($handler)
+        })
+    }};
+}
+
+/// Runs workers and schedules until `shutdown` resolves, then drains.
+pub async fn run(
+    state: WorkerState,
+    settings: RuntimeSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let gates = Gates::new(&jobs::kinds::QUEUES);
+    if let Err(err) = gates.refresh(&state.store).await {
+        tracing::warn!(%err, "could not read paused queues at start");
+    }
+    let follower = gates.spawn_follower(state.store.clone());
+    let mut monitor = Monitor::new();
+    for (queue, concurrency) in &settings.queues {
+        let concurrency = *concurrency;
+        match (*queue, state.queue.backend()) {
+            (DispatchEvent::KIND, QueueBackend::Sqlite(pool)) => {
+                let storage = JobQueue::sqlite_storage::<DispatchEvent>(pool)
+                    .with_config(sqlite_config::<DispatchEvent>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    DispatchEvent,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    dispatch_event
+                );
+            }
+            (DispatchEvent::KIND, QueueBackend::Redis(connection)) => {
+                let storage = JobQueue::redis_storage::<DispatchEvent>(connection)
+                    .with_config(redis_config::<DispatchEvent>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    DispatchEvent,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    dispatch_event
+                );
+            }
+            (Probe::KIND, QueueBackend::Sqlite(pool)) => {
+                let storage =
+                    JobQueue::sqlite_storage::<Probe>(pool)
+                        .with_config(sqlite_config::<Probe>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    Probe,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    run_probe
+                );
+            }
+            (Probe::KIND, QueueBackend::Redis(connection)) => {
+                let storage = JobQueue::redis_storage::<Probe>(connection)
+                    .with_config(redis_config::<Probe>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    Probe,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    run_probe
+                );
+            }
+            (other, _) => anyhow::bail!("no handler for queue {other}"),
+        }
+    }
+    if settings.schedules {
+        for task in Maintenance::ALL {
+            let state = state.clone();
+            let schedule = task.schedule();
+            let name = worker_name(&format!("cron.{}", task.name()));
+            monitor = monitor.register(move |restarts| {
+                WorkerBuilder::new(format!("{name}.{restarts}"))
+                    .backend(CronScheduler::new(schedule.clone()))
+                    .data(state.clone())
+                    .data(task)
+                    .concurrency(1)
+                    .build(run_maintenance)
+            });
+        }
+    }
+    tracing::info!(queues = ?settings.queues, schedules = settings.schedules, "workers started");
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("workers stop taking jobs; running jobs get the grace period");
+        Ok(())
+    };
+    let outcome = monitor
+        .shutdown_timeout(settings.shutdown_timeout)
+        .run_with_signal(signal)
+        .await;
+    follower.abort();
+    outcome.map_err(|err| anyhow::anyhow!("workers: {err}"))
+}
