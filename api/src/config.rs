@@ -60,10 +60,6 @@ pub struct ServeArgs {
     #[arg(long = "trusted-proxy", env = "TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
     pub trusted_proxies: Vec<IpNet>,
 
-    /// `s3://bucket` for media objects; unset stores them under the data directory.
-    #[arg(long, env = "OBJECT_STORE_URL")]
-    pub object_store_url: Option<String>,
-
     /// Allow webhook endpoints on private, loopback and link-local networks (development and tests).
     #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_NETWORKS")]
     pub webhook_allow_private_networks: bool,
@@ -116,11 +112,6 @@ impl ServeArgs {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.storage.validate()?;
         self.ops_basic_auth()?;
-        if let Some(url) = self.object_store_url.as_deref().filter(|u| !u.is_empty())
-            && !(url.starts_with("s3://") || url.starts_with("file://"))
-        {
-            bail!("OBJECT_STORE_URL must start with s3:// or file://");
-        }
         for url in [Some(self.base_url()), self.legacy_base_url.clone()]
             .into_iter()
             .flatten()

@@ -130,6 +130,9 @@ pub enum ApiError {
     InvalidCursor,
     /// 500 `server.internal`; the cause is logged, never shown.
     Internal(String),
+    /// 503 `server.not_ready`: a dependency (`database`, `queue`) does not
+    /// answer (readiness probe of the ops listener).
+    NotReady(&'static str),
 }
 
 impl ApiError {
@@ -168,6 +171,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -199,6 +203,7 @@ impl ApiError {
             Self::Validation(_) => "validation.failed",
             Self::InvalidCursor => "invalid_cursor",
             Self::Internal(_) => "server.internal",
+            Self::NotReady(_) => "server.not_ready",
         }
     }
 
@@ -263,6 +268,7 @@ impl ApiError {
                 "An unexpected error occurred. It is safe to retry with the same idempotency key."
                     .into()
             }
+            Self::NotReady(component) => format!("The {component} does not answer.").into(),
         }
     }
 
@@ -285,6 +291,9 @@ impl ApiError {
             Self::LifecycleViolation { from, to } => {
                 details.insert("from".into(), (*from).into());
                 details.insert("to".into(), (*to).into());
+            }
+            Self::NotReady(component) => {
+                details.insert("component".into(), (*component).into());
             }
             Self::InvalidSectionPayload { field, reason } => {
                 details.insert("field".into(), field.as_str().into());

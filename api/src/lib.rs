@@ -13,7 +13,6 @@ pub mod rate_limit;
 pub mod routes;
 pub mod server;
 pub mod state;
-pub mod telemetry;
 
 use axum::Router;
 

@@ -106,6 +106,22 @@ impl JobQueue {
         Ok(Self { backend })
     }
 
+    /// Checks that the queue answers (readiness probes).
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        match &self.backend {
+            QueueBackend::Sqlite(pool) => {
+                sqlx::query("select 1").execute(pool).await?;
+            }
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                redis::cmd("PING")
+                    .query_async::<String>(&mut connection)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The backend, for workers and administration.
     pub fn backend(&self) -> &QueueBackend {
         &self.backend

@@ -296,6 +296,14 @@ impl Database {
         }
     }
 
+    /// Checks that the database answers a trivial query (readiness probes).
+    pub async fn ping(&self) -> Result<()> {
+        on_pool!(self, pool => {
+            sqlx::query("select 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
     /// Commits what is pending and closes every connection.
     pub async fn close(&self) {
         match self {

@@ -15,6 +15,7 @@ pub mod listing_cache;
 pub mod listing_detail;
 pub mod listing_status;
 pub mod listings;
+pub mod objects;
 pub mod orders;
 pub mod outbox;
 pub mod packages;

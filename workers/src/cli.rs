@@ -1,5 +1,6 @@
 //! The `workers` command line: `workers run`.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -7,11 +8,16 @@ use clap::{Parser, Subcommand};
 use crate::config::{StorageArgs, WorkerArgs};
 use crate::handlers::WorkerState;
 use crate::runtime::{self, RuntimeSettings};
+use crate::telemetry::{self, LogFormat};
 
 /// Job workers of the Media Agency Listing API.
 #[derive(Debug, Parser)]
 #[command(name = "workers", version, about)]
 pub struct Cli {
+    /// Log line format (logs go to stderr).
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -28,6 +34,9 @@ pub enum Command {
         /// How the workers run.
         #[command(flatten)]
         workers: WorkerArgs,
+        /// Address of a listener serving `/healthz`, `/readyz` and Prometheus `/metrics` (no credential; bind it where only the orchestrator and the scraper reach it). Unset: none.
+        #[arg(long, env = "WORKER_STATUS_LISTEN")]
+        status_listen: Option<SocketAddr>,
     },
 }
 
@@ -35,6 +44,8 @@ pub enum Command {
 /// queue and progress fan-out.
 pub async fn open(storage: &StorageArgs) -> anyhow::Result<WorkerState> {
     let store = storage.open_store().await?;
+    // Media jobs write there: a misconfigured store fails the start, not the first upload.
+    storage.object_store_target()?.open()?;
     Ok(WorkerState::connect(store, &storage.queue_target(), storage.redis()).await?)
 }
 
@@ -68,7 +79,7 @@ pub async fn shutdown_signal() {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    telemetry::init(cli.log_format, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -81,11 +92,34 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run { storage, workers } => {
+            Command::Run {
+                storage,
+                workers,
+                status_listen,
+            } => {
+                storage.validate()?;
+                let metrics = telemetry::install_metrics();
                 let state = open(&storage).await?;
                 let settings = settings(&workers)?;
                 let store = state.store.clone();
-                runtime::run(state, settings, shutdown_signal()).await?;
+                let (stop, stopped) = tokio::sync::watch::channel(false);
+                let status = match status_listen {
+                    Some(listen) => {
+                        let listener = telemetry::bind_status(listen).await?;
+                        let router = telemetry::status_router(state.clone(), metrics);
+                        Some(tokio::spawn(telemetry::serve_status(
+                            listener, router, stopped,
+                        )))
+                    }
+                    None => None,
+                };
+                let outcome = runtime::run(state, settings, shutdown_signal()).await;
+                // The status listener reports until the last job settled.
+                let _ = stop.send(true);
+                if let Some(status) = status {
+                    status.await??;
+                }
+                outcome?;
                 store.close().await;
                 anyhow::Ok(())
             }
@@ -99,15 +133,4 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging() {
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
-    let _ = tracing::subscriber::set_global_default(
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .finish(),
-    );
 }

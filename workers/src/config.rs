@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use jobs::QueueTarget;
 use storage::db::PoolSettings;
+use storage::objects::ObjectStoreTarget;
 use storage::{Clock, Database, DatabaseTarget, MasterKey, Store};
 
 /// File name of the embedded database inside the data directory.
@@ -48,6 +49,10 @@ pub struct StorageArgs {
     /// `redis://…`: the job queue, shared rate limits and progress fan-out live in Redis.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
+
+    /// `s3://bucket[/prefix]` for media objects (credentials, region and endpoint from the standard `AWS_*` variables); `file:///path` or unset stores them under the data directory.
+    #[arg(long, env = "OBJECT_STORE_URL")]
+    pub object_store_url: Option<String>,
 }
 
 impl StorageArgs {
@@ -85,6 +90,14 @@ impl StorageArgs {
         }
     }
 
+    /// Where media objects live.
+    pub fn object_store_target(&self) -> anyhow::Result<ObjectStoreTarget> {
+        Ok(ObjectStoreTarget::from_url(
+            self.object_store_url.as_deref(),
+            &self.data_dir,
+        )?)
+    }
+
     /// Checks settings that are easy to mistype, so a typo fails at start.
     pub fn validate(&self) -> anyhow::Result<()> {
         if let Some(url) = self.redis()
@@ -94,6 +107,7 @@ impl StorageArgs {
         {
             bail!("REDIS_URL must start with redis://, rediss:// or unix://");
         }
+        self.object_store_target()?;
         Ok(())
     }
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::{ServeArgs, StorageArgs};
-use crate::telemetry::{self, LogFormat};
+use workers::telemetry::{self, LogFormat};
 
 /// Media Agency Listing API.
 #[derive(Debug, Parser)]

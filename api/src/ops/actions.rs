@@ -1,6 +1,6 @@
 //! What apalis-board lacks, as routes: queue depth with pause state, dead jobs
 //! with their last error, retry and discard of a dead job, pause and resume of
-//! a queue; and the metrics scrape.
+//! a queue; the metrics scrape and readiness.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -9,6 +9,7 @@ use axum::response::IntoResponse;
 use jobs::admin::{DeadJob, QueueAdmin, QueueDepth};
 use serde::Serialize;
 use serde_json::{Value, json};
+use workers::telemetry;
 
 use super::OpsState;
 use crate::error::ApiError;
@@ -122,28 +123,18 @@ pub(super) async fn discard(
 
 /// Prometheus text: queue depth is read now, the rest is what was recorded.
 pub(super) async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
-    match admin(&state).depths().await {
-        Ok(depths) => {
-            for depth in depths {
-                for (name, value) in [
-                    ("pending", depth.pending),
-                    ("scheduled", depth.scheduled),
-                    ("running", depth.running),
-                    ("done", depth.done),
-                    ("dead", depth.dead),
-                ] {
-                    metrics::gauge!("queue_depth", "queue" => depth.queue.clone(), "state" => name)
-                        .set(value as f64);
-                }
-            }
-        }
-        Err(err) => tracing::warn!(%err, "queue depth unavailable for /metrics"),
-    }
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.metrics.render(),
+        [(header::CONTENT_TYPE, telemetry::PROMETHEUS_CONTENT_TYPE)],
+        telemetry::scrape(&state.metrics, &admin(&state)).await,
     )
+}
+
+pub(super) async fn readyz(State(state): State<OpsState>) -> Result<Json<Value>, ApiError> {
+    match telemetry::readiness(state.app.platform()).await {
+        Ok(()) => Ok(Json(json!({"status": "ready"}))),
+        Err(not_ready) => {
+            tracing::warn!(component = not_ready.component, detail = %not_ready.detail, "not ready");
+            Err(ApiError::NotReady(not_ready.component))
+        }
+    }
 }

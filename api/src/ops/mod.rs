@@ -2,8 +2,8 @@
 //! credential. It serves the apalis-board dashboard (UI at `/`, its API at
 //! `/api/v1`, paths its prebuilt UI has compiled in), what the board lacks as
 //! routes and a page (`/ops/`: dead jobs with retry and discard, pausing and
-//! resuming queues), and Prometheus metrics at `/metrics`. The public
-//! listener exposes none of it.
+//! resuming queues), and Prometheus metrics at `/metrics`; `/healthz` and
+//! `/readyz` answer without a credential. The public listener exposes none of it.
 
 mod actions;
 mod auth;
@@ -34,6 +34,7 @@ pub fn router(app: AppState, auth: OpsAuth, metrics: PrometheusHandle) -> Router
         app: app.clone(),
         auth,
     };
+    let state_metrics = metrics.clone();
     let state = OpsState {
         app: app.clone(),
         metrics,
@@ -50,9 +51,18 @@ pub fn router(app: AppState, auth: OpsAuth, metrics: PrometheusHandle) -> Router
         .route("/ops/api/jobs/{id}/discard", post(actions::discard))
         .with_state(state);
     let dashboard = board::router(&app.platform().queue);
+    // Orchestrators probe health without a credential; it reveals nothing.
+    let probes = Router::new()
+        .route("/healthz", get(workers::telemetry::healthz))
+        .route("/readyz", get(actions::readyz))
+        .with_state(OpsState {
+            app: app.clone(),
+            metrics: state_metrics,
+        });
     let router = routes
         .merge(dashboard)
-        .layer(from_fn_with_state(guard, auth::require));
+        .layer(from_fn_with_state(guard, auth::require))
+        .merge(probes);
     // Operators get the same request ids, envelope and access log; the
     // listener is loopback unless configured otherwise, so plain HTTP is served.
     crate::middleware::apply(router, TransportPolicy::ServeAll)

@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use jobs::PushOptions;
 use jobs::kinds::Probe;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, Scope};
 use storage::users::{NewUser, Role};
 use storage::{Environment, Tenant};
@@ -373,4 +373,61 @@ async fn a_retry_clicked_on_the_ops_page_requeues_the_dead_job() {
         queues.iter().find(|q| q["queue"] == "probe").unwrap()["pending"],
         1
     );
+}
+
+#[tokio::test]
+async fn health_probes_answer_without_a_credential() {
+    let app = ops_app().await;
+    let health = app.client.get(ops(&app, "/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    assert_eq!(
+        health.json::<Value>().await.unwrap(),
+        json!({"status": "ok"})
+    );
+    let ready = app.client.get(ops(&app, "/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+    assert_eq!(
+        ready.json::<Value>().await.unwrap(),
+        json!({"status": "ready"})
+    );
+
+    // The workers binary's status listener answers the same probes.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let listener = workers::telemetry::bind_status("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let status = format!("http://{}", listener.local_addr().unwrap());
+    let router = workers::telemetry::status_router(
+        app.state.platform().clone(),
+        workers::telemetry::install_metrics(),
+    );
+    let serving = tokio::spawn(workers::telemetry::serve_status(listener, router, stopped));
+    let ready = app
+        .client
+        .get(format!("{status}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+
+    // A database that stops answering makes the process unready, not dead.
+    app.store.db().close().await;
+    let unready = app
+        .client
+        .get(format!("{status}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = unready.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "server.not_ready", "{body}");
+    assert_eq!(body["error"]["details"]["component"], "database", "{body}");
+    stop.send(true).unwrap();
+    serving.await.unwrap().unwrap();
+
+    let unready = app.client.get(ops(&app, "/readyz")).send().await.unwrap();
+    let body = expect_error(unready, StatusCode::SERVICE_UNAVAILABLE, "server.not_ready").await;
+    assert_eq!(body["error"]["details"]["component"], "database", "{body}");
+    let still_alive = app.client.get(ops(&app, "/healthz")).send().await.unwrap();
+    assert_eq!(still_alive.status(), StatusCode::OK);
 }

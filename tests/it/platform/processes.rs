@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use storage::listings::NewListing;
-use tests::deployment::{Deployment, eventually, serve};
+use tests::deployment::{Deployment, eventually, free_port, serve};
 use tests::{Backend, backend_tests};
 
 use super::{Fixture, PATIENCE, progress_of, wait_for_status};
@@ -44,9 +44,18 @@ backend_tests! {
         assert!(events.iter().all(|e| e.dispatched_at.is_none()), "the API runs no workers");
 
         // Schedules off: only the API's own push can bring these events to the workers.
+        let status_listen = format!("127.0.0.1:{}", free_port());
         let mut args = FAST.to_vec();
-        args.push("--no-schedules");
+        args.extend(["--no-schedules", "--status-listen", &status_listen]);
         let _workers = deployment.spawn_workers(&args);
+        let status = format!("http://{status_listen}");
+        eventually(PATIENCE, "workers ready", || async {
+            let ready = client.get(format!("{status}/readyz")).send().await.ok()?;
+            (ready.status() == 200).then_some(())
+        })
+        .await;
+        let health = client.get(format!("{status}/healthz")).send().await.unwrap();
+        assert_eq!(health.json::<serde_json::Value>().await.unwrap(), json!({"status": "ok"}));
         eventually(PATIENCE, "events dispatched by the workers process", || async {
             let events = store.outbox().for_tenant(&fixture.tenant, 0, 10).await.unwrap();
             events.iter().all(|e| e.dispatched_at.is_some()).then_some(())
@@ -55,6 +64,17 @@ backend_tests! {
         let operation = fixture.probe(&deployment, 2, 50);
         let done = wait_for_status(&store, &fixture.tenant, &operation, "completed").await;
         assert_eq!(done["attempt"], 1);
+
+        // The workers process reports its own jobs, and the queues' depth, to Prometheus.
+        let metrics = client.get(format!("{status}/metrics")).send().await.unwrap();
+        assert_eq!(metrics.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+        let text = metrics.text().await.unwrap();
+        let has = |prefix: &str, labels: &[&str]| {
+            text.lines().any(|line| line.starts_with(prefix) && labels.iter().all(|l| line.contains(l)))
+        };
+        assert!(has("jobs_total{", &["kind=\"probe\"", "outcome=\"succeeded\""]), "{text}");
+        assert!(has("jobs_total{", &["kind=\"outbox_dispatch\"", "outcome=\"succeeded\""]), "{text}");
+        assert!(has("queue_depth{", &["queue=\"probe\"", "state=\"done\""]), "{text}");
     }
 }
 
