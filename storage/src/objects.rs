@@ -86,8 +86,8 @@ pub fn is_s3_environment_variable(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use object_store::{ObjectStoreExt, PutPayload};
     use object_store::path::Path as ObjectPath;
+    use object_store::{ObjectStoreExt, PutPayload};
 
     use super::*;
 

@@ -181,4 +181,28 @@ backend_tests! {
         let err = Store::open(db.connect().await, &MasterKey::generate(), Clock::System).await.unwrap_err();
         assert!(matches!(err, StorageError::MasterKeyMismatch), "{err}");
     }
+
+    async fn each_scheduled_tick_is_claimed_once_across_hosts(backend) {
+        let (first_host, db) = store(backend).await;
+        let second_host = db.store(Clock::manual(Timestamp::from_micros(1_790_000_000_000_000))).await;
+        let base = 1_790_000_000_000_000_i64;
+        for tick in 0..5_i64 {
+            let tick_at = Timestamp::from_micros(base + tick * 5_000_000);
+            let claims = (0..8).map(|attempt| {
+                let host = if attempt % 2 == 0 { first_host.clone() } else { second_host.clone() };
+                tokio::spawn(async move {
+                    host.schedules().claim_tick("outbox_sweep", tick_at, &format!("scheduler-{attempt}")).await.unwrap()
+                })
+            });
+            let won = futures::future::join_all(claims).await.into_iter().filter(|claimed| *claimed.as_ref().unwrap()).count();
+            assert_eq!(won, 1, "tick {tick}");
+            // Another task's claim of the same instant is its own.
+            assert!(first_host.schedules().claim_tick("idempotency_purge", tick_at, "scheduler-0").await.unwrap());
+        }
+        // Claims older than the retention go; newer ones stay claimed.
+        let purged = first_host.schedules().purge_ticks(Timestamp::from_micros(base + 10_000_000)).await.unwrap();
+        assert_eq!(purged, 4);
+        let kept = Timestamp::from_micros(base + 20_000_000);
+        assert!(!second_host.schedules().claim_tick("outbox_sweep", kept, "late").await.unwrap());
+    }
 }
