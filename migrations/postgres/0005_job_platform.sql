@@ -26,3 +26,7 @@ create table queue_controls (
     paused     boolean not null,
     changed_at bigint not null
 );
+
+-- When the outbox sweep last re-dispatched an event, so an event whose
+-- dispatch is stuck is offered again only after a while.
+alter table events add column swept_at bigint;

@@ -26,3 +26,7 @@ create table queue_controls (
     paused     integer not null check (paused in (0, 1)),
     changed_at integer not null
 ) strict;
+
+-- When the outbox sweep last re-dispatched an event, so an event whose
+-- dispatch is stuck is offered again only after a while.
+alter table events add column swept_at integer;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{on_pool, write_on_pool};
+use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::AgencyId;
 use crate::{Environment, Result, Store, Tenant, Timestamp};
 
@@ -154,26 +154,40 @@ impl Outbox<'_> {
         Ok(updated == 1)
     }
 
-    /// Events of every tenant not dispatched yet that occurred before `before`,
-    /// oldest first: what the sweep re-dispatches.
-    pub async fn undispatched_before(
+    /// What the sweep re-dispatches: up to `limit` events of every tenant,
+    /// oldest first, not dispatched yet, that occurred before `before` and
+    /// were not swept since `resweep_before`. They are marked swept now, so an
+    /// event whose dispatch is stuck (a dead job waiting for an operator) is
+    /// offered again only after the resweep interval and never holds back the
+    /// events behind it.
+    pub async fn sweep_missed(
         &self,
         before: Timestamp,
+        resweep_before: Timestamp,
         limit: u32,
     ) -> Result<Vec<StoredEvent>> {
+        let now = self.store.clock().now();
         let sql = format!(
-            "select {EVENT_COLUMNS} from events
-             where dispatched_at is null and occurred_at < $1
-             order by seq limit $2"
+            "update events set swept_at = $3
+             where seq in (
+                 select seq from events
+                 where dispatched_at is null and occurred_at < $1
+                   and (swept_at is null or swept_at < $2)
+                 order by seq limit $4)
+             returning {EVENT_COLUMNS}"
         );
-        let rows: Vec<EventRow> = on_pool!(self.store.db(), pool => {
+        let rows: Vec<EventRow> = in_transaction!(self.store.db(), |tx| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(before)
+                .bind(resweep_before)
+                .bind(now)
                 .bind(i64::from(limit))
-                .fetch_all(pool)
+                .fetch_all(&mut *tx)
                 .await?
         });
-        Ok(rows.into_iter().map(StoredEvent::from).collect())
+        let mut events: Vec<StoredEvent> = rows.into_iter().map(StoredEvent::from).collect();
+        events.sort_by_key(|event| event.seq);
+        Ok(events)
     }
 
     /// The tenant's events after `after_seq`, oldest first.

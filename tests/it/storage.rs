@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
 use storage::ids::{AgencyId, ApiKeyId, UserId};
+use storage::listings::NewListing;
 use storage::users::{NewUser, Role, UserFilter};
 use storage::{Clock, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};
@@ -204,5 +205,39 @@ backend_tests! {
         assert_eq!(purged, 4);
         let kept = Timestamp::from_micros(base + 20_000_000);
         assert!(!second_host.schedules().claim_tick("outbox_sweep", kept, "late").await.unwrap());
+    }
+
+    async fn the_sweep_offers_each_missed_event_once_per_interval(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("Sweep & Co", AgencyKind::MediaAgency).await.unwrap();
+        let tenant = live(&agency.id);
+        for n in 0..2 {
+            store.listings().create(&tenant, NewListing {
+                address: format!("{n} Sweep Row"),
+                owner_user_id: owner.id.to_string(),
+                agent_one_id: owner.id.to_string(),
+                ..Default::default()
+            }).await.unwrap();
+        }
+        let events: Vec<String> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap().into_iter().map(|e| e.event_id).collect();
+        assert!(events.len() >= 2);
+        let clock = store.clock().clone();
+        let sweep = |limit: u32| {
+            let store = store.clone();
+            let now = clock.now();
+            async move {
+                store.outbox().sweep_missed(now.plus_seconds(-5), now.plus_seconds(-600), limit).await.unwrap()
+                    .into_iter().map(|e| e.event_id).collect::<Vec<_>>()
+            }
+        };
+        assert!(sweep(100).await.is_empty(), "the fast path gets five seconds");
+        clock.advance_seconds(10);
+        assert_eq!(sweep(1).await, events[..1], "oldest first");
+        assert_eq!(sweep(100).await, events[1..], "a swept event does not hold back the rest");
+        assert!(sweep(100).await.is_empty());
+        assert!(store.outbox().mark_dispatched(&events[1]).await.unwrap());
+        clock.advance_seconds(601);
+        let again: Vec<String> = events.iter().filter(|id| **id != events[1]).cloned().collect();
+        assert_eq!(sweep(100).await, again, "still undispatched after the interval: offered again");
     }
 }

@@ -29,6 +29,11 @@ pub enum Maintenance {
 
 /// Events older than this and still undispatched are swept.
 pub const SWEEP_AFTER_SECONDS: i64 = 5;
+/// A swept event still undispatched is swept again after this long (its
+/// dispatch job deduplicates the push while it is queued or dead).
+pub const RESWEEP_AFTER_SECONDS: i64 = 600;
+/// Most events one sweep re-dispatches.
+pub const SWEEP_BATCH: u32 = 500;
 
 impl Maintenance {
     /// Every task.
@@ -76,7 +81,11 @@ impl Maintenance {
             Self::SweepOutbox => {
                 let missed = store
                     .outbox()
-                    .undispatched_before(now.plus_seconds(-SWEEP_AFTER_SECONDS), 500)
+                    .sweep_missed(
+                        now.plus_seconds(-SWEEP_AFTER_SECONDS),
+                        now.plus_seconds(-RESWEEP_AFTER_SECONDS),
+                        SWEEP_BATCH,
+                    )
                     .await?;
                 let count = missed.len() as u64;
                 if count > 0 {
