@@ -53,15 +53,20 @@ type DeadRow = (String, String, i64, Option<String>, Option<i64>, Vec<u8>);
 /// SQL condition of a dead job in apalis-sqlite's `Jobs` table.
 const DEAD: &str = "(status = 'Killed' or (status = 'Failed' and attempts >= max_attempts))";
 
-/// Extracts the error text from apalis's `{"Err": "..."}` result encoding.
+/// Extracts the error text from apalis's `{"Err": "..."}` result encoding
+/// (without the wrapper name of a last attempt's failure).
 fn error_of(result: Option<&str>) -> Option<String> {
     let result = result?;
-    match serde_json::from_str::<Value>(result) {
+    let text = match serde_json::from_str::<Value>(result) {
         Ok(Value::Object(map)) => map
             .get("Err")
-            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned)),
-        _ => Some(result.to_owned()),
-    }
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))?,
+        _ => result.to_owned(),
+    };
+    Some(
+        text.strip_prefix("AbortError: ")
+            .map_or_else(|| text.clone(), str::to_owned),
+    )
 }
 
 /// Operator actions on the queues.
@@ -219,19 +224,16 @@ impl QueueAdmin {
             }
             QueueBackend::Redis(connection) => {
                 let mut connection = connection.clone();
+                let script = redis::Script::new(REDIS_RETRY);
                 for queue in QUEUES {
-                    let removed: u64 = connection.srem(format!("{queue}:dead"), id).await?;
-                    if removed == 1 {
-                        let _: () = redis::pipe()
-                            .atomic()
-                            .hset_multiple(
-                                format!("{queue}:meta:{id}"),
-                                &[("status", "Pending"), ("attempts", "0")],
-                            )
-                            .hdel(format!("{queue}:meta:{id}"), "result")
-                            .rpush(format!("{queue}:active"), id)
-                            .query_async(&mut connection)
-                            .await?;
+                    let moved: u64 = script
+                        .key(format!("{queue}:dead"))
+                        .key(format!("{queue}:active"))
+                        .key(format!("{queue}:meta:{id}"))
+                        .arg(id)
+                        .invoke_async(&mut connection)
+                        .await?;
+                    if moved == 1 {
                         return Ok(true);
                     }
                 }
@@ -256,14 +258,8 @@ impl QueueAdmin {
             QueueBackend::Redis(connection) => {
                 let mut connection = connection.clone();
                 for queue in QUEUES {
-                    let removed: u64 = connection.srem(format!("{queue}:dead"), id).await?;
-                    if removed == 1 {
-                        let _: () = redis::pipe()
-                            .atomic()
-                            .del(format!("{queue}:meta:{id}"))
-                            .hdel(format!("{queue}:data"), id)
-                            .query_async(&mut connection)
-                            .await?;
+                    let ids = [id.to_owned()];
+                    if redis_forget(&mut connection, queue, "dead", i64::MAX, &ids).await? == 1 {
                         return Ok(true);
                     }
                 }
@@ -271,6 +267,123 @@ impl QueueAdmin {
             }
         }
     }
+
+    /// Forgets finished jobs: done ones that finished before `done_before`,
+    /// dead ones before `dead_before` (Unix seconds). Their idempotency keys
+    /// go with them. Returns how many were removed.
+    pub async fn purge_finished(
+        &self,
+        done_before: i64,
+        dead_before: i64,
+    ) -> Result<u64, QueueError> {
+        let mut purged = 0;
+        match self.queue.backend() {
+            QueueBackend::Sqlite(pool) => loop {
+                // In batches, so the queue's writers never wait long.
+                let deleted = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "delete from Jobs where rowid in (
+                         select rowid from Jobs
+                         where (status = 'Done' and done_at < $1) or ({DEAD} and done_at < $2)
+                         limit {PURGE_BATCH})"
+                )))
+                .bind(done_before)
+                .bind(dead_before)
+                .execute(pool)
+                .await?
+                .rows_affected();
+                purged += deleted;
+                if deleted < PURGE_BATCH {
+                    break;
+                }
+            },
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                for queue in QUEUES {
+                    for (set, before) in [("done", done_before), ("dead", dead_before)] {
+                        let key = format!("{queue}:{set}");
+                        let mut cursor = 0u64;
+                        loop {
+                            let (next, ids): (u64, Vec<String>) = redis::cmd("SSCAN")
+                                .arg(&key)
+                                .arg(cursor)
+                                .arg("COUNT")
+                                .arg(PURGE_BATCH)
+                                .query_async(&mut connection)
+                                .await?;
+                            if !ids.is_empty() {
+                                purged +=
+                                    redis_forget(&mut connection, queue, set, before, &ids).await?;
+                            }
+                            if next == 0 {
+                                break;
+                            }
+                            cursor = next;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(purged)
+    }
+}
+
+/// Jobs one purge statement or script removes at most.
+const PURGE_BATCH: u64 = 500;
+
+/// Moves a dead job back to its queue with fresh attempts, atomically.
+/// KEYS: dead set, active list, the job's meta hash. ARGV: job id.
+const REDIS_RETRY: &str = r"
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[3], 'status', 'Pending', 'attempts', '0')
+redis.call('HDEL', KEYS[3], 'result')
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+";
+
+/// Forgets finished jobs of one set that finished before a cutoff, atomically
+/// per batch: set membership, meta hash, payload and idempotency claim.
+/// KEYS: the set, the payload hash. ARGV: meta prefix, idempotency prefix,
+/// cutoff, then job ids.
+const REDIS_FORGET: &str = r"
+local forgotten = 0
+local cutoff = tonumber(ARGV[3])
+for i = 4, #ARGV do
+    local id = ARGV[i]
+    local meta = ARGV[1] .. ':' .. id
+    local done_at = tonumber(redis.call('HGET', meta, 'done_at') or '')
+    if done_at and done_at < cutoff and redis.call('SREM', KEYS[1], id) == 1 then
+        local key = redis.call('HGET', meta, 'idempotency_key')
+        if key and #key > 0 then
+            local claim = ARGV[2] .. ':' .. key
+            if redis.call('GET', claim) == id then redis.call('DEL', claim) end
+        end
+        redis.call('DEL', meta)
+        redis.call('HDEL', KEYS[2], id)
+        forgotten = forgotten + 1
+    end
+end
+return forgotten
+";
+
+async fn redis_forget(
+    connection: &mut redis::aio::ConnectionManager,
+    queue: &str,
+    set: &str,
+    before: i64,
+    ids: &[String],
+) -> Result<u64, QueueError> {
+    let script = redis::Script::new(REDIS_FORGET);
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(format!("{queue}:{set}"))
+        .key(format!("{queue}:data"))
+        .arg(format!("{queue}:meta"))
+        .arg(format!("{queue}:idempotency"))
+        .arg(before);
+    for id in ids {
+        invocation.arg(id);
+    }
+    Ok(invocation.invoke_async(connection).await?)
 }
 
 #[cfg(test)]
@@ -282,6 +395,10 @@ mod tests {
         assert_eq!(error_of(Some(r#"{"Err":"boom"}"#)), Some("boom".to_owned()));
         assert_eq!(error_of(Some(r#"{"Ok":null}"#)), None);
         assert_eq!(error_of(Some("plain")), Some("plain".to_owned()));
+        assert_eq!(
+            error_of(Some(r#"{"Err":"AbortError: out of attempts"}"#)),
+            Some("out of attempts".to_owned())
+        );
         assert_eq!(error_of(None), None);
     }
 }

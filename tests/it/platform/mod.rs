@@ -4,6 +4,7 @@
 //! and compose.yaml.
 
 mod compose;
+mod dead_jobs;
 mod ops;
 mod processes;
 mod progress;

@@ -4,18 +4,22 @@
 
 use std::time::Instant;
 
-use apalis::prelude::Data;
+use apalis::prelude::{Attempt, BoxDynError, Data};
 use jobs::Job;
 use jobs::kinds::DispatchEvent;
 
-use super::{JobError, WorkerState, observe};
+use super::{JobError, WorkerState, observe, settle};
 
 /// Dispatches one event.
-pub async fn dispatch_event(job: DispatchEvent, state: Data<WorkerState>) -> Result<(), JobError> {
+pub async fn dispatch_event(
+    job: DispatchEvent,
+    state: Data<WorkerState>,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
     let started = Instant::now();
     let result = dispatch(&job, &state).await;
     observe(DispatchEvent::KIND, started, &result);
-    result
+    settle::<DispatchEvent>(&attempt, result)
 }
 
 async fn dispatch(job: &DispatchEvent, state: &WorkerState) -> Result<(), JobError> {

@@ -9,6 +9,7 @@ use std::time::Instant;
 use apalis::prelude::{Data, WorkerContext};
 use apalis_cron::Tick;
 use jobs::PushOptions;
+use jobs::admin::QueueAdmin;
 use jobs::kinds::DispatchEvent;
 use storage::Timestamp;
 
@@ -25,6 +26,8 @@ pub enum Maintenance {
     SweepOutbox,
     /// Forget old tick claims.
     PurgeTickClaims,
+    /// Forget finished jobs: done ones after a week, dead ones after a month.
+    PurgeFinishedJobs,
 }
 
 /// Events older than this and still undispatched are swept.
@@ -34,14 +37,19 @@ pub const SWEEP_AFTER_SECONDS: i64 = 5;
 pub const RESWEEP_AFTER_SECONDS: i64 = 600;
 /// Most events one sweep re-dispatches.
 pub const SWEEP_BATCH: u32 = 500;
+/// How long a done job stays visible (dashboard, idempotent re-push).
+pub const DONE_JOB_RETENTION_SECONDS: i64 = 7 * 86_400;
+/// How long a dead job waits for an operator before it is forgotten.
+pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 4] = [
+    pub const ALL: [Maintenance; 5] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
         Self::PurgeTickClaims,
+        Self::PurgeFinishedJobs,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -51,6 +59,7 @@ impl Maintenance {
             Self::PurgeIdempotency => "idempotency_purge",
             Self::SweepOutbox => "outbox_sweep",
             Self::PurgeTickClaims => "tick_claim_purge",
+            Self::PurgeFinishedJobs => "finished_job_purge",
         }
     }
 
@@ -61,6 +70,7 @@ impl Maintenance {
             Self::PurgeIdempotency => "30 */10 * * * *",
             Self::SweepOutbox => "*/5 * * * * *",
             Self::PurgeTickClaims => "15 7 * * * *",
+            Self::PurgeFinishedJobs => "45 20 * * * *",
         }
     }
 
@@ -113,6 +123,15 @@ impl Maintenance {
                 store
                     .schedules()
                     .purge_ticks(now.plus_seconds(-86_400))
+                    .await?
+            }
+            Self::PurgeFinishedJobs => {
+                let now = now.as_unix_seconds();
+                QueueAdmin::new(state.queue.clone())
+                    .purge_finished(
+                        now - DONE_JOB_RETENTION_SECONDS,
+                        now - DEAD_JOB_RETENTION_SECONDS,
+                    )
                     .await?
             }
         })

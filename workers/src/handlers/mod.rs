@@ -6,9 +6,10 @@ pub mod probe;
 
 use std::time::Instant;
 
+use apalis::prelude::{AbortError, Attempt, BoxDynError};
 use jobs::dispatch::DispatchOnCommit;
 use jobs::progress::ProgressHub;
-use jobs::{JobQueue, QueueTarget};
+use jobs::{Job, JobQueue, QueueTarget};
 use storage::Store;
 
 /// What every handler can reach, and what the API process shares with its
@@ -64,6 +65,24 @@ impl From<storage::StorageError> for JobError {
 impl From<jobs::QueueError> for JobError {
     fn from(err: jobs::QueueError) -> Self {
         Self(err.to_string())
+    }
+}
+
+/// What a handler hands back to apalis. A failure with attempts left is
+/// retried; the failure of the kind's last attempt kills the job, which makes
+/// it dead (kept for an operator) on every backend: apalis-redis would
+/// otherwise retry any job 25 times whatever its kind allows.
+pub fn settle<J: Job>(attempt: &Attempt, result: Result<(), JobError>) -> Result<(), BoxDynError> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(err) if attempt.current() >= J::MAX_ATTEMPTS => {
+            tracing::warn!(kind = J::KIND, attempt = attempt.current(), error = %err, "job dead");
+            Err(Box::new(AbortError::new(err)))
+        }
+        Err(err) => {
+            tracing::info!(kind = J::KIND, attempt = attempt.current(), error = %err, "job failed; it will be retried");
+            Err(Box::new(err))
+        }
     }
 }
 

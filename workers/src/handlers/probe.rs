@@ -4,25 +4,25 @@
 
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{Attempt, Data};
+use apalis::prelude::{Attempt, BoxDynError, Data};
 use jobs::Job;
 use jobs::kinds::Probe;
 use serde_json::json;
 use storage::ids::AgencyId;
 use storage::{Environment, Tenant};
 
-use super::{JobError, WorkerState, observe};
+use super::{JobError, WorkerState, observe, settle};
 
 /// Runs a probe.
 pub async fn run_probe(
     job: Probe,
     state: Data<WorkerState>,
     attempt: Attempt,
-) -> Result<(), JobError> {
+) -> Result<(), BoxDynError> {
     let started = Instant::now();
     let result = run(&job, &state, attempt.current()).await;
     observe(Probe::KIND, started, &result);
-    result
+    settle::<Probe>(&attempt, result)
 }
 
 async fn run(job: &Probe, state: &WorkerState, attempt: usize) -> Result<(), JobError> {

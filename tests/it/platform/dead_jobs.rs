@@ -1,0 +1,121 @@
+//! A job's life after its handler gives up, on both queue backends: dead after
+//! its kind's last attempt (apalis-redis alone would retry it 25 times), kept
+//! with its last error, retried or discarded by an operator, and forgotten
+//! with its idempotency key once finished long enough.
+
+use jobs::admin::{QueueAdmin, QueueDepth};
+use jobs::kinds::Probe;
+use jobs::{Job, PushOptions};
+use storage::{Environment, Tenant};
+use tests::deployment::eventually;
+use tests::{Backend, TestApp};
+
+use super::{PATIENCE, wait_for_status};
+
+fn probe(agency_id: &str, operation_id: &str) -> Probe {
+    Probe {
+        operation_id: operation_id.to_owned(),
+        agency_id: agency_id.to_owned(),
+        is_sandbox: false,
+        steps: 1,
+        step_ms: 1,
+    }
+}
+
+async fn probe_depth(admin: &QueueAdmin) -> QueueDepth {
+    admin
+        .depths()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|depth| depth.queue == Probe::KIND)
+        .unwrap()
+}
+
+async fn dead_jobs_live_and_go(redis: bool) {
+    let mut builder = TestApp::builder(Backend::Sqlite).with_workers();
+    if redis {
+        builder = builder.redis();
+    }
+    let app = builder.spawn().await;
+    let queue = app.state.platform().queue.clone();
+    let admin = QueueAdmin::new(queue.clone());
+    let agency = app.agency().await;
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+
+    // Two that fail every attempt (no such agency), one that succeeds.
+    let mut doomed = Vec::new();
+    for _ in 0..2 {
+        let id = queue
+            .push(probe("agc_nobody", "op_doomed"), PushOptions::default())
+            .await
+            .unwrap();
+        doomed.push(id);
+    }
+    let keyed = PushOptions {
+        idempotency_key: Some("probe-once".into()),
+        ..PushOptions::default()
+    };
+    queue
+        .push(probe(agency.id.as_str(), "op_fine"), keyed.clone())
+        .await
+        .unwrap();
+    wait_for_status(&app.store, &tenant, "op_fine", "completed").await;
+    let dead = eventually(PATIENCE, "both doomed probes dead", || async {
+        let dead = admin.dead_jobs(10).await.unwrap();
+        (dead.len() == 2).then_some(dead)
+    })
+    .await;
+    for job in &dead {
+        assert!(doomed.contains(&job.id));
+        assert_eq!(job.queue, Probe::KIND);
+        assert_eq!(job.attempts, Probe::MAX_ATTEMPTS as u64, "{job:?}");
+        assert_eq!(
+            job.last_error.as_deref(),
+            Some("probe for an unknown agency")
+        );
+    }
+    let depth = probe_depth(&admin).await;
+    assert_eq!((depth.done, depth.dead), (1, 2), "{depth:?}");
+
+    // An operator retries one (it dies again, with fresh attempts) and discards the other.
+    assert!(admin.discard(&doomed[1]).await.unwrap());
+    assert!(!admin.discard(&doomed[1]).await.unwrap(), "gone already");
+    assert!(admin.retry(&doomed[0]).await.unwrap());
+    assert!(!admin.retry(&doomed[0]).await.unwrap(), "not dead any more");
+    let again = eventually(PATIENCE, "the retried probe dead again", || async {
+        let dead = admin.dead_jobs(10).await.unwrap();
+        (dead.len() == 1).then_some(dead)
+    })
+    .await;
+    assert_eq!(again[0].id, doomed[0]);
+    assert_eq!(again[0].attempts, Probe::MAX_ATTEMPTS as u64);
+
+    // Retention: cutoffs in the past keep everything, in the future forget it.
+    let now = chrono::Utc::now().timestamp();
+    assert_eq!(
+        admin.purge_finished(now - 3600, now - 3600).await.unwrap(),
+        0
+    );
+    assert_eq!(admin.purge_finished(now - 3600, now + 60).await.unwrap(), 1);
+    assert_eq!(probe_depth(&admin).await.dead, 0);
+    assert_eq!(admin.purge_finished(now + 60, now + 60).await.unwrap(), 1);
+    assert_eq!(probe_depth(&admin).await.done, 0);
+
+    // The finished job's idempotency key went with it: the same key runs again.
+    queue
+        .push(probe(agency.id.as_str(), "op_fine_again"), keyed)
+        .await
+        .unwrap();
+    wait_for_status(&app.store, &tenant, "op_fine_again", "completed").await;
+}
+
+#[tokio::test]
+async fn dead_jobs_on_the_sqlite_queue() {
+    dead_jobs_live_and_go(false).await;
+}
+
+#[tokio::test]
+async fn dead_jobs_on_the_redis_queue() {
+    dead_jobs_live_and_go(true).await;
+}
