@@ -335,7 +335,7 @@ const PURGE_BATCH: u64 = 500;
 const REDIS_RETRY: &str = r"
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[3], 'status', 'Pending', 'attempts', '0')
-redis.call('HDEL', KEYS[3], 'result')
+redis.call('HDEL', KEYS[3], 'result', 'starts')
 redis.call('RPUSH', KEYS[2], ARGV[1])
 return 1
 ";

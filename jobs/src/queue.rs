@@ -57,6 +57,19 @@ pub struct PushOptions {
     pub idempotency_key: Option<String>,
 }
 
+/// Corrections to apalis-sqlite's schema, applied after its migrations on
+/// every start (each is idempotent).
+///
+/// - `LIdx` (`Jobs(lock_by)`) steers SQLite's planner into the wrong plan for
+///   acknowledgements: it walks every job the worker ever locked (done ones
+///   keep `lock_by`) and re-parses the JSON batch for each, so a worker's acks
+///   slow down with every job it finishes. Without it the planner looks each
+///   acknowledged id up by the unique index. The queries that filter on
+///   `lock_by` also filter on `id` or on `status`, which stay indexed.
+/// - `TIdx` (`Jobs(id)`) duplicates the unique index on `id`; it only costs
+///   every insert.
+const SQLITE_QUEUE_TUNING: [&str; 2] = ["drop index if exists LIdx", "drop index if exists TIdx"];
+
 /// The queue's connection.
 #[derive(Clone, Debug)]
 pub enum QueueBackend {
@@ -97,6 +110,9 @@ impl JobQueue {
                 let mut migrator = SqliteStorage::<()>::migrations();
                 migrator.dangerous_set_table_name(APALIS_MIGRATIONS_TABLE);
                 migrator.run(&pool).await?;
+                for statement in SQLITE_QUEUE_TUNING {
+                    sqlx::query(statement).execute(&pool).await?;
+                }
                 QueueBackend::Sqlite(pool)
             }
             QueueTarget::Redis(url) => {
@@ -120,6 +136,32 @@ impl JobQueue {
             }
         }
         Ok(())
+    }
+
+    /// Counts a start of job `task_id` of kind `J` whose apalis attempt is
+    /// `attempt`, and returns how many times it has started, runs cut short by
+    /// a dead worker included. apalis-sqlite counts those itself (an orphaned
+    /// job comes back with `attempts + 1`); apalis-redis re-queues an orphan
+    /// without counting it, so a job that kills its worker every time would
+    /// run forever: on Redis the starts are counted in the job's meta hash.
+    pub async fn count_start<J: Job>(
+        &self,
+        task_id: &str,
+        attempt: usize,
+    ) -> Result<usize, QueueError> {
+        match &self.backend {
+            QueueBackend::Sqlite(_) => Ok(attempt),
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                let starts: u64 = redis::cmd("HINCRBY")
+                    .arg(format!("{}:meta:{task_id}", J::KIND))
+                    .arg(STARTS_FIELD)
+                    .arg(1)
+                    .query_async(&mut connection)
+                    .await?;
+                Ok(attempt.max(usize::try_from(starts).unwrap_or(usize::MAX)))
+            }
+        }
     }
 
     /// The backend, for workers and administration.
@@ -159,16 +201,24 @@ impl JobQueue {
                 Self::task(id, job, &options)
             })
             .collect();
-        let mut stream = futures::stream::iter(tasks);
         match &self.backend {
             QueueBackend::Sqlite(pool) => Self::sqlite_storage::<J>(pool)
-                .push_all(&mut stream)
+                .push_all(&mut futures::stream::iter(tasks))
                 .await
                 .map_err(|err| QueueError::Push(err.to_string()))?,
-            QueueBackend::Redis(connection) => Self::redis_storage::<J>(connection)
-                .push_all(&mut stream)
-                .await
-                .map_err(|err| QueueError::Push(err.to_string()))?,
+            QueueBackend::Redis(connection) => {
+                let mut storage = Self::redis_storage::<J>(connection);
+                let mut tasks = tasks.into_iter().peekable();
+                while tasks.peek().is_some() {
+                    let chunk: Vec<_> = tasks.by_ref().take(PROMOTE_CHUNK).collect();
+                    storage
+                        .push_all(&mut futures::stream::iter(chunk))
+                        .await
+                        .map_err(|err| QueueError::Push(err.to_string()))?;
+                    // apalis-redis parks every job in the scheduled set, due now.
+                    promote_due(connection, J::KIND).await?;
+                }
+            }
         }
         Ok(ids)
     }
@@ -186,5 +236,54 @@ impl JobQueue {
             builder = builder.idempotency_key(key);
         }
         builder.build()
+    }
+}
+
+/// Field of a Redis job's meta hash counting its starts (`count_start`).
+pub const STARTS_FIELD: &str = "starts";
+
+/// Jobs moved from a Redis queue's scheduled set to its active list per call.
+const PROMOTE_CHUNK: usize = 1_000;
+
+/// Moves up to ARGV[2] due jobs from the scheduled set to the active list and
+/// signals the workers. KEYS: scheduled set, active list, signal list. ARGV:
+/// now (Unix seconds), most to move.
+const REDIS_PROMOTE: &str = r"
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+if #due == 0 then return 0 end
+redis.call('RPUSH', KEYS[2], unpack(due))
+redis.call('ZREM', KEYS[1], unpack(due))
+redis.call('DEL', KEYS[3])
+redis.call('LPUSH', KEYS[3], 1)
+return #due
+";
+
+/// Moves every due job of a Redis queue from its scheduled set to its active
+/// list, a chunk at a time; returns how many moved.
+///
+/// apalis-redis 1.0 pushes every job into the scheduled set (due at once when
+/// it has no `run_at`) and lets each fetch promote all due jobs in one Lua
+/// call, whose `unpack` fails beyond about 8,000 ids: a backlog that large
+/// would stop the queue for good. The push side promotes after each chunk it
+/// pushes and the workers promote on every poll, so fetches only ever see a
+/// short due list.
+pub async fn promote_due(connection: &ConnectionManager, queue: &str) -> Result<u64, QueueError> {
+    let mut connection = connection.clone();
+    let script = redis::Script::new(REDIS_PROMOTE);
+    let mut moved = 0;
+    loop {
+        let now = chrono::Utc::now().timestamp();
+        let count: u64 = script
+            .key(format!("{queue}:scheduled"))
+            .key(format!("{queue}:active"))
+            .key(format!("{queue}:signal"))
+            .arg(now)
+            .arg(PROMOTE_CHUNK)
+            .invoke_async(&mut connection)
+            .await?;
+        moved += count;
+        if count < PROMOTE_CHUNK as u64 {
+            return Ok(moved);
+        }
     }
 }

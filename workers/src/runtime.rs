@@ -55,7 +55,11 @@ fn worker_name(queue: &str) -> String {
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 
-fn sqlite_config<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> apalis_sqlite::Config {
+/// The apalis-sqlite configuration of `J`'s queue under `settings`.
+pub fn sqlite_config<J: Job>(
+    settings: &RuntimeSettings,
+    concurrency: usize,
+) -> apalis_sqlite::Config {
     apalis_sqlite::Config::default()
         .queue(J::KIND)
         .batch_size(concurrency)
@@ -63,12 +67,22 @@ fn sqlite_config<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> apal
         .missed_heartbeats(MISSED_HEARTBEATS)
 }
 
-fn redis_config<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> apalis_redis::Config {
+/// The apalis-redis configuration of `J`'s queue under `settings`.
+///
+/// Task leases are off: a fetched job already sits in the worker's in-flight
+/// set, which is what orphan recovery re-queues from, and the lease script
+/// searches the whole pending list for each job it starts (`LREM`), which
+/// makes draining a backlog quadratic.
+pub fn redis_config<J: Job>(
+    settings: &RuntimeSettings,
+    concurrency: usize,
+) -> apalis_redis::Config {
     apalis_redis::Config::default()
         .queue(J::KIND)
         .batch_size(concurrency)
         .heartbeat_interval(settings.heartbeat)
         .missed_heartbeats(MISSED_HEARTBEATS)
+        .lock_tasks(false)
 }
 
 /// Registers a worker of `$job` on `$storage` with `$handler`.
@@ -93,6 +107,28 @@ macro_rules! register_worker {
     }};
 }
 
+/// Promotes due jobs of the consumed Redis queues on every poll interval
+/// (scheduled retries and `run_at` jobs), so apalis's fetch never faces a due
+/// list too long for it (`jobs::queue::promote_due`).
+fn spawn_promoter(
+    connection: apalis_redis::ConnectionManager,
+    queues: Vec<&'static str>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            for queue in &queues {
+                if let Err(err) = jobs::queue::promote_due(&connection, queue).await {
+                    tracing::warn!(queue, %err, "could not promote due jobs");
+                }
+            }
+        }
+    })
+}
+
 /// Runs workers and schedules until `shutdown` resolves, then drains.
 pub async fn run(
     state: WorkerState,
@@ -104,6 +140,14 @@ pub async fn run(
         tracing::warn!(%err, "could not read paused queues at start");
     }
     let follower = gates.spawn_follower(state.store.clone());
+    let promoter = match state.queue.backend() {
+        QueueBackend::Redis(connection) => Some(spawn_promoter(
+            connection.clone(),
+            settings.queues.keys().copied().collect(),
+            settings.poll,
+        )),
+        QueueBackend::Sqlite(_) => None,
+    };
     let mut monitor = Monitor::new();
     for (queue, concurrency) in &settings.queues {
         let concurrency = *concurrency;
@@ -194,5 +238,8 @@ pub async fn run(
         .run_with_signal(signal)
         .await;
     follower.abort();
+    if let Some(promoter) = promoter {
+        promoter.abort();
+    }
     outcome.map_err(|err| anyhow::anyhow!("workers: {err}"))
 }

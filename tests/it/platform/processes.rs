@@ -102,9 +102,13 @@ async fn sigterm_lets_the_running_job_finish() {
     assert_eq!(latest["attempt"], 1);
 }
 
-#[tokio::test]
-async fn a_sigkilled_workers_job_runs_again_on_another_worker() {
-    let deployment = Deployment::new(Backend::Sqlite).await;
+backend_tests! {
+    async fn a_sigkilled_workers_job_runs_again_on_another_worker(backend) {
+    // The embedded queue on SQLite; the Redis queue on PostgreSQL.
+    let deployment = match backend {
+        Backend::Sqlite => Deployment::new(backend).await,
+        Backend::Postgres => Deployment::with_redis(backend).await,
+    };
     let fixture = Fixture::new(&deployment);
     let store = deployment.store().await;
     let victim = deployment.spawn_workers(&FAST);
@@ -128,6 +132,7 @@ async fn a_sigkilled_workers_job_runs_again_on_another_worker() {
         done["attempt"].as_u64().unwrap() >= 2,
         "a second attempt: {done}"
     );
+    }
 }
 
 backend_tests! {

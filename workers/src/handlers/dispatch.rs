@@ -4,22 +4,24 @@
 
 use std::time::Instant;
 
-use apalis::prelude::{Attempt, BoxDynError, Data};
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 use jobs::kinds::DispatchEvent;
 
-use super::{JobError, WorkerState, observe, settle};
+use super::{JobError, WorkerState, begin, observe, settle};
 
 /// Dispatches one event.
 pub async fn dispatch_event(
     job: DispatchEvent,
     state: Data<WorkerState>,
+    task_id: TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
+    let attempt = begin::<DispatchEvent>(&state, &task_id, &attempt).await?;
     let started = Instant::now();
     let result = dispatch(&job, &state).await;
     observe(DispatchEvent::KIND, started, &result);
-    settle::<DispatchEvent>(&attempt, result)
+    settle::<DispatchEvent>(attempt, result)
 }
 
 async fn dispatch(job: &DispatchEvent, state: &WorkerState) -> Result<(), JobError> {

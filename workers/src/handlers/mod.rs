@@ -6,7 +6,7 @@ pub mod probe;
 
 use std::time::Instant;
 
-use apalis::prelude::{AbortError, Attempt, BoxDynError};
+use apalis::prelude::{AbortError, Attempt, BoxDynError, TaskId};
 use jobs::dispatch::DispatchOnCommit;
 use jobs::progress::ProgressHub;
 use jobs::{Job, JobQueue, QueueTarget};
@@ -72,18 +72,42 @@ impl From<jobs::QueueError> for JobError {
 /// retried; the failure of the kind's last attempt kills the job, which makes
 /// it dead (kept for an operator) on every backend: apalis-redis would
 /// otherwise retry any job 25 times whatever its kind allows.
-pub fn settle<J: Job>(attempt: &Attempt, result: Result<(), JobError>) -> Result<(), BoxDynError> {
+pub fn settle<J: Job>(attempt: usize, result: Result<(), JobError>) -> Result<(), BoxDynError> {
     match result {
         Ok(()) => Ok(()),
-        Err(err) if attempt.current() >= J::MAX_ATTEMPTS => {
-            tracing::warn!(kind = J::KIND, attempt = attempt.current(), error = %err, "job dead");
+        Err(err) if attempt >= J::MAX_ATTEMPTS => {
+            tracing::warn!(kind = J::KIND, attempt, error = %err, "job dead");
             Err(Box::new(AbortError::new(err)))
         }
         Err(err) => {
-            tracing::info!(kind = J::KIND, attempt = attempt.current(), error = %err, "job failed; it will be retried");
+            tracing::info!(kind = J::KIND, attempt, error = %err, "job failed; it will be retried");
             Err(Box::new(err))
         }
     }
+}
+
+/// What a handler does first: counts the start and returns the attempt this
+/// run is, runs whose worker died included. A job past its kind's attempts
+/// (one that took its worker down every time) is dead without running again.
+pub async fn begin<J: Job>(
+    state: &WorkerState,
+    task_id: &TaskId,
+    attempt: &Attempt,
+) -> Result<usize, BoxDynError> {
+    let attempt = state
+        .queue
+        .count_start::<J>(&task_id.to_string(), attempt.current())
+        .await
+        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
+    if attempt > J::MAX_ATTEMPTS {
+        let err = JobError(format!(
+            "its worker stopped during each of its {} attempts",
+            J::MAX_ATTEMPTS
+        ));
+        tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
+        return Err(Box::new(AbortError::new(err)));
+    }
+    Ok(attempt)
 }
 
 /// Records a job's duration and outcome by kind (`job_duration_seconds`,

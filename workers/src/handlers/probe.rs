@@ -4,25 +4,27 @@
 
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{Attempt, BoxDynError, Data};
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 use jobs::kinds::Probe;
 use serde_json::json;
 use storage::ids::AgencyId;
 use storage::{Environment, Tenant};
 
-use super::{JobError, WorkerState, observe, settle};
+use super::{JobError, WorkerState, begin, observe, settle};
 
 /// Runs a probe.
 pub async fn run_probe(
     job: Probe,
     state: Data<WorkerState>,
+    task_id: TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
+    let attempt = begin::<Probe>(&state, &task_id, &attempt).await?;
     let started = Instant::now();
-    let result = run(&job, &state, attempt.current()).await;
+    let result = run(&job, &state, attempt).await;
     observe(Probe::KIND, started, &result);
-    settle::<Probe>(&attempt, result)
+    settle::<Probe>(attempt, result)
 }
 
 async fn run(job: &Probe, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
