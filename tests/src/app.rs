@@ -114,6 +114,7 @@ impl TestAppBuilder {
     /// Starts the application.
     pub async fn spawn(self) -> TestApp {
         api::server::install_crypto_provider();
+        init_test_logging();
         let db = TestDatabase::create(self.backend).await;
         let store = db.store(self.clock).await;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
@@ -336,4 +337,15 @@ impl TestApp {
             .expose()
             .to_owned()
     }
+}
+
+/// Warnings and errors of in-process servers go to the test's captured output
+/// (shown when it fails); `RUST_LOG` overrides the level.
+fn init_test_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }
