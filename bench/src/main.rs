@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod fixture;
+mod jobs;
 mod process;
 mod scenarios;
 mod servers;
@@ -28,6 +29,23 @@ enum Command {
     ListingCreate(scenarios::LoadArgs),
     /// The same routes with and without the middleware stack.
     Middleware(scenarios::LoadArgs),
+    /// No-op job enqueue→ack throughput on the SQLite and Redis queues vs BullMQ on the same Redis.
+    Jobs(jobs::JobArgs),
+    /// (child) Enqueue no-op jobs, consume them with one worker, print the figures.
+    JobConsumer {
+        /// Job counts and concurrency.
+        #[command(flatten)]
+        args: jobs::JobArgs,
+        /// Which queue.
+        #[arg(long, value_enum)]
+        queue: jobs::QueueKind,
+        /// Data directory (SQLite queue).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Redis URL (Redis queue).
+        #[arg(long)]
+        redis_url: Option<String>,
+    },
     /// (child) The API on the embedded profile, seeded with a fixture.
     ServeApp {
         /// Data directory.
@@ -59,7 +77,10 @@ fn main() -> ExitCode {
     // Child servers run on one pinned core: one worker thread is all it can use.
     let single_core = matches!(
         cli.command,
-        Command::ServeApp { .. } | Command::ServeBare { .. } | Command::RawSqlite { .. }
+        Command::ServeApp { .. }
+            | Command::ServeBare { .. }
+            | Command::RawSqlite { .. }
+            | Command::JobConsumer { .. }
     );
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if single_core {
@@ -77,6 +98,13 @@ fn main() -> ExitCode {
             Command::ListingRead(args) => scenarios::listing_read(args).await,
             Command::ListingCreate(args) => scenarios::listing_create(args).await,
             Command::Middleware(args) => scenarios::middleware(args).await,
+            Command::Jobs(args) => tokio::task::spawn_blocking(move || jobs::compare(args)).await?,
+            Command::JobConsumer {
+                args,
+                queue,
+                data_dir,
+                redis_url,
+            } => jobs::consume(args, queue, data_dir, redis_url).await,
             Command::ServeApp { data_dir, stack } => servers::serve_app(&data_dir, &stack).await,
             Command::ServeBare { body } => servers::serve_bare(&body).await,
             Command::RawSqlite { data_dir, seconds } => {
