@@ -186,12 +186,16 @@ fn ours(args: &JobArgs, kind: QueueKind, redis: &Redis, dir: &Path) -> anyhow::R
 
 fn bullmq(args: &JobArgs, redis: &Redis) -> anyhow::Result<Value> {
     redis.cli(&["FLUSHALL"])?;
-    let script = args.bullmq_dir.join("bench.mjs");
+    if !args.bullmq_dir.join("bench.mjs").exists() {
+        bail!("no BullMQ reference in {}", args.bullmq_dir.display());
+    }
     if !args.bullmq_dir.join("node_modules").exists() {
         bail!("run `npm install` in {} first", args.bullmq_dir.display());
     }
+    // The child runs in the reference's directory (its modules resolve from
+    // there), so the script is named by its file name.
     let node_args = vec![
-        script.to_string_lossy().into_owned(),
+        "bench.mjs".to_owned(),
         args.concurrency.to_string(),
         format!("--port={}", redis.port),
         format!("--jobs={}", args.jobs),
