@@ -11,12 +11,20 @@ use api::routes::listings::{create, read};
 use api::{AppState, PublicUrls, TransportPolicy};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
+use clap::Parser;
 use serde_json::{Value, json};
 use storage::db::PoolSettings;
 use storage::{Clock, Database, DatabaseTarget, MasterKey, Store};
 
 use crate::fixture;
 use crate::process::announce_and_wait;
+
+/// The worker settings `api serve` starts with when given none.
+#[derive(clap::Parser)]
+struct DefaultWorkers {
+    #[command(flatten)]
+    workers: workers::config::WorkerArgs,
+}
 
 async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     std::fs::create_dir_all(data_dir)?;
@@ -49,9 +57,25 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
     };
     let queue = jobs::QueueTarget::SqliteFile(data_dir.join(api::config::QUEUE_FILE));
     let platform = workers::handlers::WorkerState::connect(store.clone(), &queue, None).await?;
-    let state = AppState::new(platform, urls, api::rate_limit::RateLimiter::in_process());
+    let state = AppState::new(
+        platform.clone(),
+        urls,
+        api::rate_limit::RateLimiter::in_process(),
+    );
     let app = match stack {
-        "full" => api::app(state, TransportPolicy::ServeAll),
+        "full" => {
+            // As `api serve` runs by default: the workers in process, so the
+            // dispatch jobs every create pushes are consumed alongside.
+            let settings = workers::cli::settings(&DefaultWorkers::parse_from(["bench"]).workers)?;
+            tokio::spawn(async move {
+                if let Err(err) =
+                    workers::runtime::run(platform, settings, std::future::pending()).await
+                {
+                    eprintln!("workers stopped: {err:#}");
+                }
+            });
+            api::app(state, TransportPolicy::ServeAll)
+        }
         "unguarded" => {
             let key = described["key"].as_str().context("fixture key")?;
             let credential = store

@@ -1,9 +1,10 @@
 //! The fast path of the outbox: once a transaction that wrote events commits,
-//! a dispatch job per event is pushed at once. Pushes are batched (one queue
-//! transaction for whatever arrived meanwhile) and keyed by the event id, so a
-//! second push of the same event, by the sweep for instance, is dropped. What
-//! the fast path misses, a crash right after the commit say, the outbox sweep
-//! re-dispatches.
+//! they are pushed for dispatch at once. Pushes are batched: whatever events
+//! arrived meanwhile go into one job (up to [`DispatchEvents::MAX_EVENTS`]),
+//! in one queue transaction, so a burst of writes costs a few jobs rather than
+//! one per event. Dispatching an event twice (the sweep may push it again) is
+//! harmless: marking it dispatched is guarded. What the fast path misses, a
+//! crash right after the commit say, the outbox sweep re-dispatches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,13 +13,13 @@ use std::time::Duration;
 use storage::outbox::OutboxListener;
 use tokio::sync::{Notify, mpsc};
 
-use crate::kinds::{DispatchEvent, Job};
+use crate::kinds::{DispatchEvents, Job};
 use crate::queue::{JobQueue, PushOptions};
 
 /// Most events pushed in one queue transaction.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
 
-/// Pushes a dispatch job for every committed event.
+/// Pushes dispatch jobs for committed events.
 #[derive(Clone)]
 pub struct DispatchOnCommit {
     sender: mpsc::UnboundedSender<String>,
@@ -69,21 +70,26 @@ async fn push_batches(
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     while receiver.recv_many(&mut batch, BATCH).await > 0 {
-        let jobs: Vec<(DispatchEvent, PushOptions)> = batch
-            .drain(..)
-            .map(|event_id| {
-                let options = PushOptions {
-                    idempotency_key: Some(event_id.clone()),
-                    ..PushOptions::default()
-                };
-                (DispatchEvent { event_id }, options)
-            })
-            .collect();
-        let count = jobs.len();
+        let count = batch.len();
+        let jobs = dispatch_jobs(std::mem::take(&mut batch));
         if let Err(err) = queue.push_many(jobs).await {
-            tracing::warn!(%err, kind = DispatchEvent::KIND, count, "dispatch push failed; the outbox sweep will retry");
+            tracing::warn!(%err, kind = DispatchEvents::KIND, count, "dispatch push failed; the outbox sweep will retry");
         }
         outstanding.0.fetch_sub(count, Ordering::SeqCst);
         outstanding.1.notify_waiters();
     }
+}
+
+/// Dispatch jobs for `event_ids`, each keyed by its events.
+pub fn dispatch_jobs(event_ids: Vec<String>) -> Vec<(DispatchEvents, PushOptions)> {
+    DispatchEvents::chunked(event_ids)
+        .into_iter()
+        .map(|job| {
+            let options = PushOptions {
+                idempotency_key: Some(job.idempotency_key()),
+                ..PushOptions::default()
+            };
+            (job, options)
+        })
+        .collect()
 }

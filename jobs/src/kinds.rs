@@ -4,6 +4,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// A kind of job.
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
@@ -13,14 +14,44 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     const MAX_ATTEMPTS: usize;
 }
 
-/// Fan one outbox event out to its subscribers and mark it dispatched.
+/// Fan committed outbox events out to their subscribers and mark them
+/// dispatched, in order. One job carries the events of a batch of commits, so
+/// queue traffic does not grow with the events a write emits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DispatchEvent {
-    /// The event's id (`event_id` of the envelope).
-    pub event_id: String,
+pub struct DispatchEvents {
+    /// The events' ids (`event_id` of the envelope), in commit order.
+    pub event_ids: Vec<String>,
 }
 
-impl Job for DispatchEvent {
+impl DispatchEvents {
+    /// Most events one job carries.
+    pub const MAX_EVENTS: usize = 100;
+
+    /// Jobs for `event_ids`, at most [`Self::MAX_EVENTS`] each.
+    pub fn chunked(event_ids: Vec<String>) -> Vec<Self> {
+        event_ids
+            .chunks(Self::MAX_EVENTS)
+            .map(|chunk| Self {
+                event_ids: chunk.to_vec(),
+            })
+            .collect()
+    }
+
+    /// The job's idempotency key: a digest of its events, so the same set
+    /// pushed twice (a sweep repeating itself while an earlier job waits dead,
+    /// say) is dropped, while any other set is a new job.
+    pub fn idempotency_key(&self) -> String {
+        let mut digest = Sha256::new();
+        for id in &self.event_ids {
+            digest.update(id.as_bytes());
+            digest.update(b"\n");
+        }
+        let digest = digest.finalize();
+        format!("events:{}", hex::encode(&digest[..16]))
+    }
+}
+
+impl Job for DispatchEvents {
     const KIND: &'static str = "outbox_dispatch";
     const MAX_ATTEMPTS: usize = 10;
 }
@@ -48,7 +79,7 @@ impl Job for Probe {
 }
 
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 2] = [DispatchEvent::KIND, Probe::KIND];
+pub const QUEUES: [&str; 2] = [DispatchEvents::KIND, Probe::KIND];
 
 #[cfg(test)]
 mod tests {
@@ -56,11 +87,29 @@ mod tests {
 
     #[test]
     fn kinds_are_stable_and_distinct() {
-        assert_eq!(DispatchEvent::KIND, "outbox_dispatch");
+        assert_eq!(DispatchEvents::KIND, "outbox_dispatch");
         assert_eq!(Probe::KIND, "probe");
         let mut names = QUEUES.to_vec();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), QUEUES.len());
+    }
+
+    #[test]
+    fn dispatch_jobs_are_chunked_and_keyed_by_their_events() {
+        let ids: Vec<String> = (0..250).map(|i| format!("evt{i:03}")).collect();
+        let jobs = DispatchEvents::chunked(ids.clone());
+        assert_eq!(
+            jobs.iter()
+                .map(|job| job.event_ids.len())
+                .collect::<Vec<_>>(),
+            [100, 100, 50]
+        );
+        let flattened: Vec<String> = jobs.iter().flat_map(|job| job.event_ids.clone()).collect();
+        assert_eq!(flattened, ids);
+        let again = DispatchEvents::chunked(ids);
+        assert_eq!(jobs[0].idempotency_key(), again[0].idempotency_key());
+        assert_ne!(jobs[0].idempotency_key(), jobs[1].idempotency_key());
+        assert!(DispatchEvents::chunked(Vec::new()).is_empty());
     }
 }

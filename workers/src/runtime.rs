@@ -15,12 +15,12 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{DispatchEvent, Probe};
+use jobs::kinds::{DispatchEvents, Probe};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
 use crate::handlers::WorkerState;
-use crate::handlers::dispatch::dispatch_event;
+use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::probe::run_probe;
 use crate::pause::{Gates, Pausable};
@@ -152,32 +152,32 @@ pub async fn run(
     for (queue, concurrency) in &settings.queues {
         let concurrency = *concurrency;
         match (*queue, state.queue.backend()) {
-            (DispatchEvent::KIND, QueueBackend::Sqlite(pool)) => {
-                let storage = JobQueue::sqlite_storage::<DispatchEvent>(pool)
-                    .with_config(sqlite_config::<DispatchEvent>(&settings, concurrency));
+            (DispatchEvents::KIND, QueueBackend::Sqlite(pool)) => {
+                let storage = JobQueue::sqlite_storage::<DispatchEvents>(pool)
+                    .with_config(sqlite_config::<DispatchEvents>(&settings, concurrency));
                 monitor = register_worker!(
                     monitor,
                     storage,
-                    DispatchEvent,
+                    DispatchEvents,
                     concurrency,
                     gates,
                     settings,
                     state,
-                    dispatch_event
+                    dispatch_events
                 );
             }
-            (DispatchEvent::KIND, QueueBackend::Redis(connection)) => {
-                let storage = JobQueue::redis_storage::<DispatchEvent>(connection)
-                    .with_config(redis_config::<DispatchEvent>(&settings, concurrency));
+            (DispatchEvents::KIND, QueueBackend::Redis(connection)) => {
+                let storage = JobQueue::redis_storage::<DispatchEvents>(connection)
+                    .with_config(redis_config::<DispatchEvents>(&settings, concurrency));
                 monitor = register_worker!(
                     monitor,
                     storage,
-                    DispatchEvent,
+                    DispatchEvents,
                     concurrency,
                     gates,
                     settings,
                     state,
-                    dispatch_event
+                    dispatch_events
                 );
             }
             (Probe::KIND, QueueBackend::Sqlite(pool)) => {

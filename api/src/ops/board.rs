@@ -5,7 +5,7 @@ use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
 use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
-use jobs::kinds::{DispatchEvent, Probe};
+use jobs::kinds::{DispatchEvents, Probe};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -14,15 +14,15 @@ pub(super) fn router(queue: &JobQueue) -> Router {
     let api = match queue.backend() {
         QueueBackend::Sqlite(pool) => ApiBuilder::new(Router::new())
             .register(
-                DispatchEvent::KIND,
-                JobQueue::sqlite_storage::<DispatchEvent>(pool),
+                DispatchEvents::KIND,
+                JobQueue::sqlite_storage::<DispatchEvents>(pool),
             )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
             .register(
-                DispatchEvent::KIND,
-                JobQueue::redis_storage::<DispatchEvent>(connection),
+                DispatchEvents::KIND,
+                JobQueue::redis_storage::<DispatchEvents>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

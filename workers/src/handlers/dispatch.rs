@@ -1,33 +1,40 @@
-//! `outbox_dispatch`: fan one committed event out and mark it dispatched. Runs
-//! at least once per event (the fast path and the sweep may both push it); the
-//! guarded mark makes the fan-out happen once.
+//! `outbox_dispatch`: fan committed events out and mark them dispatched, in
+//! order. Runs at least once per event (the fast path and the sweep may both
+//! push it); the guarded mark makes the fan-out happen once. A failure leaves
+//! the events after it for the job's next attempt; those before it are done.
 
 use std::time::Instant;
 
 use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
-use jobs::kinds::DispatchEvent;
+use jobs::kinds::DispatchEvents;
 
 use super::{JobError, WorkerState, begin, observe, settle};
 
-/// Dispatches one event.
-pub async fn dispatch_event(
-    job: DispatchEvent,
+/// Dispatches a job's events.
+pub async fn dispatch_events(
+    job: DispatchEvents,
     state: Data<WorkerState>,
     task_id: TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
-    let attempt = begin::<DispatchEvent>(&state, &task_id, &attempt).await?;
+    let attempt = begin::<DispatchEvents>(&state, &task_id, &attempt).await?;
     let started = Instant::now();
-    let result = dispatch(&job, &state).await;
-    observe(DispatchEvent::KIND, started, &result);
-    settle::<DispatchEvent>(attempt, result)
+    let mut result = Ok(());
+    for event_id in &job.event_ids {
+        result = dispatch(event_id, &state).await;
+        if result.is_err() {
+            break;
+        }
+    }
+    observe(DispatchEvents::KIND, started, &result);
+    settle::<DispatchEvents>(attempt, result)
 }
 
-async fn dispatch(job: &DispatchEvent, state: &WorkerState) -> Result<(), JobError> {
+async fn dispatch(event_id: &str, state: &WorkerState) -> Result<(), JobError> {
     let outbox = state.store.outbox();
-    let Some(event) = outbox.get(&job.event_id).await? else {
-        return Err(JobError(format!("event {} does not exist", job.event_id)));
+    let Some(event) = outbox.get(event_id).await? else {
+        return Err(JobError(format!("event {event_id} does not exist")));
     };
     if event.dispatched_at.is_some() {
         return Ok(());

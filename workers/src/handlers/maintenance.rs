@@ -8,9 +8,8 @@ use std::time::Instant;
 
 use apalis::prelude::{Data, WorkerContext};
 use apalis_cron::Tick;
-use jobs::PushOptions;
 use jobs::admin::QueueAdmin;
-use jobs::kinds::DispatchEvent;
+use jobs::dispatch::dispatch_jobs;
 use storage::Timestamp;
 
 use super::{JobError, WorkerState, observe};
@@ -100,22 +99,8 @@ impl Maintenance {
                 let count = missed.len() as u64;
                 if count > 0 {
                     tracing::info!(count, "re-dispatching events the fast path missed");
-                    let jobs = missed
-                        .into_iter()
-                        .map(|event| {
-                            let options = PushOptions {
-                                idempotency_key: Some(event.event_id.clone()),
-                                ..PushOptions::default()
-                            };
-                            (
-                                DispatchEvent {
-                                    event_id: event.event_id,
-                                },
-                                options,
-                            )
-                        })
-                        .collect();
-                    state.queue.push_many(jobs).await?;
+                    let event_ids = missed.into_iter().map(|event| event.event_id).collect();
+                    state.queue.push_many(dispatch_jobs(event_ids)).await?;
                 }
                 count
             }
