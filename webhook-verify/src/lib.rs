@@ -1,0 +1,1 @@
+//! Receiver-side verification of webhook deliveries.
