@@ -59,14 +59,6 @@ pub struct ServeArgs {
     /// Proxy address or CIDR whose `X-Forwarded-Proto: https` is believed (repeatable, comma-separated in env).
     #[arg(long = "trusted-proxy", env = "TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
     pub trusted_proxies: Vec<IpNet>,
-
-    /// Allow webhook endpoints on private, loopback and link-local networks (development and tests).
-    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_NETWORKS")]
-    pub webhook_allow_private_networks: bool,
-
-    /// Extra CA certificate (PEM) trusted for webhook deliveries.
-    #[arg(long, env = "WEBHOOK_CA_CERT")]
-    pub webhook_ca_cert: Option<PathBuf>,
 }
 
 /// Parses an address or CIDR (`10.0.0.1` or `10.0.0.0/8`).

@@ -12,6 +12,8 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     const KIND: &'static str;
     /// How many times a job of this kind runs before it is dead.
     const MAX_ATTEMPTS: usize;
+    /// Jobs of this kind one worker process runs at once unless configured.
+    const DEFAULT_CONCURRENCY: usize = 4;
 }
 
 /// Fan committed outbox events out to their subscribers and mark them
@@ -78,8 +80,41 @@ impl Job for Probe {
     const MAX_ATTEMPTS: usize = 3;
 }
 
+/// Make attempt `attempt` of a webhook delivery. The HTTP retry schedule is
+/// the delivery's own (each failed attempt pushes the next with `run_at`);
+/// the job's attempts only cover a worker failing before it recorded one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliverWebhook {
+    /// The delivery (`whd_…`).
+    pub delivery_id: String,
+    /// Which attempt, from 1.
+    pub attempt: u32,
+}
+
+impl DeliverWebhook {
+    /// The idempotency key of this attempt: a second push is dropped.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.delivery_id, self.attempt)
+    }
+}
+
+impl Job for DeliverWebhook {
+    const KIND: &'static str = "webhook_delivery";
+    const MAX_ATTEMPTS: usize = 5;
+    const DEFAULT_CONCURRENCY: usize = 64;
+}
+
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 2] = [DispatchEvents::KIND, Probe::KIND];
+pub const QUEUES: [&str; 3] = [DispatchEvents::KIND, DeliverWebhook::KIND, Probe::KIND];
+
+/// A queue's default concurrency.
+pub fn default_concurrency(queue: &str) -> usize {
+    match queue {
+        DeliverWebhook::KIND => DeliverWebhook::DEFAULT_CONCURRENCY,
+        DispatchEvents::KIND => DispatchEvents::DEFAULT_CONCURRENCY,
+        _ => Probe::DEFAULT_CONCURRENCY,
+    }
+}
 
 #[cfg(test)]
 mod tests {

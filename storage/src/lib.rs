@@ -7,6 +7,7 @@ pub mod cancellation;
 pub mod clock;
 pub mod db;
 pub mod error;
+pub mod event_catalog;
 pub mod events;
 mod group_commit;
 pub mod idempotency;
@@ -26,6 +27,7 @@ pub mod secrets;
 pub mod sections;
 pub mod tenancy;
 pub mod users;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -133,6 +135,11 @@ impl Store {
     /// Orders and invoices of listings.
     pub fn orders(&self) -> orders::Orders<'_> {
         orders::Orders { store: self }
+    }
+
+    /// Webhook endpoints, deliveries and their attempts.
+    pub fn webhooks(&self) -> webhooks::Webhooks<'_> {
+        webhooks::Webhooks { store: self }
     }
 
     /// Shoot appointments.

@@ -11,6 +11,8 @@ use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use chacha20poly1305::aead::{Aead, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
@@ -18,6 +20,9 @@ use crate::db::Database;
 use crate::{Result, StorageError};
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// Version prefix of sealed secrets.
+const SEALED_PREFIX: &str = "v1.";
 
 /// Computes HMAC-SHA256 of `message` under `key`.
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
@@ -126,6 +131,7 @@ impl MasterKey {
         DerivedKeys {
             api_key_hash: self.derive_for("listing-api/api-key-hash/v1"),
             cursor_signing: self.derive_for("listing-api/cursor-signing/v1"),
+            secret_sealing: self.derive_for("listing-api/secret-sealing/v1"),
         }
     }
 
@@ -145,6 +151,7 @@ impl fmt::Debug for MasterKey {
 pub struct DerivedKeys {
     api_key_hash: [u8; 32],
     cursor_signing: [u8; 32],
+    secret_sealing: [u8; 32],
 }
 
 impl DerivedKeys {
@@ -156,6 +163,47 @@ impl DerivedKeys {
     /// The key that signs pagination cursors.
     pub fn cursor_signing_key(&self) -> &[u8] {
         &self.cursor_signing
+    }
+
+    /// Seals a secret we must be able to read back (a webhook signing
+    /// secret) with XChaCha20-Poly1305. `context` (the owning row's id) is
+    /// authenticated, so a sealed value copied to another row does not open.
+    /// The result is `v1.` + base64url(nonce ‖ ciphertext).
+    pub fn seal(&self, plaintext: &str, context: &str) -> String {
+        let cipher = XChaCha20Poly1305::new(&self.secret_sealing.into());
+        let mut nonce = [0u8; 24];
+        rand::fill(&mut nonce[..]);
+        let payload = Payload {
+            msg: plaintext.as_bytes(),
+            aad: context.as_bytes(),
+        };
+        // Encryption fails only for messages beyond the cipher's length limit.
+        let sealed = cipher
+            .encrypt(&XNonce::from(nonce), payload)
+            .unwrap_or_default();
+        let mut bytes = nonce.to_vec();
+        bytes.extend_from_slice(&sealed);
+        format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// Opens what [`Self::seal`] produced for the same `context`; `None` when
+    /// it was tampered with, sealed for another context or under another key.
+    pub fn open(&self, sealed: &str, context: &str) -> Option<String> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(sealed.strip_prefix(SEALED_PREFIX)?)
+            .ok()?;
+        if bytes.len() < 24 {
+            return None;
+        }
+        let (nonce, ciphertext) = bytes.split_at(24);
+        let nonce: [u8; 24] = nonce.try_into().ok()?;
+        let cipher = XChaCha20Poly1305::new(&self.secret_sealing.into());
+        let payload = Payload {
+            msg: ciphertext,
+            aad: context.as_bytes(),
+        };
+        let plaintext = cipher.decrypt(&XNonce::from(nonce), payload).ok()?;
+        String::from_utf8(plaintext).ok()
     }
 }
 
@@ -201,6 +249,31 @@ pub fn decode_token(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_secrets_open_only_in_their_context_and_under_their_key() {
+        let keys = MasterKey::generate().derive();
+        let sealed = keys.seal("whsec_example", "whe_1");
+        assert!(sealed.starts_with("v1."));
+        assert!(!sealed.contains("whsec_example"));
+        assert_eq!(
+            keys.open(&sealed, "whe_1").as_deref(),
+            Some("whsec_example")
+        );
+        assert_eq!(keys.open(&sealed, "whe_2"), None);
+        assert_eq!(MasterKey::generate().derive().open(&sealed, "whe_1"), None);
+        assert_ne!(
+            keys.seal("whsec_example", "whe_1"),
+            sealed,
+            "a fresh nonce each time"
+        );
+        let mut tampered = sealed.clone();
+        tampered.pop();
+        tampered.push(if sealed.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(keys.open(&tampered, "whe_1"), None);
+        assert_eq!(keys.open("v1.", "whe_1"), None);
+        assert_eq!(keys.open("garbage", "whe_1"), None);
+    }
 
     #[test]
     fn accepts_base64_and_hex_of_32_bytes() {

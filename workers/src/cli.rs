@@ -46,7 +46,7 @@ pub async fn open(storage: &StorageArgs) -> anyhow::Result<WorkerState> {
     let store = storage.open_store().await?;
     // Media jobs write there: a misconfigured store fails the start, not the first upload.
     storage.object_store_target()?.open()?;
-    Ok(WorkerState::connect(store, &storage.queue_target(), storage.redis()).await?)
+    WorkerState::connect(store, &storage.queue_target(), storage.redis()).await
 }
 
 /// The runtime settings `args` describe.
@@ -99,7 +99,9 @@ pub fn main() -> ExitCode {
             } => {
                 storage.validate()?;
                 let metrics = telemetry::install_metrics();
-                let state = open(&storage).await?;
+                let state = open(&storage)
+                    .await?
+                    .with_webhooks(workers.webhooks.delivery()?);
                 let settings = settings(&workers)?;
                 let store = state.store.clone();
                 let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -189,9 +189,57 @@ pub struct WorkerArgs {
     /// Do not run the scheduled maintenance (key expiry, purges, outbox sweep) in this process.
     #[arg(long, env = "NO_SCHEDULES")]
     pub no_schedules: bool,
+
+    /// How webhooks are delivered.
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
 }
 
-/// Default jobs running at once per queue.
+/// Webhook delivery settings, read by the API (registration checks, test
+/// fires, replays) and by the workers (deliveries).
+#[derive(Clone, Debug, Args)]
+pub struct WebhookArgs {
+    /// Allow webhook endpoints on private, loopback and link-local networks (development and tests).
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_NETWORKS")]
+    pub webhook_allow_private_networks: bool,
+
+    /// Extra CA certificate (PEM) trusted for webhook deliveries.
+    #[arg(long, env = "WEBHOOK_CA_CERT")]
+    pub webhook_ca_cert: Option<std::path::PathBuf>,
+
+    /// Divides every wait of the delivery retry schedule (a testing aid:
+    /// 1000 turns 30 seconds into 30 milliseconds). 1 in production.
+    #[arg(long, env = "WEBHOOK_RETRY_SPEEDUP", default_value_t = 1, hide = true)]
+    pub webhook_retry_speedup: u32,
+}
+
+impl WebhookArgs {
+    /// The delivery settings these arguments describe.
+    pub fn delivery(&self) -> anyhow::Result<crate::handlers::WebhookDelivery> {
+        Ok(crate::handlers::WebhookDelivery {
+            client: self.client()?,
+            retry_speedup: self.webhook_retry_speedup.max(1),
+        })
+    }
+
+    /// The delivery client these settings describe.
+    pub fn client(&self) -> anyhow::Result<crate::webhooks::WebhookClient> {
+        let pem = match &self.webhook_ca_cert {
+            Some(path) => Some(std::fs::read(path).with_context(|| {
+                format!("reading the webhook CA certificate {}", path.display())
+            })?),
+            None => None,
+        };
+        crate::webhooks::WebhookClient::new(
+            crate::webhooks::AddressPolicy {
+                allow_private_networks: self.webhook_allow_private_networks,
+            },
+            pem.as_deref(),
+        )
+    }
+}
+
+/// Default jobs running at once per queue, where its kind sets none.
 pub const DEFAULT_CONCURRENCY: usize = 4;
 
 impl WorkerArgs {
@@ -200,7 +248,7 @@ impl WorkerArgs {
         if self.queues.is_empty() {
             return Ok(jobs::kinds::QUEUES
                 .iter()
-                .map(|q| (*q, DEFAULT_CONCURRENCY))
+                .map(|q| (*q, jobs::kinds::default_concurrency(q)))
                 .collect());
         }
         let mut chosen = BTreeMap::new();
@@ -210,7 +258,10 @@ impl WorkerArgs {
                     name.trim(),
                     n.trim().parse::<usize>().ok().filter(|n| *n > 0),
                 ),
-                None => (text.trim(), Some(DEFAULT_CONCURRENCY)),
+                None => (
+                    text.trim(),
+                    Some(jobs::kinds::default_concurrency(text.trim())),
+                ),
             };
             let Some(queue) = jobs::kinds::QUEUES.iter().find(|q| **q == name) else {
                 bail!(

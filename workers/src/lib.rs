@@ -6,3 +6,4 @@ pub mod handlers;
 pub mod pause;
 pub mod runtime;
 pub mod telemetry;
+pub mod webhooks;

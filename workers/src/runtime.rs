@@ -15,11 +15,12 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{DispatchEvents, Probe};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
 use crate::handlers::WorkerState;
+use crate::handlers::deliver::deliver_webhook;
 use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::probe::run_probe;
@@ -207,6 +208,34 @@ pub async fn run(
                     settings,
                     state,
                     run_probe
+                );
+            }
+            (DeliverWebhook::KIND, QueueBackend::Sqlite(pool)) => {
+                let storage = JobQueue::sqlite_storage::<DeliverWebhook>(pool)
+                    .with_config(sqlite_config::<DeliverWebhook>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    DeliverWebhook,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    deliver_webhook
+                );
+            }
+            (DeliverWebhook::KIND, QueueBackend::Redis(connection)) => {
+                let storage = JobQueue::redis_storage::<DeliverWebhook>(connection)
+                    .with_config(redis_config::<DeliverWebhook>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    DeliverWebhook,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    deliver_webhook
                 );
             }
             (other, _) => anyhow::bail!("no handler for queue {other}"),

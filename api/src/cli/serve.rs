@@ -25,7 +25,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     server::install_crypto_provider();
     let metrics = crate::metrics::install();
-    let platform = workers::cli::open(&args.storage).await?;
+    let platform = workers::cli::open(&args.storage)
+        .await?
+        .with_webhooks(args.workers.webhooks.delivery()?);
     let store = platform.store.clone();
     let redis_url = args.storage.redis().map(str::to_owned);
     let rate_limiter = match &redis_url {

@@ -5,7 +5,7 @@ use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
 use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
-use jobs::kinds::{DispatchEvents, Probe};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -17,12 +17,20 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 DispatchEvents::KIND,
                 JobQueue::sqlite_storage::<DispatchEvents>(pool),
             )
+            .register(
+                DeliverWebhook::KIND,
+                JobQueue::sqlite_storage::<DeliverWebhook>(pool),
+            )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
             .register(
                 DispatchEvents::KIND,
                 JobQueue::redis_storage::<DispatchEvents>(connection),
+            )
+            .register(
+                DeliverWebhook::KIND,
+                JobQueue::redis_storage::<DeliverWebhook>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

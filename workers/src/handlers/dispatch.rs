@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
-use jobs::kinds::DispatchEvents;
+use jobs::PushOptions;
+use jobs::kinds::{DeliverWebhook, DispatchEvents};
 
 use super::{JobError, WorkerState, begin, observe, settle};
 
@@ -21,28 +22,53 @@ pub async fn dispatch_events(
     let attempt = begin::<DispatchEvents>(&state, &task_id, &attempt).await?;
     let started = Instant::now();
     let mut result = Ok(());
+    let mut deliveries = Vec::new();
     for event_id in &job.event_ids {
-        result = dispatch(event_id, &state).await;
-        if result.is_err() {
-            break;
+        match dispatch(event_id, &state).await {
+            Ok(ids) => deliveries.extend(ids),
+            Err(err) => {
+                result = Err(err);
+                break;
+            }
+        }
+    }
+    if !deliveries.is_empty() {
+        let jobs: Vec<_> = deliveries
+            .into_iter()
+            .map(|delivery_id| {
+                let job = DeliverWebhook {
+                    delivery_id,
+                    attempt: 1,
+                };
+                let options = PushOptions {
+                    idempotency_key: Some(job.idempotency_key()),
+                    ..PushOptions::default()
+                };
+                (job, options)
+            })
+            .collect();
+        if let Err(err) = state.queue.push_many(jobs).await {
+            // The deliveries are committed and due; the overdue sweep pushes them.
+            tracing::warn!(%err, "could not push webhook deliveries; the sweep will");
         }
     }
     observe(DispatchEvents::KIND, started, &result);
     settle::<DispatchEvents>(attempt, result)
 }
 
-async fn dispatch(event_id: &str, state: &WorkerState) -> Result<(), JobError> {
+/// Fans one event out; returns the deliveries it created.
+async fn dispatch(event_id: &str, state: &WorkerState) -> Result<Vec<String>, JobError> {
     let outbox = state.store.outbox();
     let Some(event) = outbox.get(event_id).await? else {
         return Err(JobError(format!("event {event_id} does not exist")));
     };
     if event.dispatched_at.is_some() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    // Webhook fan-out joins here (one delivery per subscribed endpoint).
-    if outbox.mark_dispatched(&event.event_id).await? {
-        tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, "event dispatched");
-        metrics::counter!("events_dispatched_total", "event_type" => event.event_type).increment(1);
-    }
-    Ok(())
+    let Some(deliveries) = state.store.webhooks().fan_out(&event).await? else {
+        return Ok(Vec::new());
+    };
+    tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, deliveries = deliveries.len(), "event dispatched");
+    metrics::counter!("events_dispatched_total", "event_type" => event.event_type).increment(1);
+    Ok(deliveries)
 }

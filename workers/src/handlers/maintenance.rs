@@ -8,8 +8,10 @@ use std::time::Instant;
 
 use apalis::prelude::{Data, WorkerContext};
 use apalis_cron::Tick;
+use jobs::PushOptions;
 use jobs::admin::QueueAdmin;
 use jobs::dispatch::dispatch_jobs;
+use jobs::kinds::DeliverWebhook;
 use storage::Timestamp;
 
 use super::{JobError, WorkerState, observe};
@@ -27,7 +29,16 @@ pub enum Maintenance {
     PurgeTickClaims,
     /// Forget finished jobs: done ones after a week, dead ones after a month.
     PurgeFinishedJobs,
+    /// Push webhook delivery attempts that are overdue (their push was lost).
+    SweepDeliveries,
+    /// Delete finished webhook deliveries and their attempts after 30 days.
+    PurgeDeliveries,
 }
+
+/// A delivery attempt this far past due is pushed again by the sweep.
+pub const DELIVERY_OVERDUE_SECONDS: i64 = 60;
+/// How long finished deliveries and their attempts stay readable.
+pub const DELIVERY_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 /// Events older than this and still undispatched are swept.
 pub const SWEEP_AFTER_SECONDS: i64 = 5;
@@ -43,12 +54,14 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 5] = [
+    pub const ALL: [Maintenance; 7] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
         Self::PurgeTickClaims,
         Self::PurgeFinishedJobs,
+        Self::SweepDeliveries,
+        Self::PurgeDeliveries,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -59,6 +72,8 @@ impl Maintenance {
             Self::SweepOutbox => "outbox_sweep",
             Self::PurgeTickClaims => "tick_claim_purge",
             Self::PurgeFinishedJobs => "finished_job_purge",
+            Self::SweepDeliveries => "webhook_delivery_sweep",
+            Self::PurgeDeliveries => "webhook_delivery_purge",
         }
     }
 
@@ -70,6 +85,8 @@ impl Maintenance {
             Self::SweepOutbox => "*/5 * * * * *",
             Self::PurgeTickClaims => "15 7 * * * *",
             Self::PurgeFinishedJobs => "45 20 * * * *",
+            Self::SweepDeliveries => "20/30 * * * * *",
+            Self::PurgeDeliveries => "50 35 * * * *",
         }
     }
 
@@ -117,6 +134,38 @@ impl Maintenance {
                         now - DONE_JOB_RETENTION_SECONDS,
                         now - DEAD_JOB_RETENTION_SECONDS,
                     )
+                    .await?
+            }
+            Self::SweepDeliveries => {
+                let overdue = store
+                    .webhooks()
+                    .overdue(now.plus_seconds(-DELIVERY_OVERDUE_SECONDS), SWEEP_BATCH)
+                    .await?;
+                let count = overdue.len() as u64;
+                if count > 0 {
+                    tracing::info!(count, "pushing overdue webhook delivery attempts");
+                    let jobs = overdue
+                        .into_iter()
+                        .map(|(delivery_id, attempt)| {
+                            let job = DeliverWebhook {
+                                delivery_id,
+                                attempt: u32::try_from(attempt).unwrap_or(1),
+                            };
+                            let options = PushOptions {
+                                idempotency_key: Some(job.idempotency_key()),
+                                ..PushOptions::default()
+                            };
+                            (job, options)
+                        })
+                        .collect();
+                    state.queue.push_many(jobs).await?;
+                }
+                count
+            }
+            Self::PurgeDeliveries => {
+                store
+                    .webhooks()
+                    .purge_finished(now.plus_seconds(-DELIVERY_RETENTION_SECONDS), 10_000)
                     .await?
             }
         })

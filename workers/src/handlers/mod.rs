@@ -1,9 +1,11 @@
 //! The job handlers, one module per kind, and what they share.
 
+pub mod deliver;
 pub mod dispatch;
 pub mod maintenance;
 pub mod probe;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use apalis::prelude::{AbortError, Attempt, BoxDynError, TaskId};
@@ -11,6 +13,8 @@ use jobs::dispatch::DispatchOnCommit;
 use jobs::progress::ProgressHub;
 use jobs::{Job, JobQueue, QueueTarget};
 use storage::Store;
+
+use crate::webhooks::{AddressPolicy, WebhookClient};
 
 /// What every handler can reach, and what the API process shares with its
 /// in-process workers. Cloned per job; cheap.
@@ -24,6 +28,32 @@ pub struct WorkerState {
     pub progress: ProgressHub,
     /// The dispatch fast path the store announces committed events to.
     pub dispatch: DispatchOnCommit,
+    /// How webhooks are delivered.
+    pub webhooks: Arc<WebhookDelivery>,
+}
+
+/// The webhook client and the retry schedule's pace.
+#[derive(Clone, Debug)]
+pub struct WebhookDelivery {
+    /// Signs and sends attempts under the address policy.
+    pub client: WebhookClient,
+    /// Divides the retry schedule's waits (1 in production).
+    pub retry_speedup: u32,
+}
+
+impl WebhookDelivery {
+    /// The production setting: public addresses only, the public CA roots.
+    pub fn strict() -> anyhow::Result<Self> {
+        Ok(Self {
+            client: WebhookClient::new(
+                AddressPolicy {
+                    allow_private_networks: false,
+                },
+                None,
+            )?,
+            retry_speedup: 1,
+        })
+    }
 }
 
 impl WorkerState {
@@ -33,7 +63,7 @@ impl WorkerState {
         store: Store,
         queue: &QueueTarget,
         redis_url: Option<&str>,
-    ) -> Result<Self, jobs::QueueError> {
+    ) -> anyhow::Result<Self> {
         let queue = JobQueue::connect(queue).await?;
         let dispatch = DispatchOnCommit::start(queue.clone());
         store.set_outbox_listener(std::sync::Arc::new(dispatch.clone()));
@@ -47,7 +77,14 @@ impl WorkerState {
             queue,
             progress,
             dispatch,
+            webhooks: Arc::new(WebhookDelivery::strict()?),
         })
+    }
+
+    /// The same state delivering webhooks as `webhooks` says.
+    pub fn with_webhooks(mut self, webhooks: WebhookDelivery) -> Self {
+        self.webhooks = Arc::new(webhooks);
+        self
     }
 }
 

@@ -1,0 +1,131 @@
+//! `webhook_delivery`: one attempt of one delivery. A failed attempt
+//! schedules the next by the retry schedule (a new job with `run_at`); the
+//! fifth failure fails the delivery. Each attempt number runs once: an
+//! attempt already recorded makes a repeated job a no-op.
+
+use std::time::{Duration, Instant};
+
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
+use jobs::kinds::DeliverWebhook;
+use jobs::{Job, PushOptions};
+use storage::webhooks::{AfterAttempt, AttemptOutcome, EndpointStatus};
+
+use super::{JobError, WorkerState, begin, observe, settle};
+use crate::webhooks::{self, schedule};
+
+/// Deliveries one endpoint receives per hour; more wait for a free slot.
+pub const HOURLY_BUDGET: i64 = 1000;
+
+/// Makes one attempt.
+pub async fn deliver_webhook(
+    job: DeliverWebhook,
+    state: Data<WorkerState>,
+    task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let attempt = begin::<DeliverWebhook>(&state, &task_id, &attempt).await?;
+    let started = Instant::now();
+    let result = deliver(&job, &state).await;
+    observe(DeliverWebhook::KIND, started, &result);
+    settle::<DeliverWebhook>(attempt, result)
+}
+
+async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobError> {
+    let store = &state.store;
+    let webhooks = store.webhooks();
+    let Some(target) = webhooks.target(&job.delivery_id).await? else {
+        // Purged by retention.
+        return Ok(());
+    };
+    let delivery = target.delivery;
+    let number = i32::try_from(job.attempt).unwrap_or(i32::MAX);
+    if delivery.status.is_final() || delivery.attempts >= number {
+        return Ok(());
+    }
+    let (Some(endpoint), Some(secret)) = (target.endpoint, target.secret) else {
+        webhooks.abandon(&delivery.id).await?;
+        return Ok(());
+    };
+    if endpoint.status == EndpointStatus::Disabled {
+        // Failed deliveries of a disabled endpoint can be replayed once it is back.
+        webhooks.abandon(&delivery.id).await?;
+        return Ok(());
+    }
+    let now = store.clock().now();
+    let hour_ago = now.plus_seconds(-3600);
+    if webhooks.attempts_since(&endpoint.id, hour_ago).await? >= HOURLY_BUDGET {
+        // Over the endpoint's hourly budget: wait until the oldest attempt
+        // in the window leaves it. Delayed, never dropped.
+        let oldest = webhooks
+            .oldest_attempt_since(&endpoint.id, hour_ago)
+            .await?
+            .unwrap_or(now);
+        let run_at = oldest.plus_seconds(3601);
+        let options = PushOptions {
+            run_at: Some(run_at),
+            idempotency_key: Some(format!(
+                "{}:deferred:{}",
+                job.idempotency_key(),
+                run_at.as_unix_seconds()
+            )),
+            ..PushOptions::default()
+        };
+        state
+            .queue
+            .push(job.clone(), options)
+            .await
+            .map_err(|err| JobError(format!("deferring over-budget delivery: {err}")))?;
+        metrics::counter!("webhook_deliveries_deferred_total").increment(1);
+        return Ok(());
+    }
+
+    let (attempt, report) = webhooks::attempt(
+        store,
+        &state.webhooks.client,
+        &delivery,
+        &endpoint.url,
+        &secret,
+        number,
+    )
+    .await;
+    let after = if report.outcome == AttemptOutcome::Succeeded {
+        AfterAttempt::Succeeded
+    } else {
+        match schedule::after_failure(job.attempt) {
+            Some(wait) => AfterAttempt::RetryAt(webhooks::later(
+                store.clock().now(),
+                wait,
+                state.webhooks.retry_speedup,
+            )),
+            None => AfterAttempt::Failed,
+        }
+    };
+    let recorded = webhooks.record_attempt(&delivery, &attempt, after).await?;
+    metrics::counter!("webhook_attempts_total", "outcome" => report.outcome.as_str()).increment(1);
+    metrics::histogram!("webhook_attempt_duration_seconds").record(
+        Duration::from_millis(u64::try_from(attempt.duration_ms).unwrap_or(0)).as_secs_f64(),
+    );
+    if recorded.disabled_endpoint {
+        tracing::warn!(
+            endpoint_id = %endpoint.id,
+            failures = recorded.consecutive_failures,
+            "webhook endpoint disabled after consecutive failed deliveries"
+        );
+    }
+    if let (true, AfterAttempt::RetryAt(run_at)) = (recorded.recorded, after) {
+        let next = DeliverWebhook {
+            delivery_id: delivery.id.clone(),
+            attempt: job.attempt + 1,
+        };
+        let options = PushOptions {
+            run_at: Some(run_at),
+            idempotency_key: Some(next.idempotency_key()),
+            ..PushOptions::default()
+        };
+        if let Err(err) = state.queue.push(next, options).await {
+            // The attempt is recorded with its due time; the overdue sweep pushes it.
+            tracing::warn!(%err, delivery_id = %delivery.id, "could not schedule the next attempt; the sweep will");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! Making one delivery attempt: the envelope with a fresh nonce, the
+//! signature, the POST with a 10-second limit and no redirects, and what
+//! came of it.
+
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::Sha256;
+use storage::webhooks::{AttemptOutcome, Delivery};
+
+use super::address_policy::{self, AddressPolicy, Refused};
+
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "X-Webhook-Signature";
+/// The earlier, service-specific name of the signature header; sent too so
+/// receivers written against it keep working.
+pub const LEGACY_SIGNATURE_HEADER: &str = "X-MediaAgency-Signature";
+/// The signing time header.
+pub const TIMESTAMP_HEADER: &str = "X-Webhook-Timestamp";
+/// The event type header.
+pub const EVENT_TYPE_HEADER: &str = "X-Webhook-Event-Type";
+/// The event id header.
+pub const EVENT_ID_HEADER: &str = "X-Event-Id";
+/// How long a receiver has to answer.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a receiver's answer is kept with the attempt.
+pub const EXCERPT_BYTES: usize = 1024;
+
+/// The envelope, in the specification's field order.
+#[derive(Serialize)]
+struct Envelope<'a> {
+    event_id: &'a str,
+    event_type: &'a str,
+    api_version: &'a str,
+    timestamp: i64,
+    nonce: &'a str,
+    is_sandbox: bool,
+    data: &'a Value,
+}
+
+/// The body of an attempt of `delivery` with `nonce`.
+pub fn envelope_body(delivery: &Delivery, nonce: &str) -> Vec<u8> {
+    let envelope = Envelope {
+        event_id: &delivery.event_id,
+        event_type: &delivery.event_type,
+        api_version: &delivery.api_version,
+        timestamp: delivery.occurred_at.as_unix_seconds(),
+        nonce,
+        is_sandbox: delivery.is_sandbox,
+        data: &delivery.data,
+    };
+    // Serialising a struct of strings, numbers and a JSON value cannot fail.
+    serde_json::to_vec(&envelope).unwrap_or_default()
+}
+
+/// `sha256=<hex HMAC-SHA256 over "<timestamp>.<body>">`, keyed with the
+/// secret's bytes as given.
+pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// One attempt, ready to send.
+#[derive(Clone, Debug)]
+pub struct SignedRequest {
+    /// Where to.
+    pub url: String,
+    /// The headers, signature included.
+    pub headers: HeaderMap,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// The nonce in the body.
+    pub nonce: String,
+}
+
+impl SignedRequest {
+    /// Signs an attempt of `delivery` to `url` with `secret` at `now_unix`.
+    pub fn new(delivery: &Delivery, url: &str, secret: &str, now_unix: i64) -> Self {
+        let nonce = ulid::Ulid::generate().to_string();
+        let body = envelope_body(delivery, &nonce);
+        let signature = signature(secret, now_unix, &body);
+        let mut headers = HeaderMap::new();
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(name, value);
+            }
+        };
+        put(SIGNATURE_HEADER, &signature);
+        put(LEGACY_SIGNATURE_HEADER, &signature);
+        put(TIMESTAMP_HEADER, &now_unix.to_string());
+        put(EVENT_TYPE_HEADER, &delivery.event_type);
+        put(EVENT_ID_HEADER, &delivery.event_id);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            USER_AGENT,
+            HeaderValue::from_static("MediaAgencyListingAPI-Webhooks/1"),
+        );
+        Self {
+            url: url.to_owned(),
+            headers,
+            body,
+            nonce,
+        }
+    }
+}
+
+/// What an attempt came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptReport {
+    /// Succeeded, HTTP error, timeout, no connection, refused.
+    pub outcome: AttemptOutcome,
+    /// The receiver's status.
+    pub status_code: Option<u16>,
+    /// Time taken.
+    pub duration: Duration,
+    /// The start of the receiver's answer (UTF-8, lossy).
+    pub response_excerpt: Option<String>,
+    /// What went wrong without an answer.
+    pub error: Option<String>,
+}
+
+/// Sends deliveries under the address policy.
+#[derive(Clone, Debug)]
+pub struct WebhookClient {
+    http: reqwest::Client,
+    policy: AddressPolicy,
+}
+
+impl WebhookClient {
+    /// A client under `policy`, trusting `extra_ca_pem` besides the public roots.
+    pub fn new(policy: AddressPolicy, extra_ca_pem: Option<&[u8]>) -> anyhow::Result<Self> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .connect_timeout(TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy would connect on our behalf and bypass the address policy.
+            .no_proxy()
+            .pool_max_idle_per_host(32)
+            .dns_resolver(address_policy::resolver(policy));
+        if let Some(pem) = extra_ca_pem {
+            for certificate in reqwest::Certificate::from_pem_bundle(pem)? {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        Ok(Self {
+            http: builder.build()?,
+            policy,
+        })
+    }
+
+    /// The address policy in force.
+    pub fn policy(&self) -> AddressPolicy {
+        self.policy
+    }
+
+    /// Sends one signed attempt and reports what came of it. Never fails:
+    /// every way a delivery can go wrong is an outcome.
+    pub async fn send(&self, request: SignedRequest) -> AttemptReport {
+        let started = Instant::now();
+        let refused = |reason: String, started: Instant| AttemptReport {
+            outcome: AttemptOutcome::Refused,
+            status_code: None,
+            duration: started.elapsed(),
+            response_excerpt: None,
+            error: Some(reason),
+        };
+        let url = match reqwest::Url::parse(&request.url) {
+            Ok(url) if url.scheme() == "https" => url,
+            Ok(_) => return refused("only https URLs receive deliveries".into(), started),
+            Err(err) => return refused(format!("invalid URL: {err}"), started),
+        };
+        // The resolver is not asked about literal addresses: judge them here.
+        if let Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) = url.host() {
+            let host = url.host_str().unwrap_or_default();
+            if let Err(reason) = self.policy.resolve(host, 443).await {
+                return refused(reason, started);
+            }
+        }
+        let sent = self
+            .http
+            .post(url)
+            .headers(request.headers)
+            .body(request.body)
+            .send()
+            .await;
+        match sent {
+            Ok(mut response) => {
+                let status = response.status();
+                let mut excerpt = Vec::new();
+                while excerpt.len() < EXCERPT_BYTES {
+                    match response.chunk().await {
+                        Ok(Some(chunk)) => excerpt.extend_from_slice(&chunk),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+                excerpt.truncate(EXCERPT_BYTES);
+                let excerpt = String::from_utf8_lossy(&excerpt).into_owned();
+                AttemptReport {
+                    outcome: if status.is_success() {
+                        AttemptOutcome::Succeeded
+                    } else {
+                        AttemptOutcome::HttpError
+                    },
+                    status_code: Some(status.as_u16()),
+                    duration: started.elapsed(),
+                    response_excerpt: (!excerpt.is_empty()).then_some(excerpt),
+                    error: None,
+                }
+            }
+            Err(err) => {
+                let outcome = if let Some(reason) = refused_reason(&err) {
+                    return refused(reason, started);
+                } else if err.is_timeout() {
+                    AttemptOutcome::Timeout
+                } else {
+                    AttemptOutcome::ConnectionFailed
+                };
+                AttemptReport {
+                    outcome,
+                    status_code: None,
+                    duration: started.elapsed(),
+                    response_excerpt: None,
+                    error: Some(error_chain(&err)),
+                }
+            }
+        }
+    }
+}
+
+fn refused_reason(err: &reqwest::Error) -> Option<String> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if let Some(refused) = current.downcast_ref::<Refused>() {
+            return Some(refused.0.clone());
+        }
+        source = current.source();
+    }
+    None
+}
+
+fn error_chain(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(current) = source {
+        text.push_str(": ");
+        text.push_str(&current.to_string());
+        source = current.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_covers_timestamp_and_body() {
+        // HMAC-SHA256("whsec_test", "1700000000.{}") computed independently.
+        let expected = {
+            let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(b"whsec_test").expect("key");
+            mac.update(b"1700000000.{}");
+            format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+        };
+        assert_eq!(signature("whsec_test", 1_700_000_000, b"{}"), expected);
+        assert_ne!(signature("whsec_test", 1_700_000_001, b"{}"), expected);
+        assert_ne!(signature("whsec_other", 1_700_000_000, b"{}"), expected);
+        assert!(expected.starts_with("sha256=") && expected.len() == 7 + 64);
+    }
+}

@@ -1,0 +1,57 @@
+//! Webhook delivery: the retry schedule, the address policy that keeps
+//! deliveries off internal networks, and the client that signs and sends an
+//! attempt. The `webhook_delivery` job ([`crate::handlers::deliver`]) and the
+//! API's replay and test fire share them.
+
+pub mod address_policy;
+pub mod client;
+pub mod schedule;
+
+use std::time::Duration;
+
+pub use address_policy::AddressPolicy;
+pub use client::{AttemptReport, SignedRequest, WebhookClient};
+use storage::webhooks::{Attempt, Delivery};
+use storage::{Store, Timestamp};
+
+/// Longest kept error text of an attempt.
+const ERROR_CHARS: usize = 500;
+
+/// Makes one attempt of `delivery` to `url`, signed with `secret` now, and
+/// returns it as recorded (the caller records it with its consequences).
+pub async fn attempt(
+    store: &Store,
+    client: &WebhookClient,
+    delivery: &Delivery,
+    url: &str,
+    secret: &str,
+    number: i32,
+) -> (Attempt, AttemptReport) {
+    let started_at = store.clock().now();
+    let request = SignedRequest::new(delivery, url, secret, started_at.as_unix_seconds());
+    let nonce = request.nonce.clone();
+    let report = client.send(request).await;
+    let attempt = Attempt {
+        attempt: number,
+        nonce,
+        started_at,
+        duration_ms: i32::try_from(report.duration.as_millis()).unwrap_or(i32::MAX),
+        outcome: report.outcome.as_str().to_owned(),
+        status_code: report.status_code.map(i32::from),
+        response_excerpt: report.response_excerpt.clone(),
+        error: report
+            .error
+            .as_ref()
+            .map(|e| e.chars().take(ERROR_CHARS).collect()),
+    };
+    (attempt, report)
+}
+
+/// `at` plus `wait` divided by `speedup` (1 in production).
+pub fn later(at: Timestamp, wait: Duration, speedup: u32) -> Timestamp {
+    let micros = wait.as_micros() / u128::from(speedup.max(1));
+    Timestamp::from_micros(
+        at.as_micros()
+            .saturating_add(i64::try_from(micros).unwrap_or(i64::MAX)),
+    )
+}
