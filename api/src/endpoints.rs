@@ -61,6 +61,11 @@ pub static WEBHOOK_CATALOG: AgencyBudget = AgencyBudget {
     name: "agency_webhook_catalog",
     limit: 60,
 };
+/// Webhook endpoint management and delivery reads: 120 per minute per agency.
+pub static WEBHOOK_MANAGEMENT: AgencyBudget = AgencyBudget {
+    name: "agency_webhook_management",
+    limit: 120,
+};
 /// All sandbox traffic of an agency: 500 per minute, apart from live.
 pub static SANDBOX_BUDGET: AgencyBudget = AgencyBudget {
     name: "agency_sandbox",
@@ -140,8 +145,71 @@ pub static UPDATE_SECTION: Endpoint = Endpoint {
     key_limit: 200,
 };
 
+/// `GET /webhooks/events`.
+pub static GET_WEBHOOK_CATALOG: Endpoint = Endpoint {
+    name: "get_webhook_catalog",
+    scope: Scope::WebhooksRead,
+    agency_budgets: &[&WEBHOOK_CATALOG],
+    key_limit: 60,
+};
+
+/// `POST /webhooks/endpoints`.
+pub static CREATE_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
+    name: "create_webhook_endpoint",
+    scope: Scope::WebhooksWrite,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 30,
+};
+
+/// `GET /webhooks/endpoints` and `GET /webhooks/endpoints/{endpoint_id}`.
+pub static READ_WEBHOOK_ENDPOINTS: Endpoint = Endpoint {
+    name: "read_webhook_endpoints",
+    scope: Scope::WebhooksRead,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 120,
+};
+
+/// Update, disable, enable, rotate the secret of, or delete an endpoint.
+pub static UPDATE_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
+    name: "update_webhook_endpoint",
+    scope: Scope::WebhooksWrite,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 60,
+};
+
+/// An endpoint's deliveries and one delivery with its attempts.
+pub static READ_WEBHOOK_DELIVERIES: Endpoint = Endpoint {
+    name: "read_webhook_deliveries",
+    scope: Scope::WebhooksRead,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 120,
+};
+
+/// `POST /webhooks/deliveries/{delivery_id}/replay` (also 10 per minute per
+/// webhook endpoint).
+pub static REPLAY_WEBHOOK_DELIVERY: Endpoint = Endpoint {
+    name: "replay_webhook_delivery",
+    scope: Scope::WebhooksWrite,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 60,
+};
+
+/// `POST /webhooks/endpoints/{endpoint_id}/test` (also 5 per minute per
+/// webhook endpoint).
+pub static TEST_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
+    name: "test_webhook_endpoint",
+    scope: Scope::WebhooksWrite,
+    agency_budgets: &[&WEBHOOK_MANAGEMENT],
+    key_limit: 60,
+};
+
+/// Replays per minute per webhook endpoint.
+pub const REPLAYS_PER_ENDPOINT: u32 = 10;
+/// Test fires per minute per webhook endpoint.
+pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
+
 /// Every endpoint with a per-key budget, for validating overrides.
-pub static ALL: [&Endpoint; 9] = [
+pub static ALL: [&Endpoint; 16] = [
     &READ_USERS_LIST,
     &READ_USER_SINGLE,
     &CREATE_LISTING,
@@ -151,15 +219,21 @@ pub static ALL: [&Endpoint; 9] = [
     &UPDATE_LISTING_STATUS,
     &CANCEL_LISTING,
     &UPDATE_SECTION,
+    &GET_WEBHOOK_CATALOG,
+    &CREATE_WEBHOOK_ENDPOINT,
+    &READ_WEBHOOK_ENDPOINTS,
+    &UPDATE_WEBHOOK_ENDPOINT,
+    &READ_WEBHOOK_DELIVERIES,
+    &REPLAY_WEBHOOK_DELIVERY,
+    &TEST_WEBHOOK_ENDPOINT,
 ];
 
 /// Endpoint names the specification budgets but whose routes other parts of the
-/// API serve (uploads, availability, the webhook catalog); overrides may name them.
-pub static OTHER_BUDGETED_NAMES: [&str; 3] =
-    ["upload_media", "get_availability", "get_webhook_catalog"];
+/// API serve (uploads, availability); overrides may name them.
+pub static OTHER_BUDGETED_NAMES: [&str; 2] = ["upload_media", "get_availability"];
 
 /// Every agency-level budget, for validating an agency's overrides.
-pub static AGENCY_BUDGETS: [&AgencyBudget; 8] = [
+pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [
     &LISTING_CREATES,
     &LISTING_READS,
     &LISTING_WRITES,
@@ -167,6 +241,7 @@ pub static AGENCY_BUDGETS: [&AgencyBudget; 8] = [
     &AVAILABILITY,
     &USERS,
     &WEBHOOK_CATALOG,
+    &WEBHOOK_MANAGEMENT,
     &SANDBOX_BUDGET,
 ];
 

@@ -27,6 +27,10 @@ pub enum Resource {
     Listing,
     /// `job_not_found`: no dead job with this id (ops listener).
     DeadJob,
+    /// `webhook_endpoint_not_found`.
+    WebhookEndpoint,
+    /// `webhook_delivery_not_found`.
+    WebhookDelivery,
 }
 
 impl Resource {
@@ -35,6 +39,8 @@ impl Resource {
             Self::User => "user_not_found",
             Self::Listing => "listing_not_found",
             Self::DeadJob => "job_not_found",
+            Self::WebhookEndpoint => "webhook_endpoint_not_found",
+            Self::WebhookDelivery => "webhook_delivery_not_found",
         }
     }
 
@@ -43,6 +49,8 @@ impl Resource {
             Self::User => "user",
             Self::Listing => "listing",
             Self::DeadJob => "dead job",
+            Self::WebhookEndpoint => "webhook endpoint",
+            Self::WebhookDelivery => "webhook delivery",
         }
     }
 }

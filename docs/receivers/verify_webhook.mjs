@@ -8,7 +8,7 @@ const NONCE_WINDOW = 600; // a nonce seen within this many seconds is a replay
 const EVENT_MEMORY = 86400; // how long accepted event ids are remembered
 const nonces = new Map(), events = new Map(); // several instances: use Redis or a DB
 
-/** Answer 400; `message` is the reason. */
+/** Answer 401 (a test fire reports "Signature rejected"); `message` is the reason. */
 export class Rejected extends Error {}
 
 /**

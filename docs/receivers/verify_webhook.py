@@ -8,7 +8,7 @@ _nonces, _events, _lock = {}, {}, threading.Lock()  # several instances: use Red
 
 
 class Rejected(Exception):
-    """Answer 400; str(error) is the reason."""
+    """Answer 401 (a test fire reports "Signature rejected"); str(error) is the reason."""
 
 
 def verify(secret, headers, raw_body, now=None):

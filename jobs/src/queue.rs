@@ -229,8 +229,13 @@ impl JobQueue {
             .priority(options.priority)
             .max_attempts(J::MAX_ATTEMPTS);
         if let Some(run_at) = options.run_at {
-            builder =
-                builder.run_at_timestamp(u64::try_from(run_at.as_unix_seconds()).unwrap_or(0));
+            // The queues keep whole seconds: round up, so a job never runs
+            // before its time (a retry schedule's wait is a minimum).
+            let seconds = run_at
+                .as_micros()
+                .saturating_add(999_999)
+                .div_euclid(1_000_000);
+            builder = builder.run_at_timestamp(u64::try_from(seconds).unwrap_or(0));
         }
         if let Some(key) = &options.idempotency_key {
             builder = builder.idempotency_key(key);

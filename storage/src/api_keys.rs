@@ -81,7 +81,9 @@ pub fn key_shape(text: &str) -> Option<(KeyFormat, Environment)> {
     None
 }
 
-/// What a key permits. The six scopes of the specification.
+/// What a key permits: the six scopes of the specification, and
+/// `webhooks:write` for managing webhook endpoints (which the specification
+/// names routes for but no scope).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     /// Read listings and their orders.
@@ -94,19 +96,22 @@ pub enum Scope {
     SchedulingRead,
     /// Read the agency's users.
     UsersRead,
-    /// Read the webhook event catalog.
+    /// Read the webhook event catalog, endpoints and deliveries.
     WebhooksRead,
+    /// Register and manage webhook endpoints, replay deliveries, test fire.
+    WebhooksWrite,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::ListingsRead,
         Scope::ListingsWrite,
         Scope::MediaWrite,
         Scope::SchedulingRead,
         Scope::UsersRead,
         Scope::WebhooksRead,
+        Scope::WebhooksWrite,
     ];
 
     /// The scope a key gets when none is asked for.
@@ -121,6 +126,7 @@ impl Scope {
             Self::SchedulingRead => "scheduling:read",
             Self::UsersRead => "users:read",
             Self::WebhooksRead => "webhooks:read",
+            Self::WebhooksWrite => "webhooks:write",
         }
     }
 

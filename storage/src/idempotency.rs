@@ -131,7 +131,10 @@ impl Idempotency<'_> {
                             .and_then(|s| u16::try_from(s).ok())
                             .unwrap_or(200),
                         headers: row.response_headers.map(|h| h.0).unwrap_or_default(),
-                        body: row.response_body.unwrap_or_default(),
+                        body: row
+                            .response_body
+                            .map(|body| self.open_body(agency, key, body))
+                            .unwrap_or_default(),
                         is_error: row.response_is_error.unwrap_or(false),
                     })
                 } else {
@@ -140,6 +143,25 @@ impl Idempotency<'_> {
             }
         });
         Ok(reservation)
+    }
+
+    /// What a stored body is sealed for: its agency and key.
+    fn context(agency: &AgencyId, key: &str) -> String {
+        format!("idempotency/{agency}/{key}")
+    }
+
+    /// A stored body, opened. Responses are sealed at rest because some carry
+    /// a secret shown once (a webhook signing secret); a body that does not
+    /// open is replayed empty rather than wrongly.
+    fn open_body(&self, agency: &AgencyId, key: &str, sealed: Vec<u8>) -> Vec<u8> {
+        let opened = self
+            .store
+            .derived_keys()
+            .open_bytes(&sealed, &Self::context(agency, key));
+        if opened.is_none() {
+            tracing::warn!(%agency, "a stored idempotent response does not open");
+        }
+        opened.unwrap_or_default()
     }
 
     /// Stores the response of the request that holds the reservation.
@@ -161,7 +183,7 @@ impl Idempotency<'_> {
             .bind(key)
             .bind(i32::from(response.status))
             .bind(Json(&response.headers))
-            .bind(&response.body)
+            .bind(self.store.derived_keys().seal_bytes(&response.body, &Self::context(agency, key)))
             .bind(response.is_error)
             .bind(now)
             .execute(&mut *tx)

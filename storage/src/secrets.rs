@@ -23,6 +23,8 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Version prefix of sealed secrets.
 const SEALED_PREFIX: &str = "v1.";
+/// Version prefix of sealed byte strings.
+const SEALED_BYTES_PREFIX: &[u8] = b"\x00sealed-v1";
 
 /// Computes HMAC-SHA256 of `message` under `key`.
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
@@ -186,6 +188,41 @@ impl DerivedKeys {
         format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
     }
 
+    /// Seals bytes at rest (a stored response that may carry a secret shown
+    /// once): `v1` + nonce ‖ ciphertext, `context` authenticated.
+    pub fn seal_bytes(&self, plaintext: &[u8], context: &str) -> Vec<u8> {
+        let cipher = XChaCha20Poly1305::new(&self.secret_sealing.into());
+        let mut nonce = [0u8; 24];
+        rand::fill(&mut nonce[..]);
+        let payload = Payload {
+            msg: plaintext,
+            aad: context.as_bytes(),
+        };
+        let sealed = cipher
+            .encrypt(&XNonce::from(nonce), payload)
+            .unwrap_or_default();
+        let mut bytes = SEALED_BYTES_PREFIX.to_vec();
+        bytes.extend_from_slice(&nonce);
+        bytes.extend_from_slice(&sealed);
+        bytes
+    }
+
+    /// Opens what [`Self::seal_bytes`] produced for the same `context`.
+    pub fn open_bytes(&self, sealed: &[u8], context: &str) -> Option<Vec<u8>> {
+        let rest = sealed.strip_prefix(SEALED_BYTES_PREFIX)?;
+        if rest.len() < 24 {
+            return None;
+        }
+        let (nonce, ciphertext) = rest.split_at(24);
+        let nonce: [u8; 24] = nonce.try_into().ok()?;
+        let cipher = XChaCha20Poly1305::new(&self.secret_sealing.into());
+        let payload = Payload {
+            msg: ciphertext,
+            aad: context.as_bytes(),
+        };
+        cipher.decrypt(&XNonce::from(nonce), payload).ok()
+    }
+
     /// Opens what [`Self::seal`] produced for the same `context`; `None` when
     /// it was tampered with, sealed for another context or under another key.
     pub fn open(&self, sealed: &str, context: &str) -> Option<String> {
@@ -273,6 +310,20 @@ mod tests {
         assert_eq!(keys.open(&tampered, "whe_1"), None);
         assert_eq!(keys.open("v1.", "whe_1"), None);
         assert_eq!(keys.open("garbage", "whe_1"), None);
+    }
+
+    #[test]
+    fn sealed_bytes_round_trip_in_their_context_only() {
+        let keys = MasterKey::generate().derive();
+        let body = br#"{"secret":"whsec_abc"}"#;
+        let sealed = keys.seal_bytes(body, "agc_1/key-1");
+        assert!(!sealed.windows(9).any(|w| w == b"whsec_abc"));
+        assert_eq!(
+            keys.open_bytes(&sealed, "agc_1/key-1").as_deref(),
+            Some(&body[..])
+        );
+        assert_eq!(keys.open_bytes(&sealed, "agc_2/key-1"), None);
+        assert_eq!(keys.open_bytes(body, "agc_1/key-1"), None);
     }
 
     #[test]

@@ -95,6 +95,52 @@ backend_tests! {
         assert_eq!(usage.status.code(), Some(2));
     }
 
+    async fn operators_manage_webhook_endpoints_from_the_command_line(backend) {
+        let deployment = Deployment::new(backend).await;
+        let client = tests::app::base_client().build().unwrap();
+        let mut server = serve(&deployment, &["--webhook-allow-private-networks"], &client, "http").await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let key = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "hooks", "--scopes", "webhooks:read,webhooks:write"]);
+        let created: Value = client
+            .post(format!("{}/api/v1/webhooks/endpoints", server.base_url))
+            .header("X-API-Key", key["key"].as_str().unwrap())
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .json(&serde_json::json!({ "url": "https://localhost:9/hooks", "name": "crm" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = created["id"].as_str().unwrap().to_owned();
+        let secret = created["secret"].as_str().unwrap().to_owned();
+
+        let list = deployment.admin_ok(&["webhook-endpoints", "list", "--agency", &agency_id]);
+        assert_eq!(list["items"][0]["id"], id.as_str());
+        assert_eq!(list["items"][0]["name"], "crm");
+        assert!(!list.to_string().contains(&secret), "the secret is never listed");
+        let disabled = deployment.admin_ok(&["webhook-endpoints", "disable", "--agency", &agency_id, "--endpoint", &id]);
+        assert_eq!(disabled["endpoint"]["status"], "disabled");
+        let enabled = deployment.admin_ok(&["webhook-endpoints", "enable", "--agency", &agency_id, "--endpoint", &id]);
+        assert_eq!(enabled["endpoint"]["status"], "enabled");
+        let rotated = deployment.admin_ok(&["webhook-endpoints", "rotate-secret", "--agency", &agency_id, "--endpoint", &id]);
+        let new_secret = rotated["secret"].as_str().unwrap();
+        assert!(new_secret.starts_with("whsec_") && new_secret != secret);
+        let deliveries = deployment.admin_ok(&["webhook-endpoints", "deliveries", "--agency", &agency_id, "--endpoint", &id]);
+        assert_eq!(deliveries["total"], 0);
+        deployment.admin_err(&["webhook-endpoints", "get", "--agency", &agency_id], "validation.failed");
+        deployment.admin_err(&["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id, "--sandbox"], "webhook_endpoint_not_found");
+        let other = deployment.admin_ok(&["create-agency", "--name", "Other"]);
+        deployment.admin_err(&["webhook-endpoints", "disable", "--agency", other["agency_id"].as_str().unwrap(), "--endpoint", &id], "webhook_endpoint_not_found");
+        let deleted = deployment.admin_ok(&["webhook-endpoints", "delete", "--agency", &agency_id, "--endpoint", &id]);
+        assert_eq!(deleted["endpoint"]["deleted"], true);
+        deployment.admin_err(&["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id], "webhook_endpoint_not_found");
+        let status = server.process.terminate(Duration::from_secs(30));
+        assert!(status.success());
+        assert!(!server.process.log_text().contains(&secret), "a webhook secret was logged");
+    }
+
     async fn payment_and_shoot_commands_drive_a_listing(backend) {
         let deployment = Deployment::new(backend).await;
         let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);

@@ -16,3 +16,4 @@ mod storage;
 mod support;
 mod transport;
 mod users;
+mod webhooks;

@@ -52,6 +52,7 @@ pub struct TestAppBuilder {
     redis: bool,
     workers: Option<RuntimeSettings>,
     ops: Option<(String, String)>,
+    webhooks: Option<workers::handlers::WebhookDelivery>,
 }
 
 impl TestAppBuilder {
@@ -105,6 +106,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// Deliver webhooks with these settings (default: production's strict policy).
+    pub fn webhooks(mut self, webhooks: workers::handlers::WebhookDelivery) -> Self {
+        self.webhooks = Some(webhooks);
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -142,6 +149,10 @@ impl TestAppBuilder {
         let platform = WorkerState::connect(store.clone(), &queue, redis_url.as_deref())
             .await
             .expect("connect the job queue");
+        let platform = match self.webhooks {
+            Some(webhooks) => platform.with_webhooks(webhooks),
+            None => platform,
+        };
         let state = AppState::new(platform.clone(), urls, rate_limiter);
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
@@ -267,6 +278,7 @@ impl TestApp {
             redis: false,
             workers: None,
             ops: None,
+            webhooks: None,
         }
     }
 

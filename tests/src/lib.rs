@@ -5,6 +5,7 @@ pub mod binaries;
 pub mod browser;
 pub mod database;
 pub mod deployment;
+pub mod receiver;
 pub mod services;
 
 pub use app::{TestAgency, TestApp, TestAppBuilder};

@@ -41,6 +41,47 @@ pub enum AdminCommand {
     SetAgencyBudgets(SetAgencyBudgets),
     /// Push a canary job that reports its progress → {"operation_id", "job_id"}.
     EnqueueProbe(EnqueueProbe),
+    /// Manage an agency's webhook endpoints: list, get, disable, enable,
+    /// rotate-secret, delete, deliveries → {"items"} or {"endpoint"[, "secret"]}.
+    WebhookEndpoints(WebhookEndpoints),
+}
+
+/// What `admin webhook-endpoints` does.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum WebhookAction {
+    /// The agency's endpoints.
+    List,
+    /// One endpoint.
+    Get,
+    /// Disable one (reason `disabled_by_owner`).
+    Disable,
+    /// Re-enable one and reset its failure count.
+    Enable,
+    /// Replace its signing secret; the new one is printed once.
+    RotateSecret,
+    /// Delete one.
+    Delete,
+    /// Its latest deliveries with their attempts.
+    Deliveries,
+}
+
+/// `admin webhook-endpoints`.
+#[derive(Debug, Args)]
+pub struct WebhookEndpoints {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// What to do.
+    #[arg(value_enum)]
+    action: WebhookAction,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The agency's sandbox endpoints instead of its live ones.
+    #[arg(long)]
+    sandbox: bool,
+    /// The endpoint (whe_…); every action but `list` needs it.
+    #[arg(long)]
+    endpoint: Option<String>,
 }
 
 /// `admin enqueue-probe`.
@@ -232,6 +273,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::SetCancellationFees(args) => set_cancellation_fees(args).await,
         AdminCommand::SetAgencyBudgets(args) => set_agency_budgets(args).await,
         AdminCommand::EnqueueProbe(args) => enqueue_probe(args).await,
+        AdminCommand::WebhookEndpoints(args) => webhook_endpoints(args).await,
     };
     match result {
         Ok(output) => {
@@ -477,6 +519,102 @@ async fn set_agency_budgets(args: SetAgencyBudgets) -> Result<Value, AdminError>
         .set_rate_limit_overrides(&agency, &budgets)
         .await?;
     Ok(json!({"agency_id": agency, "budgets": budgets}))
+}
+
+fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
+    json!({
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "url": endpoint.url,
+        "event_types": endpoint.event_types,
+        "environment": endpoint.environment.as_str(),
+        "status": endpoint.status.as_str(),
+        "disabled_reason": endpoint.disabled_reason,
+        "consecutive_failures": endpoint.consecutive_failures,
+        "created_at": endpoint.created_at.to_rfc3339(),
+    })
+}
+
+async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let environment = if args.sandbox {
+        Environment::Sandbox
+    } else {
+        Environment::Live
+    };
+    let tenant = Tenant::new(agency, environment);
+    let webhooks = store.webhooks();
+    if let WebhookAction::List = args.action {
+        let mut items = Vec::new();
+        let mut after = None;
+        loop {
+            let page = webhooks.list(&tenant, after.as_ref(), 200).await?;
+            items.extend(page.items.iter().map(endpoint_json));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        return Ok(json!({ "items": items }));
+    }
+    let id = args
+        .endpoint
+        .ok_or_else(|| AdminError::new("validation.failed", "--endpoint is required"))?;
+    let not_found = || AdminError::new("webhook_endpoint_not_found", "no such webhook endpoint");
+    let reason = storage::webhooks::MANUALLY_DISABLED_REASON;
+    Ok(match args.action {
+        WebhookAction::List => unreachable!("handled above"),
+        WebhookAction::Get => {
+            let endpoint = webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::Disable | WebhookAction::Enable => {
+            let enable = matches!(args.action, WebhookAction::Enable);
+            let endpoint = webhooks
+                .set_enabled(&tenant, &id, enable, reason)
+                .await?
+                .ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::RotateSecret => {
+            let (endpoint, secret) = webhooks
+                .rotate_secret(&tenant, &id)
+                .await?
+                .ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint), "secret": secret })
+        }
+        WebhookAction::Delete => {
+            if !webhooks.delete(&tenant, &id).await? {
+                return Err(not_found());
+            }
+            json!({ "endpoint": { "id": id, "deleted": true } })
+        }
+        WebhookAction::Deliveries => {
+            webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            let page = webhooks.deliveries(&id, None, 50).await?;
+            let mut items = Vec::new();
+            for delivery in page.items {
+                let attempts = webhooks.attempts(&delivery.id).await?;
+                items.push(json!({
+                    "id": delivery.id,
+                    "event_id": delivery.event_id,
+                    "event_type": delivery.event_type,
+                    "kind": delivery.kind.as_str(),
+                    "status": delivery.status.as_str(),
+                    "attempts": attempts.iter().map(|a| json!({
+                        "attempt": a.attempt,
+                        "started_at": a.started_at.to_rfc3339(),
+                        "outcome": a.outcome,
+                        "status_code": a.status_code,
+                        "duration_ms": a.duration_ms,
+                        "error": a.error,
+                    })).collect::<Vec<_>>(),
+                }));
+            }
+            json!({ "items": items, "total": page.total })
+        }
+    })
 }
 
 async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminError> {

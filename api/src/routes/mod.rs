@@ -6,6 +6,7 @@ pub mod denied;
 pub mod listings;
 pub mod openapi;
 pub mod users;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ pub const API_PREFIX: &str = "/api/v1";
 pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .merge(listings::router(&state))
-        .merge(users::router(&state));
+        .merge(users::router(&state))
+        .merge(webhooks::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();

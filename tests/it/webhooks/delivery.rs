@@ -1,0 +1,303 @@
+//! Deliveries: signature, headers and envelope; the environment filter; no
+//! cross-agency delivery; the retry schedule end to end; failure counting,
+//! auto-disable at 50 and re-enabling.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use storage::webhooks::{AfterAttempt, Attempt, DeliveryKind, WebhookEndpoint};
+use tests::backend_tests;
+use tests::receiver::Received;
+use webhook_verify::{Verdict, Verifier};
+
+use super::{Ctx, SCOPES, SPEEDUP};
+use crate::support::expect_ok;
+
+fn is_ulid(text: &str) -> bool {
+    ulid::Ulid::from_string(text).is_ok()
+}
+
+/// Checks a delivery's signature, headers and envelope against `secret`.
+fn assert_signed_delivery(received: &Received, secret: &str) -> Value {
+    let signature = received.header("x-webhook-signature").unwrap();
+    let timestamp = received.header("x-webhook-timestamp").unwrap();
+    let expected = {
+        use hmac::{Hmac, KeyInit, Mac};
+        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(timestamp.as_bytes());
+        mac.update(b".");
+        mac.update(&received.body);
+        format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    };
+    assert_eq!(signature, expected);
+    assert_eq!(received.header("x-mediaagency-signature"), Some(signature));
+    let now = chrono::Utc::now().timestamp();
+    let signed_at: i64 = timestamp.parse().unwrap();
+    assert!(
+        (now - signed_at).abs() <= 60,
+        "signing time {signed_at} vs now {now}"
+    );
+    assert_eq!(received.header("content-type"), Some("application/json"));
+    let envelope = received.json();
+    let text = String::from_utf8_lossy(&received.body);
+    let positions: Vec<usize> = [
+        "event_id",
+        "event_type",
+        "api_version",
+        "timestamp",
+        "nonce",
+        "is_sandbox",
+        "data",
+    ]
+    .iter()
+    .map(|field| {
+        text.find(&format!("\"{field}\":"))
+            .unwrap_or_else(|| panic!("{field} in {text}"))
+    })
+    .collect();
+    assert!(
+        positions.windows(2).all(|p| p[0] < p[1]),
+        "the envelope's fields, in order: {text}"
+    );
+    assert_eq!(envelope.as_object().unwrap().len(), 7);
+    assert!(is_ulid(envelope["event_id"].as_str().unwrap()));
+    assert!(is_ulid(envelope["nonce"].as_str().unwrap()));
+    assert_eq!(received.header("x-event-id"), envelope["event_id"].as_str());
+    assert_eq!(
+        received.header("x-webhook-event-type"),
+        envelope["event_type"].as_str()
+    );
+    assert_eq!(envelope["api_version"], "2026-05-29");
+    assert!(envelope["timestamp"].as_i64().unwrap() > 1_700_000_000);
+    assert!(envelope["data"].is_object());
+    // And the receiver crate agrees.
+    let verdict = Verifier::new(secret)
+        .verify_now(&received.headers, &received.body)
+        .unwrap();
+    assert!(matches!(verdict, Verdict::Accepted(_)));
+    envelope
+}
+
+backend_tests! {
+    async fn an_event_is_delivered_signed_with_the_envelope(backend) {
+        let ctx = Ctx::new(backend).await;
+        let (endpoint_id, secret) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        let number = ctx.create_listing().await;
+        let received = ctx.receiver.wait_for(1, Duration::from_secs(20)).await;
+        let envelope = assert_signed_delivery(&received[0], &secret);
+        assert_eq!(envelope["event_type"], "listing.created");
+        assert_eq!(envelope["is_sandbox"], false);
+        assert_eq!(envelope["data"]["listing_number"], number.as_str());
+        // invoice.created was not subscribed: nothing else arrives.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(ctx.receiver.received().len(), 1);
+
+        let deliveries = ctx.deliveries(&endpoint_id).await;
+        assert_eq!(deliveries.len(), 1);
+        let delivery = ctx
+            .delivery_until(deliveries[0]["id"].as_str().unwrap(), |d| d["status"] == "succeeded")
+            .await;
+        assert_eq!(delivery["attempts"], 1);
+        assert_eq!(delivery["event_id"], envelope["event_id"]);
+        let attempt = &delivery["attempt_log"][0];
+        assert_eq!(attempt["outcome"], "succeeded");
+        assert_eq!(attempt["status_code"], 200);
+        assert_eq!(attempt["nonce"], envelope["nonce"]);
+    }
+
+    async fn environments_choose_which_events_an_endpoint_hears(backend) {
+        let ctx = Ctx::new(backend).await;
+        let sandbox_key = ctx.sandbox_key().await;
+        let types = json!({ "event_types": ["listing.created"] });
+        let mut live_only = types.clone();
+        live_only["environment"] = "live".into();
+        let mut both = types.clone();
+        both["environment"] = "Both".into();
+        let (live_id, _) = ctx.register_with(&ctx.key, live_only).await;
+        let (both_id, _) = ctx.register_with(&ctx.key, both).await;
+        let (sandbox_id, _) = ctx.register_with(&sandbox_key, types).await;
+
+        ctx.create_listing().await;
+        ctx.create_listing_with(&sandbox_key).await;
+        // live → live and both; sandbox → both and sandbox.
+        let received = ctx.receiver.wait_for(4, Duration::from_secs(20)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(ctx.receiver.received().len(), 4, "{received:?}");
+        let sandboxed = received.iter().filter(|r| r.json()["is_sandbox"] == true).count();
+        assert_eq!(sandboxed, 2);
+
+        assert_eq!(ctx.deliveries(&live_id).await.len(), 1);
+        assert_eq!(ctx.deliveries(&both_id).await.len(), 2);
+        let sandbox_deliveries: Value = ctx
+            .send(Method::GET, &format!("/api/v1/webhooks/endpoints/{sandbox_id}/deliveries"), &sandbox_key, None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(sandbox_deliveries["items"].as_array().unwrap().len(), 1);
+        assert_eq!(sandbox_deliveries["items"][0]["is_sandbox"], true);
+        let live_deliveries = ctx.deliveries(&live_id).await;
+        assert_eq!(live_deliveries[0]["is_sandbox"], false);
+    }
+
+    async fn another_agencys_events_never_reach_an_endpoint(backend) {
+        let ctx = Ctx::new(backend).await;
+        let (endpoint_id, _) = ctx.register().await;
+        // A second agency with its own listing.
+        let other = ctx.app.agency().await;
+        let other_agent = crate::listings::add_user(&ctx.app, &other, storage::users::Role::Agent).await;
+        let other_key = ctx.app.key(&other, &SCOPES).await;
+        let body = json!({
+            "address": "1 Other Road",
+            "owner_user_id": other.owner_id,
+            "agent_one_id": other_agent,
+        });
+        let response = ctx.send(Method::POST, "/api/v1/listings", &other_key, Some(&body)).await;
+        assert_eq!(response.status(), 201);
+        // Our own listing arrives; theirs never does.
+        let number = ctx.create_listing().await;
+        let received = ctx.receiver.wait_for(2, Duration::from_secs(20)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let received = if received.len() < ctx.receiver.received().len() { ctx.receiver.received() } else { received };
+        assert_eq!(received.len(), 2, "listing.created and invoice.created of our listing only");
+        for delivery in &received {
+            let data = delivery.json()["data"].clone();
+            assert_eq!(data["listing_number"], number.as_str(), "{data}");
+        }
+        assert_eq!(ctx.deliveries(&endpoint_id).await.len(), 2);
+    }
+
+    async fn a_failing_receiver_gets_the_retry_schedule_then_the_delivery_fails(backend) {
+        let ctx = Ctx::new(backend).await;
+        ctx.receiver.answer(500);
+        let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        ctx.create_listing().await;
+        let received = ctx.receiver.wait_for(5, Duration::from_secs(60)).await;
+        // The waits between attempts are the schedule's (sped up for the test).
+        let schedule = [30u64, 300, 1_800, 7_200];
+        for (gap, wait) in received.windows(2).zip(schedule) {
+            let scaled = Duration::from_millis(wait * 1000 / u64::from(SPEEDUP));
+            assert!(gap[1].at.duration_since(gap[0].at) >= scaled, "a retry came before its wait of {scaled:?}");
+        }
+        // Every attempt has a new nonce and the same event id.
+        let envelopes: Vec<Value> = received.iter().map(Received::json).collect();
+        let mut nonces: Vec<&str> = envelopes.iter().map(|e| e["nonce"].as_str().unwrap()).collect();
+        nonces.dedup();
+        assert_eq!(nonces.len(), 5);
+        assert!(envelopes.iter().all(|e| e["event_id"] == envelopes[0]["event_id"]));
+
+        let delivery_id = ctx.deliveries(&endpoint_id).await[0]["id"].as_str().unwrap().to_owned();
+        let failed = ctx.delivery_until(&delivery_id, |d| d["status"] == "failed").await;
+        assert_eq!(failed["attempts"], 5);
+        let outcomes: Vec<&Value> = failed["attempt_log"].as_array().unwrap().iter().map(|a| &a["status_code"]).collect();
+        assert_eq!(outcomes, vec![&json!(500); 5]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(ctx.receiver.received().len(), 5, "no sixth attempt");
+        let endpoint = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
+        assert_eq!(endpoint["consecutive_failures"], 1);
+
+        // A success resets the count.
+        ctx.receiver.answer(200);
+        ctx.create_listing().await;
+        ctx.receiver.wait_for(6, Duration::from_secs(20)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let endpoint = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
+            if endpoint["consecutive_failures"] == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{endpoint}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn fifty_failed_deliveries_in_a_row_disable_the_endpoint_until_reenabled(backend) {
+        let ctx = Ctx::new(backend).await;
+        let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id).await.unwrap().unwrap();
+        // Forty-nine deliveries that already failed for good.
+        let webhooks = ctx.app.store.webhooks();
+        for _ in 0..49 {
+            let template = storage::webhooks::Delivery {
+                id: String::new(),
+                endpoint_id: endpoint.id.clone(),
+                agency_id: endpoint.agency_id.clone(),
+                kind: DeliveryKind::Event,
+                replay_of: None,
+                event_id: ulid::Ulid::generate().to_string(),
+                event_type: "listing.created".into(),
+                api_version: "2026-05-29".into(),
+                occurred_at: ctx.app.store.clock().now(),
+                is_sandbox: false,
+                data: json!({}),
+                status: storage::webhooks::DeliveryStatus::Pending,
+                attempts: 0,
+                next_attempt_at: None,
+                created_at: ctx.app.store.clock().now(),
+                completed_at: None,
+            };
+            let delivery = webhooks.create_manual(&endpoint, DeliveryKind::Event, &template).await.unwrap();
+            let attempt = Attempt {
+                attempt: 5,
+                nonce: ulid::Ulid::generate().to_string(),
+                started_at: ctx.app.store.clock().now(),
+                duration_ms: 1,
+                outcome: "http_error".into(),
+                status_code: Some(500),
+                response_excerpt: None,
+                error: None,
+            };
+            webhooks.record_attempt(&delivery, &attempt, AfterAttempt::Failed).await.unwrap();
+        }
+        let before = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
+        assert_eq!(before["consecutive_failures"], 49);
+        assert_eq!(before["status"], "enabled");
+
+        // The fiftieth fails through the whole schedule.
+        ctx.receiver.answer(503);
+        ctx.create_listing().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let disabled = loop {
+            let endpoint = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
+            if endpoint["status"] == "disabled" {
+                break endpoint;
+            }
+            assert!(std::time::Instant::now() < deadline, "{endpoint}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(disabled["disabled_reason"], "auto_disabled_consecutive_failures");
+        assert_eq!(disabled["consecutive_failures"], 50);
+        let notifications = webhooks.notifications(&ctx.agency.id).await.unwrap();
+        assert_eq!(notifications.len(), 1);
+        assert_eq!(notifications[0].kind, "webhook_endpoint_disabled");
+        assert_eq!(notifications[0].user_id.as_ref(), Some(&ctx.agency.owner_id));
+        assert!(notifications[0].body.contains(&endpoint_id));
+
+        // Disabled: new events are not attempted.
+        let attempts_so_far = ctx.receiver.received().len();
+        ctx.create_listing().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(ctx.receiver.received().len(), attempts_so_far);
+
+        // The owner re-enables it; deliveries resume and the count is reset.
+        ctx.receiver.answer(200);
+        let enabled = expect_ok(ctx.post(&format!("/api/v1/webhooks/endpoints/{endpoint_id}/enable"), &json!({})).await).await;
+        assert_eq!(enabled["status"], "enabled");
+        assert_eq!(enabled["consecutive_failures"], 0);
+        ctx.create_listing().await;
+        ctx.receiver.wait_for(attempts_so_far + 1, Duration::from_secs(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn deliveries_flow_through_the_redis_queue() {
+    let ctx = Ctx::with_redis(tests::Backend::Postgres).await;
+    let (_, secret) = ctx
+        .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
+        .await;
+    let number = ctx.create_listing().await;
+    let received = ctx.receiver.wait_for(1, Duration::from_secs(20)).await;
+    let envelope = assert_signed_delivery(&received[0], &secret);
+    assert_eq!(envelope["data"]["listing_number"], number.as_str());
+}
