@@ -301,3 +301,95 @@ async fn deliveries_flow_through_the_redis_queue() {
     let envelope = assert_signed_delivery(&received[0], &secret);
     assert_eq!(envelope["data"]["listing_number"], number.as_str());
 }
+
+#[tokio::test]
+async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped() {
+    let ctx = Ctx::new(tests::Backend::Sqlite).await;
+    let (endpoint_id, _) = ctx
+        .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
+        .await;
+    let endpoint = ctx
+        .app
+        .store
+        .webhooks()
+        .get(&ctx.live(), &endpoint_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // A thousand attempts within the last hour (successful ones: the
+    // failure count stays out of it).
+    let webhooks = ctx.app.store.webhooks();
+    let now = ctx.app.store.clock().now();
+    let fills = (0..1000).map(|i| {
+        let endpoint = endpoint.clone();
+        let webhooks = ctx.app.store.webhooks();
+        async move {
+            let template = storage::webhooks::Delivery {
+                id: String::new(),
+                endpoint_id: endpoint.id.clone(),
+                agency_id: endpoint.agency_id.clone(),
+                kind: DeliveryKind::Event,
+                replay_of: None,
+                event_id: ulid::Ulid::generate().to_string(),
+                event_type: "listing.created".into(),
+                api_version: "2026-05-29".into(),
+                occurred_at: now,
+                is_sandbox: false,
+                data: json!({}),
+                status: storage::webhooks::DeliveryStatus::Pending,
+                attempts: 0,
+                next_attempt_at: None,
+                created_at: now,
+                completed_at: None,
+            };
+            let delivery = webhooks
+                .create_manual(&endpoint, DeliveryKind::Event, &template)
+                .await
+                .unwrap();
+            let attempt = Attempt {
+                attempt: 1,
+                nonce: ulid::Ulid::generate().to_string(),
+                started_at: now.plus_seconds(-i64::from(i % 60)),
+                duration_ms: 1,
+                outcome: "succeeded".into(),
+                status_code: Some(200),
+                response_excerpt: None,
+                error: None,
+            };
+            webhooks
+                .record_attempt(&delivery, &attempt, AfterAttempt::Succeeded)
+                .await
+                .unwrap();
+        }
+    });
+    futures::future::join_all(fills).await;
+    assert_eq!(
+        webhooks
+            .attempts_since(&endpoint_id, now.plus_seconds(-3600))
+            .await
+            .unwrap(),
+        1000
+    );
+
+    ctx.create_listing().await;
+    // The new delivery exists but is held back: nothing arrives, it stays pending.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let held = loop {
+        let newest = ctx.deliveries(&endpoint_id).await.remove(0);
+        if newest["kind"] == "event"
+            && newest["attempts"] == 0
+            && newest["event_type"] == "listing.created"
+        {
+            break newest;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ctx.receiver.received().is_empty(), "over budget: delayed");
+    let still = ctx
+        .delivery_until(held["id"].as_str().unwrap(), |_| true)
+        .await;
+    assert_eq!(still["status"], "pending", "never dropped: {still}");
+    assert_eq!(still["attempts"], 0);
+}
