@@ -85,6 +85,7 @@ pub async fn seed(store: &Store) -> anyhow::Result<Value> {
         .schedule(&tenant, &number, shoot)
         .await?;
     Ok(json!({
+        "agency_id": tenant.agency_id,
         "key": key.plaintext.expose(),
         "listing_number": number,
         "owner_user_id": owner.id,

@@ -69,13 +69,18 @@ pub enum QueueKind {
 }
 
 /// A throwaway Redis on core 0, the way the reference's README starts it.
-struct Redis {
+pub(crate) struct Redis {
     child: std::process::Child,
     port: u16,
 }
 
 impl Redis {
-    fn start() -> anyhow::Result<Self> {
+    pub(crate) fn start() -> anyhow::Result<Self> {
+        Self::start_on(0)
+    }
+
+    /// Starts one pinned to `core`.
+    pub(crate) fn start_on(core: u32) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -92,7 +97,7 @@ impl Redis {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        let child = pinned(0, "redis-server", &args)
+        let child = pinned(core, "redis-server", &args)
             .stdout(Stdio::null())
             .spawn()
             .context("redis-server (apt-get install redis-server)")?;
@@ -106,7 +111,7 @@ impl Redis {
         bail!("redis-server did not answer")
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 

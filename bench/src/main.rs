@@ -5,6 +5,7 @@ mod jobs;
 mod process;
 mod scenarios;
 mod servers;
+mod webhooks;
 mod wrk;
 
 use std::path::PathBuf;
@@ -46,6 +47,16 @@ enum Command {
         #[arg(long)]
         redis_url: Option<String>,
     },
+    /// Webhook deliveries per second and commit-to-receiver latency, embedded and Redis queue.
+    Webhooks(webhooks::WebhookArgs),
+    /// (child) A loopback HTTPS webhook receiver recording arrivals.
+    WebhookReceiver {
+        /// Where to write its certificate (PEM).
+        #[arg(long)]
+        cert_out: PathBuf,
+    },
+    /// (child) Commit events at a rate and deliver them to the receiver.
+    WebhookSender(webhooks::SenderArgs),
     /// (child) The API on the embedded profile, seeded with a fixture.
     ServeApp {
         /// Data directory.
@@ -81,6 +92,8 @@ fn main() -> ExitCode {
             | Command::ServeBare { .. }
             | Command::RawSqlite { .. }
             | Command::JobConsumer { .. }
+            | Command::WebhookReceiver { .. }
+            | Command::WebhookSender(_)
     );
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if single_core {
@@ -99,6 +112,11 @@ fn main() -> ExitCode {
             Command::ListingCreate(args) => scenarios::listing_create(args).await,
             Command::Middleware(args) => scenarios::middleware(args).await,
             Command::Jobs(args) => tokio::task::spawn_blocking(move || jobs::compare(args)).await?,
+            Command::Webhooks(args) => {
+                tokio::task::spawn_blocking(move || webhooks::compare(args)).await?
+            }
+            Command::WebhookReceiver { cert_out } => webhooks::serve_receiver(cert_out).await,
+            Command::WebhookSender(args) => webhooks::run_sender(args).await,
             Command::JobConsumer {
                 args,
                 queue,

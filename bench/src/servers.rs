@@ -26,6 +26,11 @@ struct DefaultWorkers {
     workers: workers::config::WorkerArgs,
 }
 
+/// The worker arguments `api serve` runs with when given none.
+pub fn default_workers() -> workers::config::WorkerArgs {
+    DefaultWorkers::parse_from(["bench"]).workers
+}
+
 async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     std::fs::create_dir_all(data_dir)?;
     let target = DatabaseTarget::SqliteFile(data_dir.join(api::config::SQLITE_FILE));
@@ -66,7 +71,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
         "full" => {
             // As `api serve` runs by default: the workers in process, so the
             // dispatch jobs every create pushes are consumed alongside.
-            let settings = workers::cli::settings(&DefaultWorkers::parse_from(["bench"]).workers)?;
+            let settings = workers::cli::settings(&default_workers())?;
             tokio::spawn(async move {
                 if let Err(err) =
                     workers::runtime::run(platform, settings, std::future::pending()).await

@@ -179,7 +179,7 @@ pub struct WorkerArgs {
     pub heartbeat_seconds: u64,
 
     /// Milliseconds between polls of an idle queue.
-    #[arg(long, env = "WORKER_POLL_MILLIS", default_value_t = 200)]
+    #[arg(long, env = "WORKER_POLL_MILLIS", default_value_t = 50)]
     pub poll_millis: u64,
 
     /// Seconds in-flight jobs get to finish after SIGTERM before they are abandoned to other workers.
