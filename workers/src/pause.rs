@@ -90,20 +90,57 @@ impl Gates {
 }
 
 /// A backend whose worker takes no new job while its queue is paused.
-#[derive(Debug, Clone)]
+///
+/// The inner stream is only ever left alone at a point where it holds
+/// nothing: after it produced an item. A fetch in progress when the pause
+/// comes (a SQLite queue transaction between its update and its commit) is
+/// driven to its end, and what it produced is held back until the queue
+/// resumes. Leaving a fetch suspended would keep its write lock on the queue
+/// file for as long as the pause lasts.
 pub struct Pausable<B> {
     backend: B,
     gate: Arc<Gate>,
+    /// What the inner stream produced during a pause, given out on resume
+    /// (an `Option<Result<B::Task, B::Error>>`; kept as `Any` so the type
+    /// needs no `Backend` bound, which the delegating impls below lack).
+    held: Option<Box<dyn std::any::Any + Send>>,
+    /// The inner stream answered `Pending` last: it may be mid-fetch.
+    inner_busy: bool,
+}
+
+impl<B: Clone> Clone for Pausable<B> {
+    fn clone(&self) -> Self {
+        Self::new(self.backend.clone(), self.gate.clone())
+    }
+}
+
+impl<B: std::fmt::Debug> std::fmt::Debug for Pausable<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pausable")
+            .field("backend", &self.backend)
+            .field("paused", &self.gate.is_paused())
+            .field("holding", &self.held.is_some())
+            .finish()
+    }
 }
 
 impl<B> Pausable<B> {
     /// Wraps `backend` behind `gate`.
     pub fn new(backend: B, gate: Arc<Gate>) -> Self {
-        Self { backend, gate }
+        Self {
+            backend,
+            gate,
+            held: None,
+            inner_busy: false,
+        }
     }
 }
 
-impl<B: Backend> Backend for Pausable<B> {
+impl<B: Backend> Backend for Pausable<B>
+where
+    B::Task: Send + 'static,
+    B::Error: Send + 'static,
+{
     type Task = B::Task;
     type Error = B::Error;
 
@@ -122,10 +159,27 @@ impl<B: Backend> Backend for Pausable<B> {
         worker: &WorkerContext,
     ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
         if self.gate.is_paused() {
+            if self.held.is_none() && self.inner_busy {
+                // Finish what the inner stream started before stopping.
+                match self.backend.poll_next(cx, worker) {
+                    Poll::Ready(item) => {
+                        self.inner_busy = false;
+                        self.held = Some(Box::new(item));
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
             self.gate.wait(cx.waker());
             return Poll::Pending;
         }
-        self.backend.poll_next(cx, worker)
+        if let Some(held) = self.held.take()
+            && let Ok(item) = held.downcast::<Option<Result<B::Task, B::Error>>>()
+        {
+            return Poll::Ready(*item);
+        }
+        let polled = self.backend.poll_next(cx, worker);
+        self.inner_busy = polled.is_pending();
+        polled
     }
 
     fn poll_close(
