@@ -104,8 +104,25 @@ impl Job for DeliverWebhook {
     const DEFAULT_CONCURRENCY: usize = 64;
 }
 
+/// E-mail a recorded notification to its recipient.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendNotification {
+    /// The notification (`ntf_…`).
+    pub notification_id: String,
+}
+
+impl Job for SendNotification {
+    const KIND: &'static str = "notification_email";
+    const MAX_ATTEMPTS: usize = 8;
+}
+
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 3] = [DispatchEvents::KIND, DeliverWebhook::KIND, Probe::KIND];
+pub const QUEUES: [&str; 4] = [
+    DispatchEvents::KIND,
+    DeliverWebhook::KIND,
+    SendNotification::KIND,
+    Probe::KIND,
+];
 
 /// A queue's default concurrency.
 pub fn default_concurrency(queue: &str) -> usize {

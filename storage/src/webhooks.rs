@@ -440,7 +440,7 @@ pub enum AfterAttempt {
 }
 
 /// What recording an attempt changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecorded {
     /// False when this attempt was already recorded (a job ran twice): nothing changed.
     pub recorded: bool,
@@ -448,6 +448,8 @@ pub struct AttemptRecorded {
     pub consecutive_failures: i32,
     /// Whether this attempt disabled the endpoint.
     pub disabled_endpoint: bool,
+    /// The notification raised for the owner when it did.
+    pub notification_id: Option<String>,
 }
 
 /// A delivery with what its next attempt needs.
@@ -1004,6 +1006,7 @@ impl Webhooks<'_> {
                     recorded: false,
                     consecutive_failures: 0,
                     disabled_endpoint: false,
+                    notification_id: None,
                 }
             } else {
                 sqlx::query(
@@ -1021,6 +1024,7 @@ impl Webhooks<'_> {
                 // Replays and test fires are an owner's probes: they do not
                 // move the endpoint's health.
                 let counts = delivery.kind == DeliveryKind::Event;
+                let mut notification_id = None;
                 let (failures, disabled) = match after {
                     AfterAttempt::Succeeded if counts => {
                         sqlx::query(
@@ -1059,11 +1063,12 @@ impl Webhooks<'_> {
                             .bind(&delivery.agency_id)
                             .fetch_optional(&mut *tx)
                             .await?;
+                            let id = new_id("ntf_");
                             sqlx::query(
                                 "insert into notifications (id, agency_id, user_id, kind, subject, body, created_at)
                                  values ($1, $2, $3, 'webhook_endpoint_disabled', $4, $5, $6)",
                             )
-                            .bind(new_id("ntf_"))
+                            .bind(&id)
                             .bind(&delivery.agency_id)
                             .bind(owner)
                             .bind(format!("Webhook endpoint {} was disabled", delivery.endpoint_id))
@@ -1076,6 +1081,7 @@ impl Webhooks<'_> {
                             .bind(now)
                             .execute(&mut *tx)
                             .await?;
+                            notification_id = Some(id);
                         }
                         (failures, disable)
                     }
@@ -1085,6 +1091,7 @@ impl Webhooks<'_> {
                     recorded: true,
                     consecutive_failures: failures,
                     disabled_endpoint: disabled,
+                    notification_id,
                 }
             }
         });
@@ -1141,6 +1148,61 @@ impl Webhooks<'_> {
             .rows_affected()
         });
         Ok(deleted)
+    }
+
+    /// A notification with its recipient's e-mail address, if any.
+    pub async fn notification_to_send(
+        &self,
+        id: &str,
+    ) -> Result<Option<(Notification, Option<String>, Option<Timestamp>)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            #[sqlx(flatten)]
+            notification: Notification,
+            email: Option<String>,
+            sent_at: Option<Timestamp>,
+        }
+        let row: Option<Row> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(
+                "select n.id, n.agency_id, n.user_id, n.kind, n.subject, n.body, n.created_at,
+                        u.email, n.sent_at
+                 from notifications n left join users u on u.id = n.user_id
+                 where n.id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(|r| (r.notification, r.email, r.sent_at)))
+    }
+
+    /// Records that a notification was e-mailed.
+    pub async fn mark_notification_sent(&self, id: &str) -> Result<()> {
+        let now = self.store.clock().now();
+        in_transaction!(self.store.db(), |tx| {
+            sqlx::query("update notifications set sent_at = $2 where id = $1 and sent_at is null")
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Notifications raised before `before` whose recipient has an e-mail
+    /// address and which were not e-mailed yet.
+    pub async fn unsent_notifications(&self, before: Timestamp, limit: u32) -> Result<Vec<String>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_scalar(
+                "select n.id from notifications n join users u on u.id = n.user_id
+                 where n.sent_at is null and n.created_at < $1 and u.email is not null
+                 order by n.created_at limit $2",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// The agency's notifications, newest first.

@@ -63,6 +63,16 @@ pub mod sql {
         };
     }
 
+    /// Gives a user an e-mail address.
+    pub async fn set_user_email(db: &Database, user_id: &str, email: &str) {
+        execute!(
+            db,
+            "update users set email = $1 where id = $2",
+            email,
+            user_id
+        );
+    }
+
     /// Sets a key's expiry (what a finished rotation overlap does).
     pub async fn expire_key(app: &TestApp, key_id: &str, at_micros: i64) {
         execute!(

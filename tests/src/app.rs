@@ -53,6 +53,7 @@ pub struct TestAppBuilder {
     workers: Option<RuntimeSettings>,
     ops: Option<(String, String)>,
     webhooks: Option<workers::handlers::WebhookDelivery>,
+    mail_relay: Option<String>,
 }
 
 impl TestAppBuilder {
@@ -112,6 +113,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// E-mail owners through the SMTP relay at `url`.
+    pub fn mail_relay(mut self, url: &str) -> Self {
+        self.mail_relay = Some(url.to_owned());
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -153,6 +160,9 @@ impl TestAppBuilder {
             Some(webhooks) => platform.with_webhooks(webhooks),
             None => platform,
         };
+        let platform = platform.with_mailer(self.mail_relay.map(|url| {
+            workers::mail::Mailer::new(&url, "Listing API <no-reply@example.com>").expect("mailer")
+        }));
         let state = AppState::new(platform.clone(), urls, rate_limiter);
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
@@ -279,6 +289,7 @@ impl TestApp {
             workers: None,
             ops: None,
             webhooks: None,
+            mail_relay: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod database;
 pub mod deployment;
 pub mod receiver;
 pub mod services;
+pub mod smtp;
 
 pub use app::{TestAgency, TestApp, TestAppBuilder};
 pub use database::TestDatabase;

@@ -26,14 +26,23 @@ pub struct SmtpSink {
 
 fn address(line: &str) -> String {
     line.split_once(':')
-        .map(|(_, rest)| rest.trim().trim_start_matches('<').split('>').next().unwrap_or_default().to_owned())
+        .map(|(_, rest)| {
+            rest.trim()
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .unwrap_or_default()
 }
 
 impl SmtpSink {
     /// Starts a sink on `127.0.0.1:0`.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind SMTP sink");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind SMTP sink");
         let port = listener.local_addr().expect("SMTP address").port();
         let received: Arc<Mutex<Vec<Mail>>> = Arc::default();
         let store = received.clone();
@@ -50,7 +59,10 @@ impl SmtpSink {
                         let reply: &[u8] = match verb.as_str() {
                             "EHLO" | "HELO" => b"250 sink\r\n",
                             "MAIL" => {
-                                mail = Mail { from: address(&line), ..Mail::default() };
+                                mail = Mail {
+                                    from: address(&line),
+                                    ..Mail::default()
+                                };
                                 b"250 OK\r\n"
                             }
                             "RCPT" => {

@@ -101,7 +101,8 @@ pub fn main() -> ExitCode {
                 let metrics = telemetry::install_metrics();
                 let state = open(&storage)
                     .await?
-                    .with_webhooks(workers.webhooks.delivery()?);
+                    .with_webhooks(workers.webhooks.delivery()?)
+                    .with_mailer(workers.mail.mailer()?);
                 let settings = settings(&workers)?;
                 let store = state.store.clone();
                 let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -193,6 +193,38 @@ pub struct WorkerArgs {
     /// How webhooks are delivered.
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+
+    /// Where e-mail to agency owners goes.
+    #[command(flatten)]
+    pub mail: MailArgs,
+}
+
+/// The SMTP relay for e-mail to agency owners (a webhook endpoint disabled).
+#[derive(Clone, Debug, Args)]
+pub struct MailArgs {
+    /// `smtp://[user:password@]host[:port]` (STARTTLS when offered; add
+    /// `?tls=required` to insist) or `smtps://…`. Unset: notifications are
+    /// only recorded.
+    #[arg(long, env = "SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+
+    /// The sender of that e-mail.
+    #[arg(
+        long,
+        env = "MAIL_FROM",
+        default_value = "Media Agency Listing API <no-reply@localhost>"
+    )]
+    pub mail_from: String,
+}
+
+impl MailArgs {
+    /// The mailer these settings describe, if a relay is configured.
+    pub fn mailer(&self) -> anyhow::Result<Option<crate::mail::Mailer>> {
+        match self.smtp_url.as_deref().filter(|url| !url.is_empty()) {
+            None => Ok(None),
+            Some(url) => Ok(Some(crate::mail::Mailer::new(url, &self.mail_from)?)),
+        }
+    }
 }
 
 /// Webhook delivery settings, read by the API (registration checks, test

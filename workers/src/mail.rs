@@ -15,7 +15,9 @@ pub struct Mailer {
 impl std::fmt::Debug for Mailer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL may carry the relay's credentials: never print it.
-        f.debug_struct("Mailer").field("from", &self.from).finish_non_exhaustive()
+        f.debug_struct("Mailer")
+            .field("from", &self.from)
+            .finish_non_exhaustive()
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SendNotification};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -23,6 +23,7 @@ use crate::handlers::WorkerState;
 use crate::handlers::deliver::deliver_webhook;
 use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
+use crate::handlers::notify::send_notification;
 use crate::handlers::probe::run_probe;
 use crate::pause::{Gates, Pausable};
 
@@ -236,6 +237,34 @@ pub async fn run(
                     settings,
                     state,
                     deliver_webhook
+                );
+            }
+            (SendNotification::KIND, QueueBackend::Sqlite(pool)) => {
+                let storage = JobQueue::sqlite_storage::<SendNotification>(pool)
+                    .with_config(sqlite_config::<SendNotification>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    SendNotification,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    send_notification
+                );
+            }
+            (SendNotification::KIND, QueueBackend::Redis(connection)) => {
+                let storage = JobQueue::redis_storage::<SendNotification>(connection)
+                    .with_config(redis_config::<SendNotification>(&settings, concurrency));
+                monitor = register_worker!(
+                    monitor,
+                    storage,
+                    SendNotification,
+                    concurrency,
+                    gates,
+                    settings,
+                    state,
+                    send_notification
                 );
             }
             (other, _) => anyhow::bail!("no handler for queue {other}"),

@@ -27,7 +27,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let metrics = crate::metrics::install();
     let platform = workers::cli::open(&args.storage)
         .await?
-        .with_webhooks(args.workers.webhooks.delivery()?);
+        .with_webhooks(args.workers.webhooks.delivery()?)
+        .with_mailer(args.workers.mail.mailer()?);
     let store = platform.store.clone();
     let redis_url = args.storage.redis().map(str::to_owned);
     let rate_limiter = match &redis_url {

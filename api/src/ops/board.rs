@@ -5,7 +5,7 @@ use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
 use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SendNotification};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -21,6 +21,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 DeliverWebhook::KIND,
                 JobQueue::sqlite_storage::<DeliverWebhook>(pool),
             )
+            .register(
+                SendNotification::KIND,
+                JobQueue::sqlite_storage::<SendNotification>(pool),
+            )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
@@ -31,6 +35,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
             .register(
                 DeliverWebhook::KIND,
                 JobQueue::redis_storage::<DeliverWebhook>(connection),
+            )
+            .register(
+                SendNotification::KIND,
+                JobQueue::redis_storage::<SendNotification>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

@@ -213,7 +213,9 @@ backend_tests! {
     }
 
     async fn fifty_failed_deliveries_in_a_row_disable_the_endpoint_until_reenabled(backend) {
-        let ctx = Ctx::new(backend).await;
+        let relay = tests::smtp::SmtpSink::start().await;
+        let ctx = Ctx::with_mail_relay(backend, &relay.url).await;
+        crate::support::sql::set_user_email(ctx.app.store.db(), ctx.agency.owner_id.as_str(), "owner@agency.example").await;
         let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
         let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id).await.unwrap().unwrap();
         // Forty-nine deliveries that already failed for good.
@@ -273,6 +275,19 @@ backend_tests! {
         assert_eq!(notifications[0].kind, "webhook_endpoint_disabled");
         assert_eq!(notifications[0].user_id.as_ref(), Some(&ctx.agency.owner_id));
         assert!(notifications[0].body.contains(&endpoint_id));
+        // And e-mailed to the owner through the relay.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mail = loop {
+            if let Some(mail) = relay.received().pop() {
+                break mail;
+            }
+            assert!(std::time::Instant::now() < deadline, "no e-mail reached the relay");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(mail.to, ["owner@agency.example"]);
+        assert_eq!(mail.from, "no-reply@example.com");
+        assert!(mail.data.contains(&endpoint_id), "{}", mail.data);
+        assert!(mail.data.contains("auto_disabled_consecutive_failures"), "{}", mail.data);
 
         // Disabled: new events are not attempted.
         let attempts_so_far = ctx.receiver.received().len();

@@ -55,10 +55,22 @@ impl Ctx {
     }
 
     async fn build(backend: Backend, redis: bool) -> Self {
+        Self::build_with(backend, redis, None).await
+    }
+
+    /// With owners' e-mail going to the SMTP relay at `mail_relay`.
+    pub async fn with_mail_relay(backend: Backend, mail_relay: &str) -> Self {
+        Self::build_with(backend, false, Some(mail_relay)).await
+    }
+
+    async fn build_with(backend: Backend, redis: bool, mail_relay: Option<&str>) -> Self {
         let receiver = WebhookReceiver::start().await;
         let mut builder = TestApp::builder(backend)
             .with_workers()
             .webhooks(receiver.delivery(SPEEDUP));
+        if let Some(url) = mail_relay {
+            builder = builder.mail_relay(url);
+        }
         if redis {
             builder = builder.redis();
         }

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
-use jobs::kinds::DeliverWebhook;
+use jobs::kinds::{DeliverWebhook, SendNotification};
 use jobs::{Job, PushOptions};
 use storage::webhooks::{AfterAttempt, AttemptOutcome, EndpointStatus};
 
@@ -111,6 +111,19 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             failures = recorded.consecutive_failures,
             "webhook endpoint disabled after consecutive failed deliveries"
         );
+        if let (Some(notification_id), Some(_)) = (&recorded.notification_id, &state.mailer) {
+            let job = SendNotification {
+                notification_id: notification_id.clone(),
+            };
+            let options = PushOptions {
+                idempotency_key: Some(format!("notification:{notification_id}")),
+                ..PushOptions::default()
+            };
+            if let Err(err) = state.queue.push(job, options).await {
+                // Recorded and unsent: the sweep pushes it.
+                tracing::warn!(%err, "could not push the owner's e-mail; the sweep will");
+            }
+        }
     }
     if let (true, AfterAttempt::RetryAt(run_at)) = (recorded.recorded, after) {
         let next = DeliverWebhook {

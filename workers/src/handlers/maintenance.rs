@@ -11,7 +11,7 @@ use apalis_cron::Tick;
 use jobs::PushOptions;
 use jobs::admin::QueueAdmin;
 use jobs::dispatch::dispatch_jobs;
-use jobs::kinds::DeliverWebhook;
+use jobs::kinds::{DeliverWebhook, SendNotification};
 use storage::Timestamp;
 
 use super::{JobError, WorkerState, observe};
@@ -141,9 +141,35 @@ impl Maintenance {
                     .webhooks()
                     .overdue(now.plus_seconds(-DELIVERY_OVERDUE_SECONDS), SWEEP_BATCH)
                     .await?;
-                let count = overdue.len() as u64;
-                if count > 0 {
-                    tracing::info!(count, "pushing overdue webhook delivery attempts");
+                let mut count = overdue.len() as u64;
+                if state.mailer.is_some() {
+                    let unsent = store
+                        .webhooks()
+                        .unsent_notifications(
+                            now.plus_seconds(-DELIVERY_OVERDUE_SECONDS),
+                            SWEEP_BATCH,
+                        )
+                        .await?;
+                    count += unsent.len() as u64;
+                    let jobs: Vec<_> = unsent
+                        .into_iter()
+                        .map(|notification_id| {
+                            let options = PushOptions {
+                                idempotency_key: Some(format!("notification:{notification_id}")),
+                                ..PushOptions::default()
+                            };
+                            (SendNotification { notification_id }, options)
+                        })
+                        .collect();
+                    if !jobs.is_empty() {
+                        state.queue.push_many(jobs).await?;
+                    }
+                }
+                if !overdue.is_empty() {
+                    tracing::info!(
+                        count = overdue.len(),
+                        "pushing overdue webhook delivery attempts"
+                    );
                     let jobs = overdue
                         .into_iter()
                         .map(|(delivery_id, attempt)| {

@@ -3,6 +3,7 @@
 pub mod deliver;
 pub mod dispatch;
 pub mod maintenance;
+pub mod notify;
 pub mod probe;
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct WorkerState {
     pub dispatch: DispatchOnCommit,
     /// How webhooks are delivered.
     pub webhooks: Arc<WebhookDelivery>,
+    /// The SMTP relay, when configured.
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
 }
 
 /// The webhook client and the retry schedule's pace.
@@ -78,7 +81,15 @@ impl WorkerState {
             progress,
             dispatch,
             webhooks: Arc::new(WebhookDelivery::strict()?),
+            mailer: None,
         })
+    }
+
+    /// The same state e-mailing through `mailer` (none: notifications are
+    /// only recorded).
+    pub fn with_mailer(mut self, mailer: Option<crate::mail::Mailer>) -> Self {
+        self.mailer = mailer.map(Arc::new);
+        self
     }
 
     /// The same state delivering webhooks as `webhooks` says.

@@ -1,0 +1,51 @@
+//! `notification_email`: e-mail a recorded notification to its recipient
+//! through the configured relay, once.
+
+use std::time::Instant;
+
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
+use jobs::Job;
+use jobs::kinds::SendNotification;
+
+use super::{JobError, WorkerState, begin, observe, settle};
+
+/// Sends one notification.
+pub async fn send_notification(
+    job: SendNotification,
+    state: Data<WorkerState>,
+    task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let attempt = begin::<SendNotification>(&state, &task_id, &attempt).await?;
+    let started = Instant::now();
+    let result = send(&job, &state).await;
+    observe(SendNotification::KIND, started, &result);
+    settle::<SendNotification>(attempt, result)
+}
+
+async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobError> {
+    let Some(mailer) = &state.mailer else {
+        // No relay in this process: the notification stays recorded.
+        return Ok(());
+    };
+    let webhooks = state.store.webhooks();
+    let Some((notification, email, sent_at)) =
+        webhooks.notification_to_send(&job.notification_id).await?
+    else {
+        return Ok(());
+    };
+    if sent_at.is_some() {
+        return Ok(());
+    }
+    let Some(email) = email else {
+        tracing::info!(notification_id = %notification.id, "notification recipient has no e-mail address; recorded only");
+        return Ok(());
+    };
+    mailer
+        .send(&email, &notification.subject, &notification.body)
+        .await
+        .map_err(JobError)?;
+    webhooks.mark_notification_sent(&notification.id).await?;
+    tracing::info!(notification_id = %notification.id, kind = %notification.kind, "notification e-mailed");
+    Ok(())
+}
