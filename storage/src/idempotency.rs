@@ -154,6 +154,10 @@ impl Idempotency<'_> {
     /// a secret shown once (a webhook signing secret); a body that does not
     /// open is replayed empty rather than wrongly.
     fn open_body(&self, agency: &AgencyId, key: &str, sealed: Vec<u8>) -> Vec<u8> {
+        if !crate::secrets::is_sealed_bytes(&sealed) {
+            // Stored before responses were sealed.
+            return sealed;
+        }
         let opened = self
             .store
             .derived_keys()

@@ -273,6 +273,11 @@ pub(crate) async fn check_master_key(db: &Database, key: &MasterKey) -> Result<(
     }
 }
 
+/// Whether `bytes` is what [`DerivedKeys::seal_bytes`] produces.
+pub fn is_sealed_bytes(bytes: &[u8]) -> bool {
+    bytes.starts_with(SEALED_BYTES_PREFIX)
+}
+
 /// URL-safe base64 without padding, the encoding of every opaque token we hand out.
 pub fn encode_token(bytes: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(bytes)

@@ -722,13 +722,18 @@ impl Webhooks<'_> {
         let now = self.store.clock().now();
         let endpoints_sql = format!(
             "select {ENDPOINT_COLUMNS} from webhook_endpoints
-             where agency_id = $1 and status = 'enabled' and deleted_at is null"
+             where agency_id = $1 and deleted_at is null"
         );
+        // A disabled endpoint gets its delivery failed at once, without an
+        // attempt: a record its owner can replay after re-enabling.
         let insert_sql =
             "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
                  event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
-                 next_attempt_at, created_at)
-             values ($1, $2, $3, 'event', $4, $5, $6, $7, $8, $9, 'pending', 0, $10, $10)
+                 next_attempt_at, created_at, completed_at)
+             values ($1, $2, $3, 'event', $4, $5, $6, $7, $8, $9,
+                     case when $11 then 'pending' else 'failed' end, 0,
+                     case when $11 then $10 end, $10,
+                     case when $11 then null else $10 end)
              on conflict do nothing";
         let ids: Option<Vec<String>> = in_transaction!(self.store.db(), |tx| {
             let claimed = sqlx::query(
@@ -764,10 +769,11 @@ impl Webhooks<'_> {
                         .bind(event.environment.is_sandbox())
                         .bind(Json(&event.data))
                         .bind(now)
+                        .bind(endpoint.status == EndpointStatus::Enabled)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected();
-                    if inserted == 1 {
+                    if inserted == 1 && endpoint.status == EndpointStatus::Enabled {
                         ids.push(id);
                     }
                 }
@@ -1036,13 +1042,16 @@ impl Webhooks<'_> {
                         (0, false)
                     }
                     AfterAttempt::Failed if counts => {
-                        let (failures, status): (i32, String) = sqlx::query_as(
+                        let counted: Option<(i32, String)> = sqlx::query_as(
                             "update webhook_endpoints set consecutive_failures = consecutive_failures + 1
-                             where id = $1 returning consecutive_failures, status",
+                             where id = $1 and deleted_at is null
+                             returning consecutive_failures, status",
                         )
                         .bind(&delivery.endpoint_id)
-                        .fetch_one(&mut *tx)
+                        .fetch_optional(&mut *tx)
                         .await?;
+                        // A deleted endpoint counts nothing and is disabled by nobody.
+                        let (failures, status) = counted.unwrap_or((0, String::new()));
                         let disable = failures >= AUTO_DISABLE_AFTER && status == "enabled";
                         if disable {
                             sqlx::query(
@@ -1056,9 +1065,9 @@ impl Webhooks<'_> {
                             .execute(&mut *tx)
                             .await?;
                             let owner: Option<UserId> = sqlx::query_scalar(
-                                "select id from users where agency_id = $1
-                                 and role in ('media_agency', 'broker')
-                                 order by created_at, id limit 1",
+                                "select u.id from users u join agencies a on a.id = u.agency_id
+                                 where u.agency_id = $1 and u.role = a.kind and u.is_active
+                                 order by u.created_at, u.id limit 1",
                             )
                             .bind(&delivery.agency_id)
                             .fetch_optional(&mut *tx)
@@ -1116,20 +1125,60 @@ impl Webhooks<'_> {
     }
 
     /// Deliveries whose next attempt was due before `before` but has not
-    /// been made (a lost push): `(delivery id, attempt number)`, oldest first.
-    pub async fn overdue(&self, before: Timestamp, limit: u32) -> Result<Vec<(String, i32)>> {
-        on_pool!(self.store.db(), pool => {
-            Ok(sqlx::query_as(
-                "select id, attempts + 1 from webhook_deliveries
-                 where status in ('pending', 'retrying') and next_attempt_at < $1
-                   and kind = 'event'
-                 order by next_attempt_at limit $2",
+    /// been made (a lost push, a dead job): `(delivery id, attempt number)`,
+    /// oldest first. Their due time moves to `offered_again_at`, so a
+    /// delivery the sweep just offered leaves the head of the line and is
+    /// offered again only then. Replays and test fires left pending (their
+    /// request went away mid-attempt) are failed.
+    pub async fn sweep_overdue(
+        &self,
+        before: Timestamp,
+        offered_again_at: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<(String, i32)>> {
+        let now = self.store.clock().now();
+        let rows = in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_deliveries set status = 'failed', next_attempt_at = null, completed_at = $2
+                 where kind <> 'event' and status = 'pending' and created_at < $1",
             )
             .bind(before)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let rows: Vec<(String, i32)> = sqlx::query_as(
+                "update webhook_deliveries set next_attempt_at = $2
+                 where id in (
+                     select id from webhook_deliveries
+                     where status in ('pending', 'retrying') and next_attempt_at < $1
+                       and kind = 'event'
+                     order by next_attempt_at limit $3)
+                 returning id, attempts + 1",
+            )
+            .bind(before)
+            .bind(offered_again_at)
             .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?)
-        })
+            .fetch_all(&mut *tx)
+            .await?;
+            rows
+        });
+        Ok(rows)
+    }
+
+    /// Moves a delivery's next attempt to `at` (held back by its endpoint's
+    /// hourly budget).
+    pub async fn defer(&self, delivery_id: &str, at: Timestamp) -> Result<()> {
+        in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_deliveries set next_attempt_at = $2
+                 where id = $1 and status in ('pending', 'retrying')",
+            )
+            .bind(delivery_id)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
     }
 
     /// Deletes finished deliveries (and their attempts) completed before

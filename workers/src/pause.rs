@@ -39,11 +39,17 @@ impl Gate {
         }
     }
 
-    fn wait(&self, waker: &Waker) {
-        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        if !waiting.iter().any(|w| w.will_wake(waker)) {
-            waiting.push(waker.clone());
+    /// Registers `waker` for the resume; returns whether the queue is still
+    /// paused. Checked after registering: a resume in between would
+    /// otherwise wake nobody.
+    fn wait(&self, waker: &Waker) -> bool {
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if !waiting.iter().any(|w| w.will_wake(waker)) {
+                waiting.push(waker.clone());
+            }
         }
+        self.is_paused()
     }
 }
 
@@ -169,8 +175,9 @@ where
                     Poll::Pending => return Poll::Pending,
                 }
             }
-            self.gate.wait(cx.waker());
-            return Poll::Pending;
+            if self.gate.wait(cx.waker()) {
+                return Poll::Pending;
+            }
         }
         if let Some(held) = self.held.take()
             && let Ok(item) = held.downcast::<Option<Result<B::Task, B::Error>>>()
@@ -217,8 +224,8 @@ mod tests {
         gate.set(true);
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
         let waker = Waker::from(counter.clone());
-        gate.wait(&waker);
-        gate.wait(&waker);
+        assert!(gate.wait(&waker));
+        assert!(gate.wait(&waker));
         gate.set(true);
         assert_eq!(counter.0.load(Ordering::SeqCst), 0);
         gate.set(false);

@@ -61,12 +61,15 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             .await?
             .unwrap_or(now);
         let run_at = oldest.plus_seconds(3601);
+        // Recorded, so the sweep does not take it for lost meanwhile.
+        webhooks.defer(&delivery.id, run_at).await?;
         let options = PushOptions {
             run_at: Some(run_at),
+            // Unique: a deferral never collides with an earlier one.
             idempotency_key: Some(format!(
                 "{}:deferred:{}",
                 job.idempotency_key(),
-                run_at.as_unix_seconds()
+                ulid::Ulid::generate()
             )),
             ..PushOptions::default()
         };

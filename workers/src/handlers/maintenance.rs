@@ -139,7 +139,11 @@ impl Maintenance {
             Self::SweepDeliveries => {
                 let overdue = store
                     .webhooks()
-                    .overdue(now.plus_seconds(-DELIVERY_OVERDUE_SECONDS), SWEEP_BATCH)
+                    .sweep_overdue(
+                        now.plus_seconds(-DELIVERY_OVERDUE_SECONDS),
+                        now.plus_seconds(RESWEEP_AFTER_SECONDS),
+                        SWEEP_BATCH,
+                    )
                     .await?;
                 let mut count = overdue.len() as u64;
                 if state.mailer.is_some() {
@@ -155,7 +159,10 @@ impl Maintenance {
                         .into_iter()
                         .map(|notification_id| {
                             let options = PushOptions {
-                                idempotency_key: Some(format!("notification:{notification_id}")),
+                                idempotency_key: Some(format!(
+                                    "notification:{notification_id}:{}",
+                                    now.as_unix_seconds() / RESWEEP_AFTER_SECONDS
+                                )),
                                 ..PushOptions::default()
                             };
                             (SendNotification { notification_id }, options)
@@ -178,7 +185,14 @@ impl Maintenance {
                                 attempt: u32::try_from(attempt).unwrap_or(1),
                             };
                             let options = PushOptions {
-                                idempotency_key: Some(job.idempotency_key()),
+                                // Keyed by the offer: the attempt's first
+                                // push, kept by the queue for days once done
+                                // or dead, never swallows a later one.
+                                idempotency_key: Some(format!(
+                                    "{}:swept:{}",
+                                    job.idempotency_key(),
+                                    now.as_unix_seconds()
+                                )),
                                 ..PushOptions::default()
                             };
                             (job, options)

@@ -55,6 +55,10 @@ fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
         return refusal_v4(v4);
     }
     let segments = ip.segments();
+    if segments[..4] == [0, 0, 0, 0] && segments[4] == 0xffff && segments[5] == 0 {
+        // IPv4-translated (::ffff:0:a.b.c.d, RFC 2765).
+        return Some("a reserved address");
+    }
     if ip.is_unspecified() {
         Some("an unspecified address")
     } else if ip.is_loopback() {
@@ -131,7 +135,9 @@ impl AddressPolicy {
         }
         for address in &addresses {
             if let Some(reason) = self.refuses(address.ip()) {
-                return Err(format!("{host} resolves to {reason} ({})", address.ip()));
+                // The address itself is not named: callers show this text,
+                // and it must not map internal names for them.
+                return Err(format!("{host} resolves to {reason}, not a public address"));
             }
         }
         Ok(addresses)
@@ -215,6 +221,7 @@ mod tests {
             "2002:a9fe:a9fe::",
             "2001:db8::1",
             "2001::1",
+            "::ffff:0:7f00:1",
         ] {
             assert!(refused(address), "{address} must be refused");
         }
