@@ -88,6 +88,70 @@ pub static READ_USER_SINGLE: Endpoint = Endpoint {
     key_limit: 600,
 };
 
+/// `GET /users/{user_id}/preferences`.
+pub static READ_USER_PREFERENCES: Endpoint = Endpoint {
+    name: "read_user_preferences",
+    scope: Scope::UsersRead,
+    agency_budgets: &[&USERS],
+    key_limit: 600,
+};
+
+/// `PATCH /users/{user_id}/preferences`.
+pub static UPDATE_USER_PREFERENCES: Endpoint = Endpoint {
+    name: "update_user_preferences",
+    scope: Scope::UsersWrite,
+    agency_budgets: &[&USERS],
+    key_limit: 200,
+};
+
+/// `GET /users/{user_id}/can-edit`.
+pub static CAN_EDIT_USER: Endpoint = Endpoint {
+    name: "can_edit_user",
+    scope: Scope::UsersRead,
+    agency_budgets: &[&USERS],
+    key_limit: 600,
+};
+
+/// `POST /users/batch-can-edit`.
+pub static BATCH_CAN_EDIT_USERS: Endpoint = Endpoint {
+    name: "batch_can_edit_users",
+    scope: Scope::UsersRead,
+    agency_budgets: &[&USERS],
+    key_limit: 300,
+};
+
+/// `PUT /users/{user_id}/role`.
+pub static UPDATE_USER_ROLE: Endpoint = Endpoint {
+    name: "update_user_role",
+    scope: Scope::UsersWrite,
+    agency_budgets: &[&USERS],
+    key_limit: 200,
+};
+
+/// `POST /users`.
+pub static CREATE_USER: Endpoint = Endpoint {
+    name: "create_user",
+    scope: Scope::UsersWrite,
+    agency_budgets: &[&USERS],
+    key_limit: 60,
+};
+
+/// `PUT /users/{user_id}/status`.
+pub static UPDATE_USER_STATUS: Endpoint = Endpoint {
+    name: "update_user_status",
+    scope: Scope::UsersWrite,
+    agency_budgets: &[&USERS],
+    key_limit: 200,
+};
+
+/// `DELETE /users/team/{assistant_id}`.
+pub static REMOVE_TEAM_MEMBER: Endpoint = Endpoint {
+    name: "remove_team_member",
+    scope: Scope::UsersWrite,
+    agency_budgets: &[&USERS],
+    key_limit: 200,
+};
+
 /// `POST /listings`.
 pub static CREATE_LISTING: Endpoint = Endpoint {
     name: "create_listing",
@@ -143,6 +207,14 @@ pub static UPDATE_SECTION: Endpoint = Endpoint {
     scope: Scope::ListingsWrite,
     agency_budgets: &[&LISTING_WRITES],
     key_limit: 200,
+};
+
+/// `GET /scheduling/availability`.
+pub static GET_AVAILABILITY: Endpoint = Endpoint {
+    name: "get_availability",
+    scope: Scope::SchedulingRead,
+    agency_budgets: &[&AVAILABILITY],
+    key_limit: 600,
 };
 
 /// `GET /webhooks/events`.
@@ -209,9 +281,17 @@ pub const REPLAYS_PER_ENDPOINT: u32 = 10;
 pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
 
 /// Every endpoint with a per-key budget, for validating overrides.
-pub static ALL: [&Endpoint; 16] = [
+pub static ALL: [&Endpoint; 25] = [
     &READ_USERS_LIST,
     &READ_USER_SINGLE,
+    &READ_USER_PREFERENCES,
+    &UPDATE_USER_PREFERENCES,
+    &CAN_EDIT_USER,
+    &BATCH_CAN_EDIT_USERS,
+    &UPDATE_USER_ROLE,
+    &UPDATE_USER_STATUS,
+    &CREATE_USER,
+    &REMOVE_TEAM_MEMBER,
     &CREATE_LISTING,
     &READ_LISTINGS_LIST,
     &READ_LISTING_SINGLE,
@@ -219,6 +299,7 @@ pub static ALL: [&Endpoint; 16] = [
     &UPDATE_LISTING_STATUS,
     &CANCEL_LISTING,
     &UPDATE_SECTION,
+    &GET_AVAILABILITY,
     &GET_WEBHOOK_CATALOG,
     &CREATE_WEBHOOK_ENDPOINT,
     &READ_WEBHOOK_ENDPOINTS,
@@ -229,8 +310,8 @@ pub static ALL: [&Endpoint; 16] = [
 ];
 
 /// Endpoint names the specification budgets but whose routes other parts of the
-/// API serve (uploads, availability); overrides may name them.
-pub static OTHER_BUDGETED_NAMES: [&str; 2] = ["upload_media", "get_availability"];
+/// API serve (uploads); overrides may name them.
+pub static OTHER_BUDGETED_NAMES: [&str; 1] = ["upload_media"];
 
 /// Every agency-level budget, for validating an agency's overrides.
 pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [

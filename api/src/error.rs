@@ -134,6 +134,11 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     /// 422 `validation.failed` with `details.fields`.
     Validation(FieldErrors),
+    /// 400 `validation.invalid_value` with `details.fields`: well-formed
+    /// values outside their field's set (the preference routes' 400).
+    InvalidValues(FieldErrors),
+    /// 403 `permission_denied`: the key's user may not act on this resource.
+    Forbidden(String),
     /// 422 `invalid_cursor`: a tampered, malformed or foreign cursor.
     InvalidCursor,
     /// 500 `server.internal`; the cause is logged, never shown.
@@ -178,6 +183,8 @@ impl ApiError {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidValues(_) => StatusCode::BAD_REQUEST,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -209,6 +216,8 @@ impl ApiError {
             Self::PayloadTooLarge => "request.too_large",
             Self::UnsupportedMediaType(_) => "request.unsupported_media_type",
             Self::Validation(_) => "validation.failed",
+            Self::InvalidValues(_) => "validation.invalid_value",
+            Self::Forbidden(_) => "permission_denied",
             Self::InvalidCursor => "invalid_cursor",
             Self::Internal(_) => "server.internal",
             Self::NotReady(_) => "server.not_ready",
@@ -269,6 +278,11 @@ impl ApiError {
                 let names: Vec<&str> = fields.keys().map(String::as_str).collect();
                 format!("The request is invalid: {}.", names.join(", ")).into()
             }
+            Self::InvalidValues(fields) => {
+                let names: Vec<&str> = fields.keys().map(String::as_str).collect();
+                format!("Invalid value for {}.", names.join(", ")).into()
+            }
+            Self::Forbidden(why) => why.clone().into(),
             Self::InvalidCursor => {
                 "The cursor is malformed, tampered with or from another query.".into()
             }
@@ -311,7 +325,7 @@ impl ApiError {
                 let fields = Map::from_iter([((*name).to_owned(), Value::from(reason.as_str()))]);
                 details.insert("fields".into(), Value::Object(fields));
             }
-            Self::Validation(fields) => {
+            Self::Validation(fields) | Self::InvalidValues(fields) => {
                 let fields = fields
                     .iter()
                     .map(|(name, reason)| (name.clone(), Value::from(reason.as_str())))

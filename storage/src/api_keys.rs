@@ -96,6 +96,8 @@ pub enum Scope {
     SchedulingRead,
     /// Read the agency's users.
     UsersRead,
+    /// Change users' preferences (and, later, administer users).
+    UsersWrite,
     /// Read the webhook event catalog, endpoints and deliveries.
     WebhooksRead,
     /// Register and manage webhook endpoints, replay deliveries, test fire.
@@ -104,12 +106,13 @@ pub enum Scope {
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 7] = [
+    pub const ALL: [Scope; 8] = [
         Scope::ListingsRead,
         Scope::ListingsWrite,
         Scope::MediaWrite,
         Scope::SchedulingRead,
         Scope::UsersRead,
+        Scope::UsersWrite,
         Scope::WebhooksRead,
         Scope::WebhooksWrite,
     ];
@@ -125,6 +128,7 @@ impl Scope {
             Self::MediaWrite => "media:write",
             Self::SchedulingRead => "scheduling:read",
             Self::UsersRead => "users:read",
+            Self::UsersWrite => "users:write",
             Self::WebhooksRead => "webhooks:read",
             Self::WebhooksWrite => "webhooks:write",
         }

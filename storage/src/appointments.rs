@@ -137,4 +137,46 @@ impl Appointments<'_> {
         self.store.listing_cache().invalidate(tenant, &number);
         Ok(scheduled)
     }
+
+    /// Assigns the listing's shoot to `photographer`, an active photographer
+    /// of the tenant's agency, so the shoot blocks their availability.
+    /// No event: the catalog has none for an assignment.
+    pub async fn assign_photographer(
+        &self,
+        tenant: &Tenant,
+        listing_number: &str,
+        photographer: &UserId,
+    ) -> Result<()> {
+        let number = normalise_listing_number(listing_number);
+        let now = self.store.clock().now();
+        in_transaction!(self.store.db(), |tx| {
+            let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
+            let role: Option<String> = sqlx::query_scalar(
+                "select role from users where agency_id = $1 and id = $2 and is_active = true",
+            )
+            .bind(&tenant.agency_id)
+            .bind(photographer)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if role.as_deref() != Some("photographer") {
+                return Err(crate::StorageError::Invalid {
+                    field: "photographer_id",
+                    reason: "is not an active photographer of this agency".to_owned(),
+                });
+            }
+            let updated = sqlx::query(
+                "update appointments set photographer_id = $1, updated_at = $2 where listing_id = $3",
+            )
+            .bind(photographer)
+            .bind(now)
+            .bind(&listing.id)
+            .execute(&mut *tx)
+            .await?;
+            if updated.rows_affected() == 0 {
+                return Err(crate::StorageError::NotFound("appointment"));
+            }
+        });
+        self.store.listing_cache().invalidate(tenant, &number);
+        Ok(())
+    }
 }

@@ -115,6 +115,8 @@ impl EventType {
             Self::AppointmentCreated => &APPOINTMENT_CREATED,
             Self::AppointmentRescheduled => &APPOINTMENT_RESCHEDULED,
             Self::AppointmentCancelled => &APPOINTMENT_CANCELLED,
+            Self::UserDeactivated => &USER_DEACTIVATED,
+            Self::UserHierarchyChanged => &USER_HIERARCHY_CHANGED,
         }
     }
 }
@@ -267,14 +269,14 @@ const USER_AGENT_CREATED: CatalogEntry = planned("user", "user.agent_created")
     .data(user_agent_created)
     .by("user creation (not emitted yet)")
     .about("An agent was added to the agency's hierarchy.");
-const USER_DEACTIVATED: CatalogEntry = planned("user", "user.deactivated")
+const USER_DEACTIVATED: CatalogEntry = emitted("user", "user.deactivated")
     .data(user_deactivated)
-    .by("user administration (not emitted yet)")
-    .about("A user was deactivated (variant A).");
-const USER_HIERARCHY_CHANGED: CatalogEntry = planned("user", "user.hierarchy_changed")
+    .by("PUT /api/v1/users/{user_id}/status (suspended), DELETE /api/v1/users/team/{assistant_id}")
+    .about("A user was suspended (deactivated).");
+const USER_HIERARCHY_CHANGED: CatalogEntry = emitted("user", "user.hierarchy_changed")
     .data(user_hierarchy_changed)
-    .by("user administration (not emitted yet)")
-    .about("A user's manager changed (variant A).");
+    .by("DELETE /api/v1/users/team/{assistant_id}")
+    .about("A user's manager changed: an assistant removed from a team has none.");
 const USER_SIGNED_UP: CatalogEntry = planned("user", "user.signed_up")
     .data(user_signed_up)
     .by("user creation (not emitted yet)")
@@ -710,9 +712,11 @@ mod tests {
 
     /// Every variant. A new one does not compile until `catalog_entry` maps
     /// it, and its emitted entry then fails the test below until it is listed.
-    fn all_event_types() -> [EventType; 10] {
+    fn all_event_types() -> [EventType; 12] {
         use EventType::*;
         [
+            UserDeactivated,
+            UserHierarchyChanged,
             ListingCreated,
             ListingStatusChanged,
             ListingCancelled,

@@ -31,6 +31,10 @@ pub enum EventType {
     AppointmentRescheduled,
     /// A shoot was cancelled.
     AppointmentCancelled,
+    /// A user was suspended (deactivated).
+    UserDeactivated,
+    /// A user's manager changed.
+    UserHierarchyChanged,
 }
 
 impl EventType {
@@ -47,6 +51,8 @@ impl EventType {
             Self::AppointmentCreated => "scheduling.appointment.created",
             Self::AppointmentRescheduled => "scheduling.appointment.rescheduled",
             Self::AppointmentCancelled => "scheduling.appointment.cancelled",
+            Self::UserDeactivated => "user.deactivated",
+            Self::UserHierarchyChanged => "user.hierarchy_changed",
         }
     }
 }

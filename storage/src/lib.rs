@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 
+pub mod accounts;
 pub mod agencies;
 pub mod api_keys;
 pub mod appointments;
+pub mod availability;
 pub mod cancellation;
 pub mod clock;
 pub mod db;
@@ -21,6 +23,7 @@ pub mod orders;
 pub mod outbox;
 pub mod packages;
 pub mod page;
+pub mod preferences;
 pub mod progress;
 pub mod schedules;
 pub mod secrets;
@@ -137,6 +140,16 @@ impl Store {
         orders::Orders { store: self }
     }
 
+    /// Accounts created through the API.
+    pub fn accounts(&self) -> accounts::Accounts<'_> {
+        accounts::Accounts { store: self }
+    }
+
+    /// Users' display preferences.
+    pub fn preferences(&self) -> preferences::UserPreferences<'_> {
+        preferences::UserPreferences { store: self }
+    }
+
     /// Webhook endpoints, deliveries and their attempts.
     pub fn webhooks(&self) -> webhooks::Webhooks<'_> {
         webhooks::Webhooks { store: self }
@@ -145,6 +158,11 @@ impl Store {
     /// Shoot appointments.
     pub fn appointments(&self) -> appointments::Appointments<'_> {
         appointments::Appointments { store: self }
+    }
+
+    /// Photographers' working hours and the free shoot slots they leave.
+    pub fn availability(&self) -> availability::Availability<'_> {
+        availability::Availability { store: self }
     }
 
     /// Owners' cancellation fee tiers.

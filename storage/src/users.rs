@@ -65,6 +65,30 @@ impl Role {
     pub const fn is_platform(self) -> bool {
         matches!(self, Self::SuperAdmin | Self::Admin)
     }
+
+    /// True for the roles that administer an agency: the platform roles and
+    /// the agency owners' (`media_agency`, `broker`).
+    pub const fn is_administrator(self) -> bool {
+        matches!(
+            self,
+            Self::SuperAdmin | Self::Admin | Self::MediaAgency | Self::Broker
+        )
+    }
+
+    /// Rank in the role order, highest first: super_admin, admin,
+    /// media_agency, broker, photographer, agent, assistant, viewer.
+    pub const fn rank(self) -> u8 {
+        match self {
+            Self::SuperAdmin => 7,
+            Self::Admin => 6,
+            Self::MediaAgency => 5,
+            Self::Broker => 4,
+            Self::Photographer => 3,
+            Self::Agent => 2,
+            Self::Assistant => 1,
+            Self::Viewer => 0,
+        }
+    }
 }
 
 /// A user.
@@ -258,6 +282,117 @@ impl Users<'_> {
                 .await?
         });
         row.ok_or(StorageError::NotFound("user"))?.try_into()
+    }
+
+    /// Changes the role of the tenant's user; returns the user as changed.
+    pub async fn set_role(&self, tenant: &Tenant, id: &UserId, role: Role) -> Result<User> {
+        let sql = format!(
+            "update users set role = $3 where agency_id = $1 and id = $2 returning {USER_COLUMNS}"
+        );
+        let row: Option<UserRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&tenant.agency_id)
+                .bind(id)
+                .bind(role.as_str())
+                .fetch_optional(&mut *tx)
+                .await?
+        });
+        row.ok_or(StorageError::NotFound("user"))?.try_into()
+    }
+
+    /// Suspends (`active == false`) or reactivates the tenant's user.
+    /// Suspending an active user emits `user.deactivated`; setting the state
+    /// it already has changes and emits nothing.
+    pub async fn set_active(&self, tenant: &Tenant, id: &UserId, active: bool) -> Result<User> {
+        let now = self.store.clock().now();
+        let sql = format!(
+            "update users set is_active = $3 where agency_id = $1 and id = $2 and is_active <> $3
+             returning {USER_COLUMNS}"
+        );
+        let mut emitted = Vec::new();
+        let changed: Option<UserRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+            let row: Option<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&tenant.agency_id)
+                .bind(id)
+                .bind(active)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let (Some(row), false) = (&row, active) {
+                let data = serde_json::json!({
+                    "user_id": row.id,
+                    "role": row.role,
+                    "deactivated_at": now.to_rfc3339(),
+                });
+                crate::outbox::insert_event!(
+                    &mut *tx,
+                    tenant,
+                    now,
+                    crate::events::NewEvent::new(crate::events::EventType::UserDeactivated, data),
+                    &mut emitted
+                )
+                .await?;
+            }
+            row
+        });
+        self.store.announce(&emitted);
+        match changed {
+            Some(row) => row.try_into(),
+            None => self.get(tenant, id).await,
+        }
+    }
+
+    /// Takes an assistant out of their manager's team: deactivated and
+    /// without a manager, emitting `user.hierarchy_changed` and
+    /// `user.deactivated` (when it was active). Returns the user as changed.
+    pub async fn remove_from_team(&self, tenant: &Tenant, id: &UserId) -> Result<User> {
+        let now = self.store.clock().now();
+        let sql = format!("select {USER_COLUMNS} from users where agency_id = $1 and id = $2");
+        let update = format!(
+            "update users set is_active = false, manager_id = null where agency_id = $1 and id = $2
+             returning {USER_COLUMNS}"
+        );
+        let mut emitted = Vec::new();
+        let row: UserRow = crate::db::in_transaction!(self.store.db(), |tx| {
+            let before: UserRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&tenant.agency_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or(StorageError::NotFound("user"))?;
+            let after: UserRow = sqlx::query_as(sqlx::AssertSqlSafe(update))
+                .bind(&tenant.agency_id)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let mut events = Vec::new();
+            if before.manager_id.is_some() {
+                events.push(crate::events::NewEvent::new(
+                    crate::events::EventType::UserHierarchyChanged,
+                    serde_json::json!({
+                        "user_id": after.id,
+                        "manager_id": null,
+                        "previous_manager_id": before.manager_id,
+                        "changed_at": now.to_rfc3339(),
+                    }),
+                ));
+            }
+            if before.is_active {
+                events.push(crate::events::NewEvent::new(
+                    crate::events::EventType::UserDeactivated,
+                    serde_json::json!({
+                        "user_id": after.id,
+                        "role": after.role,
+                        "deactivated_at": now.to_rfc3339(),
+                    }),
+                ));
+            }
+            if !events.is_empty() {
+                crate::outbox::insert_events!(&mut *tx, tenant, now, events, &mut emitted).await?;
+            }
+            after
+        });
+        self.store.announce(&emitted);
+        row.try_into()
     }
 
     /// The agency's oldest user with `role`.

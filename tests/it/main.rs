@@ -5,15 +5,18 @@
 #![allow(clippy::unwrap_used)]
 
 mod auth;
+mod availability;
 mod cli;
 mod envelope;
 mod idempotency;
 mod listings;
 mod openapi;
 mod platform;
+mod preferences;
 mod rate_limit;
 mod storage;
 mod support;
 mod transport;
+mod user_admin;
 mod users;
 mod webhooks;

@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::availability::{DEFAULT_TIMEZONE, WorkingHours};
 use storage::cancellation::FeeTier;
 use storage::ids::{AgencyId, UserId};
 use storage::listings::SANDBOX_PREFIX;
@@ -37,6 +38,8 @@ pub enum AdminCommand {
     ScheduleShoot(ScheduleShoot),
     /// Set an owner's cancellation fee tiers → {"owner_user_id", "tiers"}.
     SetCancellationFees(SetCancellationFees),
+    /// Set a photographer's weekly working hours → {"photographer_id", "hours", "timezone"}.
+    SetWorkingHours(SetWorkingHours),
     /// Replace an agency's budgets → {"agency_id", "budgets"}.
     SetAgencyBudgets(SetAgencyBudgets),
     /// Push a canary job that reports its progress → {"operation_id", "job_id"}.
@@ -164,6 +167,26 @@ pub struct SetCancellationFees {
     tiers: Vec<String>,
 }
 
+/// `admin set-working-hours`.
+#[derive(Debug, Args)]
+pub struct SetWorkingHours {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The photographer's user id (usr_…).
+    #[arg(long)]
+    photographer: String,
+    /// DAY=HH:MM-HH:MM (DAY is mon … sun), repeatable; none restores the
+    /// default week (Monday to Friday 09:00-17:00, America/Los_Angeles).
+    #[arg(long = "hours")]
+    hours: Vec<String>,
+    /// The IANA time zone of the hours; default America/Los_Angeles.
+    #[arg(long)]
+    timezone: Option<String>,
+}
+
 /// `admin create-agency`.
 #[derive(Debug, Args)]
 pub struct CreateAgency {
@@ -271,6 +294,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::RecordPayment(args) => record_payment(args).await,
         AdminCommand::ScheduleShoot(args) => schedule_shoot(args).await,
         AdminCommand::SetCancellationFees(args) => set_cancellation_fees(args).await,
+        AdminCommand::SetWorkingHours(args) => set_working_hours(args).await,
         AdminCommand::SetAgencyBudgets(args) => set_agency_budgets(args).await,
         AdminCommand::EnqueueProbe(args) => enqueue_probe(args).await,
         AdminCommand::WebhookEndpoints(args) => webhook_endpoints(args).await,
@@ -475,6 +499,42 @@ async fn set_cancellation_fees(args: SetCancellationFees) -> Result<Value, Admin
     Ok(json!({
         "owner_user_id": owner,
         "tiers": tiers.iter().map(|t| json!({"hours_before": t.hours_before, "amount": t.amount, "currency": t.currency})).collect::<Vec<_>>(),
+    }))
+}
+
+async fn set_working_hours(args: SetWorkingHours) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let photographer = UserId::parse(&args.photographer)
+        .ok_or_else(|| AdminError::new("not_found", "no such user"))?;
+    if args.hours.is_empty() && args.timezone.is_some() {
+        // The default week has its own zone; a zone alone would be ignored.
+        return Err(AdminError::new(
+            "validation.failed",
+            "--timezone needs at least one --hours",
+        ));
+    }
+    let blocks = args
+        .hours
+        .iter()
+        .map(|text| {
+            WorkingHours::parse(text).ok_or_else(|| {
+                AdminError::new(
+                    "validation.failed",
+                    format!("--hours {text:?} is not DAY=HH:MM-HH:MM (mon=09:00-17:00)"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let timezone = args.timezone.as_deref().unwrap_or(DEFAULT_TIMEZONE);
+    let week = store
+        .availability()
+        .set_working_hours(&agency, &photographer, &blocks, timezone)
+        .await?;
+    Ok(json!({
+        "photographer_id": photographer,
+        "hours": week.blocks.iter().map(|b| b.to_spec()).collect::<Vec<_>>(),
+        "timezone": week.timezone.name(),
     }))
 }
 

@@ -2,9 +2,12 @@
 //! denied surface, and the fallback that makes every other URL a 404
 //! `endpoint_not_in_scope`.
 
+pub mod availability;
 pub mod denied;
 pub mod listings;
 pub mod openapi;
+pub mod preferences;
+pub mod user_admin;
 pub mod users;
 pub mod webhooks;
 
@@ -28,6 +31,9 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let v1 = OpenApiRouter::new()
         .merge(listings::router(&state))
         .merge(users::router(&state))
+        .merge(availability::router(&state))
+        .merge(preferences::router(&state))
+        .merge(user_admin::router(&state))
         .merge(webhooks::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)

@@ -1,0 +1,232 @@
+//! Users created through the API with their account fields: names, office,
+//! a password (argon2) or a reset forced at first login, and the creation
+//! defaults (active, unverified, America/Los_Angeles, no logins yet).
+
+use argon2::{Argon2, PasswordHasher};
+
+use crate::db::write_on_pool;
+use crate::ids::{AgencyId, UserId};
+use crate::users::{Role, User, normalise_email};
+use crate::{Result, StorageError, Store};
+
+/// Longest free-text account field.
+const MAX_FIELD_CHARS: usize = 200;
+
+/// What creating an account takes.
+#[derive(Clone, Debug, Default)]
+pub struct NewAccount {
+    /// Login email (required).
+    pub email: String,
+    /// The password, or `None` to force a reset at first login.
+    pub password: Option<String>,
+    /// The role (not an owner or platform role).
+    pub role: Option<Role>,
+    /// Display name.
+    pub name: Option<String>,
+    /// Given name.
+    pub first_name: Option<String>,
+    /// Family name.
+    pub last_name: Option<String>,
+    /// Brokerage.
+    pub brokerage_name: Option<String>,
+    /// Office.
+    pub office_name: Option<String>,
+    /// Manager in the agency's hierarchy.
+    pub manager_id: Option<UserId>,
+}
+
+/// A created account.
+#[derive(Clone, Debug)]
+pub struct Account {
+    /// The user.
+    pub user: User,
+    /// Given name.
+    pub first_name: Option<String>,
+    /// Family name.
+    pub last_name: Option<String>,
+    /// Brokerage.
+    pub brokerage_name: Option<String>,
+    /// Office.
+    pub office_name: Option<String>,
+    /// False until the email address is confirmed.
+    pub is_verified: bool,
+    /// The account's time zone.
+    pub timezone: String,
+    /// Logins so far.
+    pub login_count: i32,
+    /// True when no password was set: one is chosen at first login.
+    pub password_reset_required: bool,
+}
+
+/// Why a password is refused, if it is: at least 8 characters with an upper
+/// case letter, a lower case letter, a digit and a special character.
+pub fn password_problem(password: &str) -> Option<&'static str> {
+    if password.chars().count() < 8 {
+        Some("must be at least 8 characters")
+    } else if !password.chars().any(char::is_uppercase) {
+        Some("must contain an upper case letter")
+    } else if !password.chars().any(char::is_lowercase) {
+        Some("must contain a lower case letter")
+    } else if !password.chars().any(|c| c.is_ascii_digit()) {
+        Some("must contain a digit")
+    } else if !password
+        .chars()
+        .any(|c| !c.is_alphanumeric() && !c.is_whitespace())
+    {
+        Some("must contain a special character")
+    } else if password.len() > 1024 {
+        Some("must be at most 1024 bytes")
+    } else {
+        None
+    }
+}
+
+/// Accounts repository; see [`Store::accounts`].
+pub struct Accounts<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Accounts<'_> {
+    /// Creates an account in `agency`. Field problems come back together as
+    /// [`StorageError::Fields`]; a taken email as a conflict on `email`.
+    pub async fn create(&self, agency: &AgencyId, new: NewAccount) -> Result<Account> {
+        let mut problems = std::collections::BTreeMap::new();
+        let email = normalise_email(&new.email);
+        if email.is_none() {
+            problems.insert("email", "is not a valid email address".to_owned());
+        }
+        match new.role {
+            None => {
+                problems.insert("role", "is required".to_owned());
+            }
+            Some(role) if role.is_administrator() => {
+                problems.insert(
+                    "role",
+                    "owner and platform roles are not created through the API".to_owned(),
+                );
+            }
+            Some(_) => {}
+        }
+        if let Some(problem) = new.password.as_deref().and_then(password_problem) {
+            problems.insert("password", problem.to_owned());
+        }
+        for (field, value) in [
+            ("name", &new.name),
+            ("first_name", &new.first_name),
+            ("last_name", &new.last_name),
+            ("brokerage_name", &new.brokerage_name),
+            ("office_name", &new.office_name),
+        ] {
+            if value
+                .as_ref()
+                .is_some_and(|v| v.chars().count() > MAX_FIELD_CHARS)
+            {
+                problems.insert(
+                    field,
+                    format!("must be at most {MAX_FIELD_CHARS} characters"),
+                );
+            }
+        }
+        let (Some(email), Some(role), true) = (email, new.role, problems.is_empty()) else {
+            return Err(StorageError::Fields(problems));
+        };
+        let password_hash = match new.password {
+            None => None,
+            Some(password) => Some(
+                tokio::task::spawn_blocking(move || {
+                    Argon2::default()
+                        .hash_password(password.as_bytes())
+                        .map(|hash| hash.to_string())
+                })
+                .await
+                .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?
+                .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?,
+            ),
+        };
+        let now = self.store.clock().now();
+        let user = User {
+            id: UserId::generate(),
+            agency_id: agency.clone(),
+            role,
+            email: Some(email),
+            name: new.name.clone(),
+            manager_id: new.manager_id.clone(),
+            is_active: true,
+            created_at: now,
+        };
+        let inserted = write_on_pool!(self.store.db(), pool => {
+            sqlx::query(
+                "insert into users (id, agency_id, role, email, name, manager_id, is_active, password_hash,
+                     created_at, first_name, last_name, brokerage_name, office_name)
+                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(&user.id)
+            .bind(&user.agency_id)
+            .bind(user.role.as_str())
+            .bind(&user.email)
+            .bind(&user.name)
+            .bind(&user.manager_id)
+            .bind(true)
+            .bind(&password_hash)
+            .bind(now)
+            .bind(&new.first_name)
+            .bind(&new.last_name)
+            .bind(&new.brokerage_name)
+            .bind(&new.office_name)
+            .execute(&mut *pool)
+            .await
+            .map(|_| ())
+        });
+        match inserted {
+            Ok(()) => {}
+            Err(err) if StorageError::is_unique_violation(&err) => {
+                return Err(StorageError::Conflict { field: "email" });
+            }
+            Err(err) if StorageError::is_foreign_key_violation(&err) => {
+                return Err(StorageError::Invalid {
+                    field: "manager_id",
+                    reason: "does not name a user of this agency".to_owned(),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        }
+        Ok(Account {
+            password_reset_required: password_hash.is_none(),
+            user,
+            first_name: new.first_name,
+            last_name: new.last_name,
+            brokerage_name: new.brokerage_name,
+            office_name: new.office_name,
+            is_verified: false,
+            timezone: "America/Los_Angeles".to_owned(),
+            login_count: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_need_length_and_four_kinds_of_character() {
+        assert_eq!(
+            password_problem("Sh0rt!"),
+            Some("must be at least 8 characters")
+        );
+        assert_eq!(
+            password_problem("lowercase1!"),
+            Some("must contain an upper case letter")
+        );
+        assert_eq!(
+            password_problem("UPPERCASE1!"),
+            Some("must contain a lower case letter")
+        );
+        assert_eq!(password_problem("NoDigits!!"), Some("must contain a digit"));
+        assert_eq!(
+            password_problem("NoSpecial12"),
+            Some("must contain a special character")
+        );
+        assert_eq!(password_problem("Corr3ct-Horse"), None);
+    }
+}

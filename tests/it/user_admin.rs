@@ -1,0 +1,324 @@
+//! `GET /users/{user_id}/can-edit`, `POST /users/batch-can-edit` and
+//! `PUT /users/{user_id}/role`.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use storage::Environment;
+use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::ids::UserId;
+use storage::users::{NewUser, Role};
+use tests::{TestAgency, TestApp, backend_tests};
+
+use crate::support::{expect_error, expect_ok};
+
+async fn key_for(app: &TestApp, agency: &TestAgency, user: &UserId, scopes: &[Scope]) -> String {
+    app.store
+        .api_keys()
+        .issue(
+            &agency.id,
+            NewApiKey {
+                name: "users".into(),
+                scopes: scopes.to_vec(),
+                environment: Environment::Live,
+                format: KeyFormat::Sk,
+                created_by: Some(user.clone()),
+                rate_limit_overrides: Default::default(),
+            },
+        )
+        .await
+        .unwrap()
+        .plaintext
+        .expose()
+        .to_owned()
+}
+
+async fn user(app: &TestApp, agency: &TestAgency, role: Role, manager: &UserId) -> UserId {
+    app.store
+        .users()
+        .create(
+            &agency.id,
+            NewUser {
+                role,
+                email: Some(format!("{}@example.com", ulid::Ulid::generate()).to_lowercase()),
+                name: None,
+                manager_id: Some(manager.clone()),
+            },
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+async fn send(
+    app: &TestApp,
+    method: Method,
+    key: &str,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .request(method, app.url(path))
+        .header("X-API-Key", key)
+        .header("X-Idempotency-Key", tests::idempotency_key());
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().await.unwrap()
+}
+
+const ALL: [Scope; 2] = [Scope::UsersRead, Scope::UsersWrite];
+
+backend_tests! {
+    async fn can_edit_answers_for_self_managed_users_and_administrators(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = user(&app, &agency, Role::Agent, &owner).await;
+        let assistant = user(&app, &agency, Role::Assistant, &agent).await;
+        let colleague = user(&app, &agency, Role::Agent, &owner).await;
+        let agent_key = key_for(&app, &agency, &agent, &[Scope::UsersRead]).await;
+        let owner_key = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+
+        let answer = |key: String, target: UserId| {
+            let app = &app;
+            async move {
+                expect_ok(send(app, Method::GET, &key, &format!("/api/v1/users/{target}/can-edit"), None).await).await
+            }
+        };
+        assert_eq!(answer(agent_key.clone(), agent.clone()).await["can_edit"], true);
+        assert_eq!(answer(agent_key.clone(), assistant.clone()).await["can_edit"], true);
+        assert_eq!(answer(agent_key.clone(), colleague.clone()).await["can_edit"], false);
+        assert_eq!(answer(agent_key.clone(), owner.clone()).await["can_edit"], false);
+        assert_eq!(answer(owner_key.clone(), colleague.clone()).await["can_edit"], true);
+        let one = answer(agent_key.clone(), assistant.clone()).await;
+        assert_eq!(one["user_id"], assistant.as_str());
+
+        let other = app.agency().await;
+        let response = send(&app, Method::GET, &agent_key, &format!("/api/v1/users/{}/can-edit", other.owner_id), None).await;
+        expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
+
+        let batch = expect_ok(
+            send(&app, Method::POST, &agent_key, "/api/v1/users/batch-can-edit", Some(json!({
+                "user_ids": [agent, colleague, other.owner_id, "usr_garbage", assistant],
+            })))
+            .await,
+        )
+        .await;
+        let answers: Vec<(Value, Value)> = batch["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["can_edit"].clone(), i.get("error").cloned().unwrap_or(Value::Null)))
+            .collect();
+        assert_eq!(
+            answers,
+            vec![
+                (json!(true), Value::Null),
+                (json!(false), Value::Null),
+                (json!(false), json!("user_not_found")),
+                (json!(false), json!("user_not_found")),
+                (json!(true), Value::Null),
+            ]
+        );
+        for body in [json!({ "user_ids": [] }), json!({ "user_ids": vec!["usr_x"; 201] }), json!({})] {
+            let response = send(&app, Method::POST, &agent_key, "/api/v1/users/batch-can-edit", Some(body)).await;
+            expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        }
+    }
+
+    async fn administrators_change_roles_below_their_own(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = user(&app, &agency, Role::Agent, &owner).await;
+        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
+        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let path = format!("/api/v1/users/{agent}/role");
+
+        let changed = expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "role": "photographer" }))).await).await;
+        assert_eq!(changed["role"], "photographer");
+        assert_eq!(changed["id"], agent.as_str());
+        let read = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{agent}"), None).await).await;
+        assert_eq!(read["role"], "photographer");
+
+        for role in ["wizard", "admin", "super_admin", "media_agency", "broker"] {
+            let response = send(&app, Method::PUT, &owner_key, &path, Some(json!({ "role": role }))).await;
+            expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        }
+        // Not an administrator; not oneself; not another administrator.
+        let response = send(&app, Method::PUT, &agent_key, &path, Some(json!({ "role": "viewer" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{owner}/role"), Some(json!({ "role": "agent" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        // Needs users:write.
+        let reader = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let response = send(&app, Method::PUT, &reader, &path, Some(json!({ "role": "viewer" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
+        // Another agency's user.
+        let other = app.agency().await;
+        let stranger = user(&app, &other, Role::Agent, &other.owner_id).await;
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{stranger}/role"), Some(json!({ "role": "viewer" }))).await;
+        expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
+        let read = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{agent}"), None).await).await;
+        assert_eq!(read["role"], "photographer", "refused changes changed nothing");
+    }
+}
+
+backend_tests! {
+    async fn administrators_suspend_and_reactivate_users_and_suspension_is_an_event(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = user(&app, &agency, Role::Agent, &owner).await;
+        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
+        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let path = format!("/api/v1/users/{agent}/status");
+
+        let suspended = expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "status": "suspended" }))).await).await;
+        assert_eq!(suspended["is_active"], false);
+        // Again: no change, no second event.
+        expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "status": "suspended" }))).await).await;
+        let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+        let deactivated: Vec<_> = events.iter().filter(|e| e.event_type == "user.deactivated").collect();
+        assert_eq!(deactivated.len(), 1);
+        assert_eq!(deactivated[0].data["user_id"], agent.as_str());
+        assert_eq!(deactivated[0].data["role"], "agent");
+        let entry = storage::event_catalog::resolve("user.deactivated").unwrap();
+        let validator = jsonschema::draft202012::new(&entry.data_schema()).unwrap();
+        assert!(validator.is_valid(&deactivated[0].data), "{}", deactivated[0].data);
+        // The suspended user's key no longer acts: it may not edit even itself.
+        let own = expect_ok(send(&app, Method::GET, &agent_key, &format!("/api/v1/users/{agent}/can-edit"), None).await).await;
+        assert_eq!(own["can_edit"], false);
+
+        let active = expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "status": "active" }))).await).await;
+        assert_eq!(active["is_active"], true);
+
+        let response = send(&app, Method::PUT, &owner_key, &path, Some(json!({ "status": "retired" }))).await;
+        expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        let response = send(&app, Method::PUT, &agent_key, &path, Some(json!({ "status": "suspended" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{owner}/status"), Some(json!({ "status": "suspended" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let other = app.agency().await;
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{}/status", other.owner_id), Some(json!({ "status": "suspended" }))).await;
+        expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
+    }
+
+    async fn a_manager_takes_an_assistant_off_the_team(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = user(&app, &agency, Role::Agent, &owner).await;
+        let other_agent = user(&app, &agency, Role::Agent, &owner).await;
+        let assistant = user(&app, &agency, Role::Assistant, &agent).await;
+        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let other_key = key_for(&app, &agency, &other_agent, &ALL).await;
+        let path = format!("/api/v1/users/team/{assistant}");
+
+        let response = send(&app, Method::DELETE, &other_key, &path, None).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let response = send(&app, Method::DELETE, &agent_key, &format!("/api/v1/users/team/{other_agent}"), None).await;
+        expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+
+        let removed = expect_ok(send(&app, Method::DELETE, &agent_key, &path, None).await).await;
+        assert_eq!(removed["is_active"], false);
+        assert_eq!(removed["managerId"], Value::Null);
+        let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+        let hierarchy: Vec<_> = events.iter().filter(|e| e.event_type == "user.hierarchy_changed").collect();
+        assert_eq!(hierarchy.len(), 1);
+        assert_eq!(hierarchy[0].data["previous_manager_id"], agent.as_str());
+        assert_eq!(hierarchy[0].data["manager_id"], Value::Null);
+        let entry = storage::event_catalog::resolve("user.hierarchy_changed").unwrap();
+        assert!(jsonschema::draft202012::new(&entry.data_schema()).unwrap().is_valid(&hierarchy[0].data));
+        assert_eq!(events.iter().filter(|e| e.event_type == "user.deactivated").count(), 1);
+
+        // No longer the agent's: a second removal by the same agent is refused.
+        let response = send(&app, Method::DELETE, &agent_key, &path, None).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let other = app.agency().await;
+        let stranger = user(&app, &other, Role::Assistant, &other.owner_id).await;
+        let response = send(&app, Method::DELETE, &agent_key, &format!("/api/v1/users/team/{stranger}"), None).await;
+        expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
+    }
+}
+
+backend_tests! {
+    async fn administrators_create_accounts_with_the_rules_and_defaults_of_the_spec(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = user(&app, &agency, Role::Agent, &owner).await;
+        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
+        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let email = format!("{}@Example.com", ulid::Ulid::generate());
+
+        let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
+            "email": email,
+            "password": "Corr3ct-Horse",
+            "role": "agent",
+            "name": "Ana Agent",
+            "first_name": "Ana",
+            "last_name": "Agent",
+            "brokerage_name": "Bolt Realty",
+            "office_name": "Downtown",
+        }))).await;
+        assert_eq!(response.status(), 201);
+        let created: Value = response.json().await.unwrap();
+        assert_eq!(created["email"], email.to_lowercase());
+        assert_eq!(created["role"], "agent");
+        assert_eq!(created["is_active"], true);
+        assert_eq!(created["is_verified"], false);
+        assert_eq!(created["timezone"], "America/Los_Angeles");
+        assert_eq!(created["login_count"], 0);
+        assert_eq!(created["password_reset_required"], false);
+        assert_eq!(created["managerId"], owner.as_str());
+        assert_eq!(created["first_name"], "Ana");
+        let text = created.to_string();
+        assert!(!text.contains("Corr3ct") && !text.contains("argon2"), "no password, no hash: {text}");
+        // The stored hash is argon2, never the password.
+        let stored = crate::support::sql::everything_stored(&app).await;
+        assert!(!stored.contains("Corr3ct-Horse"));
+        // It is listed.
+        let listed = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{}", created["id"].as_str().unwrap()), None).await).await;
+        assert_eq!(listed["email"], email.to_lowercase());
+
+        // Without a password, a reset is forced at first login.
+        let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
+            "email": format!("{}@example.com", ulid::Ulid::generate()), "role": "viewer",
+        }))).await;
+        assert_eq!(response.status(), 201);
+        let created: Value = response.json().await.unwrap();
+        assert_eq!(created["password_reset_required"], true);
+
+        // 400 for invalid data, each field named; a taken email too.
+        for (body, field) in [
+            (json!({ "email": "nope", "role": "agent" }), "email"),
+            (json!({ "email": "a@example.com", "role": "wizard" }), "role"),
+            (json!({ "email": "b@example.com", "role": "broker" }), "role"),
+            (json!({ "email": "c@example.com", "role": "agent", "password": "short1!" }), "password"),
+            (json!({ "email": "d@example.com", "role": "agent", "password": "nouppercase1!" }), "password"),
+            (json!({ "email": "e@example.com", "role": "agent", "password": "NoSpecial123" }), "password"),
+            (json!({ "email": email.to_uppercase(), "role": "agent" }), "email"),
+            (json!({ "email": "f@example.com", "role": "agent", "manager_id": "usr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K" }), "manager_id"),
+        ] {
+            let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(body.clone())).await;
+            let error = expect_error(response, StatusCode::BAD_REQUEST, "validation.invalid_value").await;
+            assert!(error["error"]["details"]["fields"][field].is_string(), "{body}: {error}");
+        }
+        // 422 for the wrong shape; 403 for a non-administrator or without users:write.
+        let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({ "email": "g@example.com" }))).await;
+        expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        let response = send(&app, Method::POST, &agent_key, "/api/v1/users", Some(json!({ "email": "h@example.com", "role": "viewer" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let reader = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let response = send(&app, Method::POST, &reader, "/api/v1/users", Some(json!({ "email": "i@example.com", "role": "viewer" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
+        // Another agency's manager is not this agency's user.
+        let other = app.agency().await;
+        let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({ "email": "j@example.com", "role": "agent", "manager_id": other.owner_id }))).await;
+        expect_error(response, StatusCode::BAD_REQUEST, "validation.invalid_value").await;
+    }
+}
