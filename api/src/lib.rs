@@ -10,6 +10,7 @@ pub mod middleware;
 pub mod ops;
 pub mod pagination;
 pub mod rate_limit;
+pub mod revocation;
 pub mod routes;
 pub mod server;
 pub mod state;

@@ -290,6 +290,39 @@ impl TryFrom<ApiKeyRow> for ApiKey {
 const KEY_COLUMNS: &str = "id, agency_id, name, key_hint, format, scopes, is_sandbox, status, \
      created_by, created_at, rotation_started_at, expires_at, revoked_at, rate_limit_overrides";
 
+/// Records one event of a key's life in `api_key_audit`.
+macro_rules! audit {
+    ($executor:expr, $agency:expr, $key:expr, $action:expr, $detail:expr, $at:expr) => {
+        sqlx::query(
+            "insert into api_key_audit (id, agency_id, key_id, action, detail, at)
+             values ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(format!("kau_{}", Ulid::generate()))
+        .bind($agency)
+        .bind($key)
+        .bind($action)
+        .bind($detail)
+        .bind($at)
+        .execute($executor)
+    };
+}
+
+/// One event of a key's life.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeyAuditEntry {
+    /// The key.
+    pub key_id: ApiKeyId,
+    /// `issued`, `rotated`, `revoked` or `expired`.
+    pub action: String,
+    /// More about it (the replacement of a rotated key).
+    pub detail: Option<String>,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// How long a rotated key keeps authenticating beside its replacement.
+pub const ROTATION_OVERLAP_SECONDS: i64 = 30 * 86_400;
+
 /// A key's plaintext. Shown once; `Debug` never prints it.
 pub struct Plaintext(String);
 
@@ -419,7 +452,7 @@ impl ApiKeys<'_> {
         let hash = self.store.derived_keys().hash_api_key(&plaintext);
         let scope_names: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
         let inserted = write_on_pool!(self.store.db(), pool => {
-            sqlx::query(
+            let inserted = sqlx::query(
                 "insert into api_keys (id, agency_id, name, key_hash, key_hint, format, scopes,
                      is_sandbox, status, created_by, created_at, rate_limit_overrides)
                  values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -436,9 +469,14 @@ impl ApiKeys<'_> {
             .bind(&key.created_by)
             .bind(key.created_at)
             .bind(Json(&key.rate_limit_overrides))
-            .execute(pool)
-            .await
-            .map(|_| ())
+            .execute(&mut *pool)
+            .await;
+            match inserted {
+                Ok(_) => audit!(&mut *pool, &key.agency_id, &key.id, "issued", None::<String>, key.created_at)
+                    .await
+                    .map(|_| ()),
+                Err(err) => Err(err),
+            }
         });
         match inserted {
             Ok(_) => Ok(IssuedKey {
@@ -505,14 +543,127 @@ impl ApiKeys<'_> {
     /// `expires_at` passed): from then on they are `expired`. Idempotent.
     pub async fn expire_rotated(&self) -> Result<u64> {
         let now = self.store.clock().now();
-        let updated = write_on_pool!(self.store.db(), pool => {
-            sqlx::query("update api_keys set status = 'expired' where status = 'rotating' and expires_at <= $1")
+        let expired: Vec<(ApiKeyId, AgencyId)> = crate::db::in_transaction!(
+            self.store.db(),
+            |tx| {
+                let expired: Vec<(ApiKeyId, AgencyId)> = sqlx::query_as(
+                "update api_keys set status = 'expired' where status = 'rotating' and expires_at <= $1
+                 returning id, agency_id",
+            )
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+                for (key, agency) in &expired {
+                    audit!(&mut *tx, agency, key, "expired", None::<String>, now).await?;
+                }
+                expired
+            }
+        );
+        Ok(expired.len() as u64)
+    }
+
+    /// Rotates an active key of `agency`: a new key with the same name,
+    /// scopes, environment, format and overrides is issued, and the old one
+    /// keeps authenticating for [`ROTATION_OVERLAP_SECONDS`] (the expiry
+    /// schedule then deactivates it). Returns the old key as now stored and
+    /// the new one with its plaintext (shown once).
+    pub async fn rotate(&self, agency: &AgencyId, id: &ApiKeyId) -> Result<(ApiKey, IssuedKey)> {
+        let old = self.get(agency, id).await?;
+        if old.status != KeyStatus::Active {
+            return Err(StorageError::Invalid {
+                field: "key",
+                reason: format!("is {}; only an active key rotates", old.status.as_str()),
+            });
+        }
+        let replacement = self
+            .issue(
+                agency,
+                NewApiKey {
+                    name: old.name.clone(),
+                    scopes: old.scopes.clone(),
+                    environment: old.environment,
+                    format: old.format,
+                    created_by: old.created_by.clone(),
+                    rate_limit_overrides: old.rate_limit_overrides.clone(),
+                },
+            )
+            .await?;
+        let now = self.store.clock().now();
+        let expires_at = now.plus_seconds(ROTATION_OVERLAP_SECONDS);
+        let sql = format!(
+            "update api_keys set status = 'rotating', rotation_started_at = $3, expires_at = $4
+             where agency_id = $1 and id = $2 and status = 'active'
+             returning {KEY_COLUMNS}"
+        );
+        let row: Option<ApiKeyRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+            let row: Option<ApiKeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agency)
+                .bind(id)
                 .bind(now)
-                .execute(pool)
-                .await?
-                .rows_affected()
+                .bind(expires_at)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if row.is_some() {
+                audit!(
+                    &mut *tx,
+                    agency,
+                    id,
+                    "rotated",
+                    Some(replacement.key.id.to_string()),
+                    now
+                )
+                .await?;
+            }
+            row
         });
-        Ok(updated)
+        let Some(row) = row else {
+            // Rotated or revoked meanwhile: the replacement must not outlive that.
+            self.revoke(agency, &replacement.key.id).await?;
+            return Err(StorageError::Invalid {
+                field: "key",
+                reason: "changed while being rotated; try again".to_owned(),
+            });
+        };
+        Ok((row.try_into()?, replacement))
+    }
+
+    /// One key of `agency` (never its plaintext).
+    pub async fn get(&self, agency: &AgencyId, id: &ApiKeyId) -> Result<ApiKey> {
+        let sql = format!("select {KEY_COLUMNS} from api_keys where agency_id = $1 and id = $2");
+        let row: Option<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agency)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.ok_or(StorageError::NotFound("api key"))?.try_into()
+    }
+
+    /// Every key of `agency`, oldest first (never a plaintext).
+    pub async fn list(&self, agency: &AgencyId) -> Result<Vec<ApiKey>> {
+        let sql = format!(
+            "select {KEY_COLUMNS} from api_keys where agency_id = $1 order by created_at, id"
+        );
+        let rows: Vec<ApiKeyRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(agency)
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(ApiKey::try_from).collect()
+    }
+
+    /// The audit log of `agency`'s keys, oldest first.
+    pub async fn audit_log(&self, agency: &AgencyId) -> Result<Vec<KeyAuditEntry>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_as(
+                "select key_id, action, detail, at from api_key_audit where agency_id = $1 order by at, id",
+            )
+            .bind(agency)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// Revokes a key of `agency` for good. Revoking twice is not an error.
@@ -523,13 +674,23 @@ impl ApiKeys<'_> {
              where agency_id = $1 and id = $2
              returning {KEY_COLUMNS}"
         );
-        let row: Option<ApiKeyRow> = write_on_pool!(self.store.db(), pool => {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        let row: Option<ApiKeyRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+            let before: Option<String> =
+                sqlx::query_scalar("select status from api_keys where agency_id = $1 and id = $2")
+                    .bind(agency)
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let row: Option<ApiKeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(agency)
                 .bind(id)
                 .bind(now)
-                .fetch_optional(pool)
-                .await?
+                .fetch_optional(&mut *tx)
+                .await?;
+            if row.is_some() && before.as_deref() != Some("revoked") {
+                audit!(&mut *tx, agency, id, "revoked", None::<String>, now).await?;
+            }
+            row
         });
         row.ok_or(StorageError::NotFound("api key"))?.try_into()
     }

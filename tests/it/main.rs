@@ -9,6 +9,7 @@ mod availability;
 mod cli;
 mod envelope;
 mod idempotency;
+mod key_lifecycle;
 mod listings;
 mod openapi;
 mod platform;

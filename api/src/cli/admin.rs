@@ -11,7 +11,7 @@ use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::availability::{DEFAULT_TIMEZONE, WorkingHours};
 use storage::cancellation::FeeTier;
-use storage::ids::{AgencyId, UserId};
+use storage::ids::{AgencyId, ApiKeyId, UserId};
 use storage::listings::SANDBOX_PREFIX;
 use storage::users::{NewUser, Role};
 use storage::{Environment, StorageError, Store, Tenant, Timestamp};
@@ -32,6 +32,12 @@ pub enum AdminCommand {
     CreateUser(CreateUser),
     /// Issue an API key; the plaintext is shown once → {"key_id", "key"}.
     CreateKey(CreateKey),
+    /// An agency's keys (never their plaintext) and their audit log → {"items", "audit"}.
+    ListKeys(KeyCommand),
+    /// Rotate a key: a new one is shown once; the old one works 30 more days → {"key_id", "key", "rotated"}.
+    RotateKey(KeyCommand),
+    /// Revoke a key at once, on every replica sharing Redis → {"key_id", "status"}.
+    RevokeKey(KeyCommand),
     /// Record the payment of a listing's invoice, activating and billing it → {"listing_number", "activated"}.
     RecordPayment(RecordPayment),
     /// Create or move a listing's shoot → {"listing_number", "scheduled_at"}.
@@ -85,6 +91,19 @@ pub struct WebhookEndpoints {
     /// The endpoint (whe_…); every action but `list` needs it.
     #[arg(long)]
     endpoint: Option<String>,
+}
+
+/// `admin list-keys`, `rotate-key`, `revoke-key`.
+#[derive(Debug, Args)]
+pub struct KeyCommand {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The key id (key_…); required to rotate or revoke.
+    #[arg(long)]
+    key: Option<String>,
 }
 
 /// `admin enqueue-probe`.
@@ -297,6 +316,9 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::SetWorkingHours(args) => set_working_hours(args).await,
         AdminCommand::SetAgencyBudgets(args) => set_agency_budgets(args).await,
         AdminCommand::EnqueueProbe(args) => enqueue_probe(args).await,
+        AdminCommand::ListKeys(args) => list_keys(args).await,
+        AdminCommand::RotateKey(args) => rotate_key(args).await,
+        AdminCommand::RevokeKey(args) => revoke_key(args).await,
         AdminCommand::WebhookEndpoints(args) => webhook_endpoints(args).await,
     };
     match result {
@@ -675,6 +697,73 @@ async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> 
             json!({ "items": items, "total": page.total })
         }
     })
+}
+
+fn key_json(key: &storage::api_keys::ApiKey) -> Value {
+    json!({
+        "key_id": key.id,
+        "name": key.name,
+        "hint": key.hint,
+        "format": key.format.as_str(),
+        "scopes": key.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        "sandbox": key.environment.is_sandbox(),
+        "status": key.status.as_str(),
+        "created_by": key.created_by,
+        "created_at": key.created_at.to_rfc3339(),
+        "rotation_started_at": key.rotation_started_at.map(|t| t.to_rfc3339()),
+        "expires_at": key.expires_at.map(|t| t.to_rfc3339()),
+        "revoked_at": key.revoked_at.map(|t| t.to_rfc3339()),
+    })
+}
+
+fn key_id_of(args: &KeyCommand) -> Result<ApiKeyId, AdminError> {
+    let text = args
+        .key
+        .as_deref()
+        .ok_or_else(|| AdminError::new("validation.failed", "--key is required"))?;
+    ApiKeyId::parse(text).ok_or_else(|| AdminError::new("not_found", "no such key"))
+}
+
+async fn list_keys(args: KeyCommand) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let keys = store.api_keys().list(&agency).await?;
+    let audit = store.api_keys().audit_log(&agency).await?;
+    Ok(json!({
+        "items": keys.iter().map(key_json).collect::<Vec<_>>(),
+        "audit": audit.iter().map(|entry| json!({
+            "key_id": entry.key_id,
+            "action": entry.action,
+            "detail": entry.detail,
+            "at": entry.at.to_rfc3339(),
+        })).collect::<Vec<_>>(),
+    }))
+}
+
+async fn rotate_key(args: KeyCommand) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let id = key_id_of(&args)?;
+    let (old, new) = store.api_keys().rotate(&agency, &id).await?;
+    Ok(json!({
+        "key_id": new.key.id,
+        "key": new.plaintext.expose(),
+        "rotated": key_json(&old),
+    }))
+}
+
+async fn revoke_key(args: KeyCommand) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let id = key_id_of(&args)?;
+    let key = store.api_keys().revoke(&agency, &id).await?;
+    if let Some(url) = args.storage.redis() {
+        // Every replica forgets it now, not when its cache entry ages out.
+        if let Err(err) = crate::revocation::publish(url, &key.id).await {
+            tracing::warn!(%err, "could not announce the revocation; replicas drop the key within 30 seconds");
+        }
+    }
+    Ok(json!({ "key_id": key.id, "status": key.status.as_str() }))
 }
 
 async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminError> {

@@ -55,6 +55,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let transport = transport_policy(&args);
     let state = AppState::new(platform.clone(), urls.clone(), rate_limiter);
+    // Keys revoked by any process sharing the Redis are forgotten here at once.
+    let revocations = redis_url
+        .clone()
+        .map(|url| crate::revocation::spawn_listener(url, state.clone()));
     let app = crate::app(state.clone(), transport.clone());
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("binding {}", args.listen))?;
@@ -93,6 +97,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let outcome = tokio::try_join!(public, ops, workers);
     if let Some(relay) = relay {
         relay.abort();
+    }
+    if let Some(revocations) = revocations {
+        revocations.abort();
     }
     platform
         .dispatch

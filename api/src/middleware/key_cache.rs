@@ -60,6 +60,14 @@ impl KeyCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.retain(|_, (credential, _)| &credential.key.id != id);
     }
+
+    /// Forgets every key (a revocation may have been missed).
+    pub fn clear(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,56 @@
+//! Revocation across replicas. Every API process caches authenticated keys
+//! for 30 seconds; a revocation forgets the key at once in the process that
+//! made it and, through Redis pub/sub, in every other process sharing the
+//! Redis (including revocations made by `api admin revoke-key`).
+
+use futures::StreamExt;
+use storage::ids::ApiKeyId;
+
+use crate::state::AppState;
+
+/// The channel revoked key ids are published on.
+pub const CHANNEL: &str = "listing-api:key-revoked";
+
+/// Tells every process sharing `redis_url` that `key` was revoked.
+pub async fn publish(redis_url: &str, key: &ApiKeyId) -> Result<(), redis::RedisError> {
+    let client = redis::Client::open(redis_url)?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    redis::cmd("PUBLISH")
+        .arg(CHANNEL)
+        .arg(key.as_str())
+        .query_async::<i64>(&mut connection)
+        .await
+        .map(|_| ())
+}
+
+/// Forgets, in this process, every key revoked anywhere; reconnects after a
+/// lost connection.
+pub fn spawn_listener(redis_url: String, state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(err) = listen(&redis_url, &state).await {
+                tracing::warn!(%err, "revocation listener lost Redis; reconnecting");
+                // Keys revoked meanwhile could still be cached: forget them all.
+                state.key_cache().clear();
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+}
+
+async fn listen(redis_url: &str, state: &AppState) -> Result<(), redis::RedisError> {
+    let client = redis::Client::open(redis_url)?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(CHANNEL).await?;
+    let mut messages = pubsub.on_message();
+    while let Some(message) = messages.next().await {
+        let Ok(payload) = message.get_payload::<String>() else {
+            continue;
+        };
+        if let Some(key) = ApiKeyId::parse(&payload) {
+            state.key_cache().forget(&key);
+            tracing::info!(key_id = %key, "revoked key forgotten");
+        }
+    }
+    Ok(())
+}
