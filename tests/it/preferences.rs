@@ -4,54 +4,14 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use storage::Environment;
-use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::api_keys::Scope;
 use storage::ids::UserId;
-use storage::users::{NewUser, Role};
-use tests::{TestAgency, TestApp, backend_tests};
+use storage::users::Role;
+use tests::{TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok};
 
 const SCOPES: [Scope; 2] = [Scope::UsersRead, Scope::UsersWrite];
-
-/// A key acting for `user`.
-async fn key_for(app: &TestApp, agency: &TestAgency, user: &UserId, scopes: &[Scope]) -> String {
-    app.store
-        .api_keys()
-        .issue(
-            &agency.id,
-            NewApiKey {
-                name: "preferences".into(),
-                scopes: scopes.to_vec(),
-                environment: Environment::Live,
-                format: KeyFormat::Sk,
-                created_by: Some(user.clone()),
-                rate_limit_overrides: Default::default(),
-            },
-        )
-        .await
-        .unwrap()
-        .plaintext
-        .expose()
-        .to_owned()
-}
-
-async fn user(app: &TestApp, agency: &TestAgency, role: Role, manager: &UserId) -> UserId {
-    app.store
-        .users()
-        .create(
-            &agency.id,
-            NewUser {
-                role,
-                email: Some(format!("{}@example.com", ulid::Ulid::generate()).to_lowercase()),
-                name: None,
-                manager_id: Some(manager.clone()),
-            },
-        )
-        .await
-        .unwrap()
-        .id
-}
 
 async fn call(
     app: &TestApp,
@@ -78,7 +38,7 @@ backend_tests! {
     async fn preferences_start_at_the_defaults_and_change_one_field_at_a_time(backend) {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
-        let key = key_for(&app, &agency, &agency.owner_id, &SCOPES).await;
+        let key = app.key_acting_for(&agency, &agency.owner_id, &SCOPES).await;
         let owner = &agency.owner_id;
         let defaults = expect_ok(call(&app, Method::GET, &key, owner, None).await).await;
         assert_eq!(
@@ -110,7 +70,7 @@ backend_tests! {
     async fn invalid_values_are_400_naming_each_field_and_change_nothing(backend) {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
-        let key = key_for(&app, &agency, &agency.owner_id, &SCOPES).await;
+        let key = app.key_acting_for(&agency, &agency.owner_id, &SCOPES).await;
         let owner = &agency.owner_id;
         let response = call(&app, Method::PATCH, &key, owner, Some(json!({
             "date_time_format": "iso",
@@ -140,12 +100,12 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let assistant = user(&app, &agency, Role::Assistant, &agent).await;
-        let colleague = user(&app, &agency, Role::Agent, &owner).await;
-        let owner_key = key_for(&app, &agency, &owner, &SCOPES).await;
-        let agent_key = key_for(&app, &agency, &agent, &SCOPES).await;
-        let assistant_key = key_for(&app, &agency, &assistant, &SCOPES).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let assistant = app.user_managed_by(&agency, Role::Assistant, &agent).await;
+        let colleague = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &SCOPES).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &SCOPES).await;
+        let assistant_key = app.key_acting_for(&agency, &assistant, &SCOPES).await;
 
         // Self.
         expect_ok(call(&app, Method::PATCH, &agent_key, &agent, Some(json!({ "theme": "light" }))).await).await;
@@ -165,7 +125,7 @@ backend_tests! {
         assert_eq!(read["theme"], "system", "refused changes changed nothing");
 
         // Changing needs users:write.
-        let reader = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let reader = app.key_acting_for(&agency, &owner, &[Scope::UsersRead]).await;
         let response = call(&app, Method::PATCH, &reader, &owner, Some(json!({ "theme": "dark" }))).await;
         expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
         expect_ok(call(&app, Method::GET, &reader, &owner, None).await).await;
@@ -175,7 +135,7 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let other = app.agency().await;
-        let key = key_for(&app, &agency, &agency.owner_id, &SCOPES).await;
+        let key = app.key_acting_for(&agency, &agency.owner_id, &SCOPES).await;
         for method in [Method::GET, Method::PATCH] {
             let body = (method == Method::PATCH).then(|| json!({ "theme": "dark" }));
             let response = call(&app, method.clone(), &key, &other.owner_id, body.clone()).await;
@@ -191,7 +151,7 @@ backend_tests! {
                 .unwrap();
             expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
         }
-        let theirs = key_for(&app, &other, &other.owner_id, &SCOPES).await;
+        let theirs = app.key_acting_for(&other, &other.owner_id, &SCOPES).await;
         let untouched = expect_ok(call(&app, Method::GET, &theirs, &other.owner_id, None).await).await;
         assert_eq!(untouched["theme"], "system");
     }

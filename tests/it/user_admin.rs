@@ -4,50 +4,12 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use storage::Environment;
-use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::api_keys::Scope;
 use storage::ids::UserId;
-use storage::users::{NewUser, Role};
-use tests::{TestAgency, TestApp, backend_tests};
+use storage::users::Role;
+use tests::{TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok};
-
-async fn key_for(app: &TestApp, agency: &TestAgency, user: &UserId, scopes: &[Scope]) -> String {
-    app.store
-        .api_keys()
-        .issue(
-            &agency.id,
-            NewApiKey {
-                name: "users".into(),
-                scopes: scopes.to_vec(),
-                environment: Environment::Live,
-                format: KeyFormat::Sk,
-                created_by: Some(user.clone()),
-                rate_limit_overrides: Default::default(),
-            },
-        )
-        .await
-        .unwrap()
-        .plaintext
-        .expose()
-        .to_owned()
-}
-
-async fn user(app: &TestApp, agency: &TestAgency, role: Role, manager: &UserId) -> UserId {
-    app.store
-        .users()
-        .create(
-            &agency.id,
-            NewUser {
-                role,
-                email: Some(format!("{}@example.com", ulid::Ulid::generate()).to_lowercase()),
-                name: None,
-                manager_id: Some(manager.clone()),
-            },
-        )
-        .await
-        .unwrap()
-        .id
-}
 
 async fn send(
     app: &TestApp,
@@ -74,11 +36,11 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let assistant = user(&app, &agency, Role::Assistant, &agent).await;
-        let colleague = user(&app, &agency, Role::Agent, &owner).await;
-        let agent_key = key_for(&app, &agency, &agent, &[Scope::UsersRead]).await;
-        let owner_key = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let assistant = app.user_managed_by(&agency, Role::Assistant, &agent).await;
+        let colleague = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &[Scope::UsersRead]).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &[Scope::UsersRead]).await;
 
         let answer = |key: String, target: UserId| {
             let app = &app;
@@ -131,9 +93,9 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
-        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &ALL).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &ALL).await;
         let path = format!("/api/v1/users/{agent}/role");
 
         let changed = expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "role": "photographer" }))).await).await;
@@ -152,12 +114,12 @@ backend_tests! {
         let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{owner}/role"), Some(json!({ "role": "agent" }))).await;
         expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
         // Needs users:write.
-        let reader = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let reader = app.key_acting_for(&agency, &owner, &[Scope::UsersRead]).await;
         let response = send(&app, Method::PUT, &reader, &path, Some(json!({ "role": "viewer" }))).await;
         expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
         // Another agency's user.
         let other = app.agency().await;
-        let stranger = user(&app, &other, Role::Agent, &other.owner_id).await;
+        let stranger = app.user_managed_by(&other, Role::Agent, &other.owner_id).await;
         let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{stranger}/role"), Some(json!({ "role": "viewer" }))).await;
         expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
         let read = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{agent}"), None).await).await;
@@ -170,9 +132,9 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
-        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &ALL).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &ALL).await;
         let path = format!("/api/v1/users/{agent}/status");
 
         let suspended = expect_ok(send(&app, Method::PUT, &owner_key, &path, Some(json!({ "status": "suspended" }))).await).await;
@@ -210,11 +172,11 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let other_agent = user(&app, &agency, Role::Agent, &owner).await;
-        let assistant = user(&app, &agency, Role::Assistant, &agent).await;
-        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
-        let other_key = key_for(&app, &agency, &other_agent, &ALL).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let other_agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let assistant = app.user_managed_by(&agency, Role::Assistant, &agent).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &ALL).await;
+        let other_key = app.key_acting_for(&agency, &other_agent, &ALL).await;
         let path = format!("/api/v1/users/team/{assistant}");
 
         let response = send(&app, Method::DELETE, &other_key, &path, None).await;
@@ -239,7 +201,7 @@ backend_tests! {
         let response = send(&app, Method::DELETE, &agent_key, &path, None).await;
         expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
         let other = app.agency().await;
-        let stranger = user(&app, &other, Role::Assistant, &other.owner_id).await;
+        let stranger = app.user_managed_by(&other, Role::Assistant, &other.owner_id).await;
         let response = send(&app, Method::DELETE, &agent_key, &format!("/api/v1/users/team/{stranger}"), None).await;
         expect_error(response, StatusCode::NOT_FOUND, "user_not_found").await;
     }
@@ -250,9 +212,9 @@ backend_tests! {
         let app = TestApp::spawn(backend).await;
         let agency = app.agency().await;
         let owner = agency.owner_id.clone();
-        let agent = user(&app, &agency, Role::Agent, &owner).await;
-        let owner_key = key_for(&app, &agency, &owner, &ALL).await;
-        let agent_key = key_for(&app, &agency, &agent, &ALL).await;
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &ALL).await;
+        let agent_key = app.key_acting_for(&agency, &agent, &ALL).await;
         let email = format!("{}@Example.com", ulid::Ulid::generate());
 
         let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
@@ -313,7 +275,7 @@ backend_tests! {
         expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
         let response = send(&app, Method::POST, &agent_key, "/api/v1/users", Some(json!({ "email": "h@example.com", "role": "viewer" }))).await;
         expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
-        let reader = key_for(&app, &agency, &owner, &[Scope::UsersRead]).await;
+        let reader = app.key_acting_for(&agency, &owner, &[Scope::UsersRead]).await;
         let response = send(&app, Method::POST, &reader, "/api/v1/users", Some(json!({ "email": "i@example.com", "role": "viewer" }))).await;
         expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
         // Another agency's manager is not this agency's user.

@@ -11,6 +11,7 @@ use jobs::QueueTarget;
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::ids::{AgencyId, UserId};
+use storage::users::{NewUser, Role};
 use storage::{Backend, Clock, Environment, Store};
 use tokio::sync::watch;
 use workers::handlers::WorkerState;
@@ -333,10 +334,56 @@ impl TestApp {
             .await
     }
 
+    /// Issues a live `sk_` key acting for `user` (its creator) and returns its plaintext.
+    pub async fn key_acting_for(
+        &self,
+        agency: &TestAgency,
+        user: &UserId,
+        scopes: &[Scope],
+    ) -> String {
+        self.issue_key(agency, user, scopes, Environment::Live, KeyFormat::Sk)
+            .await
+    }
+
+    /// Creates a user of `agency` with `role`, managed by `manager`.
+    pub async fn user_managed_by(
+        &self,
+        agency: &TestAgency,
+        role: Role,
+        manager: &UserId,
+    ) -> UserId {
+        self.store
+            .users()
+            .create(
+                &agency.id,
+                NewUser {
+                    role,
+                    email: Some(format!("{}@example.com", ulid::Ulid::generate()).to_lowercase()),
+                    name: None,
+                    manager_id: Some(manager.clone()),
+                },
+            )
+            .await
+            .expect("create user")
+            .id
+    }
+
     /// Issues a key with every option and returns its plaintext.
     pub async fn key_with(
         &self,
         agency: &TestAgency,
+        scopes: &[Scope],
+        environment: Environment,
+        format: KeyFormat,
+    ) -> String {
+        self.issue_key(agency, &agency.owner_id, scopes, environment, format)
+            .await
+    }
+
+    async fn issue_key(
+        &self,
+        agency: &TestAgency,
+        user: &UserId,
         scopes: &[Scope],
         environment: Environment,
         format: KeyFormat,
@@ -350,7 +397,7 @@ impl TestApp {
                     scopes: scopes.to_vec(),
                     environment,
                     format,
-                    created_by: Some(agency.owner_id.clone()),
+                    created_by: Some(user.clone()),
                     rate_limit_overrides: Default::default(),
                 },
             )

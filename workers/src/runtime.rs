@@ -153,122 +153,48 @@ pub async fn run(
     let mut monitor = Monitor::new();
     for (queue, concurrency) in &settings.queues {
         let concurrency = *concurrency;
-        match (*queue, state.queue.backend()) {
-            (DispatchEvents::KIND, QueueBackend::Sqlite(pool)) => {
-                let storage = JobQueue::sqlite_storage::<DispatchEvents>(pool)
-                    .with_config(sqlite_config::<DispatchEvents>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    DispatchEvents,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    dispatch_events
-                );
-            }
-            (DispatchEvents::KIND, QueueBackend::Redis(connection)) => {
-                let storage = JobQueue::redis_storage::<DispatchEvents>(connection)
-                    .with_config(redis_config::<DispatchEvents>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    DispatchEvents,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    dispatch_events
-                );
-            }
-            (Probe::KIND, QueueBackend::Sqlite(pool)) => {
-                let storage =
-                    JobQueue::sqlite_storage::<Probe>(pool)
-                        .with_config(sqlite_config::<Probe>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    Probe,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    run_probe
-                );
-            }
-            (Probe::KIND, QueueBackend::Redis(connection)) => {
-                let storage = JobQueue::redis_storage::<Probe>(connection)
-                    .with_config(redis_config::<Probe>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    Probe,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    run_probe
-                );
-            }
-            (DeliverWebhook::KIND, QueueBackend::Sqlite(pool)) => {
-                let storage = JobQueue::sqlite_storage::<DeliverWebhook>(pool)
-                    .with_config(sqlite_config::<DeliverWebhook>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    DeliverWebhook,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    deliver_webhook
-                );
-            }
-            (DeliverWebhook::KIND, QueueBackend::Redis(connection)) => {
-                let storage = JobQueue::redis_storage::<DeliverWebhook>(connection)
-                    .with_config(redis_config::<DeliverWebhook>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    DeliverWebhook,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    deliver_webhook
-                );
-            }
-            (SendNotification::KIND, QueueBackend::Sqlite(pool)) => {
-                let storage = JobQueue::sqlite_storage::<SendNotification>(pool)
-                    .with_config(sqlite_config::<SendNotification>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    SendNotification,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    send_notification
-                );
-            }
-            (SendNotification::KIND, QueueBackend::Redis(connection)) => {
-                let storage = JobQueue::redis_storage::<SendNotification>(connection)
-                    .with_config(redis_config::<SendNotification>(&settings, concurrency));
-                monitor = register_worker!(
-                    monitor,
-                    storage,
-                    SendNotification,
-                    concurrency,
-                    gates,
-                    settings,
-                    state,
-                    send_notification
-                );
-            }
-            (other, _) => anyhow::bail!("no handler for queue {other}"),
+        // One worker of the queue's kind on whichever backend holds the queue.
+        macro_rules! consume {
+            ($job:ty, $handler:expr) => {
+                match state.queue.backend() {
+                    QueueBackend::Sqlite(pool) => {
+                        let storage = JobQueue::sqlite_storage::<$job>(pool)
+                            .with_config(sqlite_config::<$job>(&settings, concurrency));
+                        register_worker!(
+                            monitor,
+                            storage,
+                            $job,
+                            concurrency,
+                            gates,
+                            settings,
+                            state,
+                            $handler
+                        )
+                    }
+                    QueueBackend::Redis(connection) => {
+                        let storage = JobQueue::redis_storage::<$job>(connection)
+                            .with_config(redis_config::<$job>(&settings, concurrency));
+                        register_worker!(
+                            monitor,
+                            storage,
+                            $job,
+                            concurrency,
+                            gates,
+                            settings,
+                            state,
+                            $handler
+                        )
+                    }
+                }
+            };
         }
+        monitor = match *queue {
+            DispatchEvents::KIND => consume!(DispatchEvents, dispatch_events),
+            DeliverWebhook::KIND => consume!(DeliverWebhook, deliver_webhook),
+            SendNotification::KIND => consume!(SendNotification, send_notification),
+            Probe::KIND => consume!(Probe, run_probe),
+            other => anyhow::bail!("no handler for queue {other}"),
+        };
     }
     if settings.schedules {
         for task in Maintenance::ALL {
