@@ -168,6 +168,18 @@ backend_tests! {
         }
         let list = expect_ok(ctx.send(Method::GET, "/api/v1/webhooks/endpoints", &stranger, None).await).await;
         assert_eq!(list["total"], 0);
+        // Nor are its deliveries, to read or to replay.
+        ctx.create_listing().await;
+        let delivery = loop {
+            if let Some(first) = ctx.deliveries(&id).await.into_iter().next() {
+                break first["id"].as_str().unwrap().to_owned();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        let response = ctx.send(Method::GET, &format!("/api/v1/webhooks/deliveries/{delivery}"), &stranger, None).await;
+        expect_error(response, StatusCode::NOT_FOUND, "webhook_delivery_not_found").await;
+        let response = ctx.send(Method::POST, &format!("/api/v1/webhooks/deliveries/{delivery}/replay"), &stranger, None).await;
+        expect_error(response, StatusCode::NOT_FOUND, "webhook_delivery_not_found").await;
         // The owner's endpoint is untouched.
         let endpoint = expect_ok(ctx.get(&path_of(&id)).await).await;
         assert_eq!(endpoint["status"], "enabled");
@@ -195,4 +207,31 @@ async fn managing_endpoints_needs_webhooks_write() {
         .send(Method::GET, "/api/v1/webhooks/endpoints", &reader, None)
         .await;
     assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn endpoint_and_delivery_pages_refuse_bad_limits_and_cursors() {
+    let ctx = Ctx::new(tests::Backend::Sqlite).await;
+    let (id, _) = ctx.register().await;
+    for path in [
+        "/api/v1/webhooks/endpoints".to_owned(),
+        format!("/api/v1/webhooks/endpoints/{id}/deliveries"),
+    ] {
+        for query in ["limit=0", "limit=201", "cursor=not-a-cursor"] {
+            let response = ctx.get(&format!("{path}?{query}")).await;
+            let code = if query.starts_with("cursor") {
+                "invalid_cursor"
+            } else {
+                "validation.failed"
+            };
+            expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, code).await;
+        }
+        let response = ctx.get(&format!("{path}?colour=red")).await;
+        expect_error(
+            response,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        )
+        .await;
+    }
 }
