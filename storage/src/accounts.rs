@@ -81,6 +81,18 @@ pub fn password_problem(password: &str) -> Option<&'static str> {
     }
 }
 
+/// The argon2 PHC string of `password`, computed off the async threads.
+async fn hash_password(password: String) -> Result<String> {
+    tokio::task::spawn_blocking(move || {
+        Argon2::default()
+            .hash_password(password.as_bytes())
+            .map(|hash| hash.to_string())
+    })
+    .await
+    .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?
+    .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))
+}
+
 /// Accounts repository; see [`Store::accounts`].
 pub struct Accounts<'a> {
     pub(crate) store: &'a Store,
@@ -132,16 +144,7 @@ impl Accounts<'_> {
         };
         let password_hash = match new.password {
             None => None,
-            Some(password) => Some(
-                tokio::task::spawn_blocking(move || {
-                    Argon2::default()
-                        .hash_password(password.as_bytes())
-                        .map(|hash| hash.to_string())
-                })
-                .await
-                .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?
-                .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?,
-            ),
+            Some(password) => Some(hash_password(password).await?),
         };
         let now = self.store.clock().now();
         let user = User {
@@ -201,6 +204,36 @@ impl Accounts<'_> {
             timezone: "America/Los_Angeles".to_owned(),
             login_count: 0,
         })
+    }
+
+    /// Sets the password of `agency`'s user (the first-login reset, or an
+    /// operator bootstrapping an account), by the password rules.
+    pub async fn set_password(
+        &self,
+        agency: &AgencyId,
+        user: &UserId,
+        password: &str,
+    ) -> Result<()> {
+        if let Some(problem) = password_problem(password) {
+            return Err(StorageError::Invalid {
+                field: "password",
+                reason: problem.to_owned(),
+            });
+        }
+        let hash = hash_password(password.to_owned()).await?;
+        let updated = write_on_pool!(self.store.db(), pool => {
+            sqlx::query("update users set password_hash = $3 where agency_id = $1 and id = $2")
+                .bind(agency)
+                .bind(user)
+                .bind(&hash)
+                .execute(&mut *pool)
+                .await?
+                .rows_affected()
+        });
+        if updated == 0 {
+            return Err(StorageError::NotFound("user"));
+        }
+        Ok(())
     }
 }
 

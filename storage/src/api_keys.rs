@@ -417,6 +417,27 @@ pub struct ApiKeys<'a> {
 impl ApiKeys<'_> {
     /// Issues a key for `agency`. The returned plaintext is the only copy.
     pub async fn issue(&self, agency: &AgencyId, new: NewApiKey) -> Result<IssuedKey> {
+        self.issue_audited(agency, new, None).await
+    }
+
+    /// Issues a key for `agency` on behalf of `actor` (a session user, possibly
+    /// a platform identity of another agency), whom the audit log names.
+    pub async fn issue_by(
+        &self,
+        agency: &AgencyId,
+        new: NewApiKey,
+        actor: &UserId,
+    ) -> Result<IssuedKey> {
+        self.issue_audited(agency, new, Some(format!("issued by {actor}")))
+            .await
+    }
+
+    async fn issue_audited(
+        &self,
+        agency: &AgencyId,
+        new: NewApiKey,
+        detail: Option<String>,
+    ) -> Result<IssuedKey> {
         let name = new.name.trim();
         if name.is_empty() || name.chars().count() > MAX_NAME_LEN {
             return Err(StorageError::Invalid {
@@ -472,7 +493,7 @@ impl ApiKeys<'_> {
             .execute(&mut *pool)
             .await;
             match inserted {
-                Ok(_) => audit!(&mut *pool, &key.agency_id, &key.id, "issued", None::<String>, key.created_at)
+                Ok(_) => audit!(&mut *pool, &key.agency_id, &key.id, "issued", detail.clone(), key.created_at)
                     .await
                     .map(|_| ()),
                 Err(err) => Err(err),

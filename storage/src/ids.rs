@@ -71,6 +71,11 @@ typed_id!(
     "ord_"
 );
 typed_id!(
+    /// Identifies a session of the developer settings (never its cookie secret).
+    SessionId,
+    "ses_"
+);
+typed_id!(
     /// Identifies a shoot appointment.
     AppointmentId,
     "apt_"

@@ -25,9 +25,11 @@ pub mod packages;
 pub mod page;
 pub mod preferences;
 pub mod progress;
+pub mod sandbox;
 pub mod schedules;
 pub mod secrets;
 pub mod sections;
+pub mod sessions;
 pub mod tenancy;
 pub mod users;
 pub mod webhooks;
@@ -138,6 +140,16 @@ impl Store {
     /// Orders and invoices of listings.
     pub fn orders(&self) -> orders::Orders<'_> {
         orders::Orders { store: self }
+    }
+
+    /// The sandbox pool's fixtures and recorded side effects.
+    pub fn sandbox(&self) -> sandbox::Sandbox<'_> {
+        sandbox::Sandbox { store: self }
+    }
+
+    /// Sessions of the developer settings: login, impersonation, logout.
+    pub fn sessions(&self) -> sessions::Sessions<'_> {
+        sessions::Sessions { store: self }
     }
 
     /// Accounts created through the API.

@@ -265,6 +265,24 @@ impl Orders<'_> {
                     &mut emitted
                 )
                 .await?;
+                if tenant.environment.is_sandbox() {
+                    // The sandbox charges nobody: the payment is a recorded no-op.
+                    let detail = crate::sandbox::payment_detail(
+                        &order.id,
+                        order.amount,
+                        &order.currency,
+                        &reference,
+                    );
+                    crate::sandbox::record_side_effect!(
+                        &mut *tx,
+                        &tenant.agency_id,
+                        crate::sandbox::SideEffectKind::Payment,
+                        &listing.listing_number,
+                        &detail,
+                        now
+                    )
+                    .await?;
+                }
             }
             let listing = Listing {
                 activated_at: listing.activated_at.or(Some(now)),

@@ -134,6 +134,8 @@ impl MasterKey {
             api_key_hash: self.derive_for("listing-api/api-key-hash/v1"),
             cursor_signing: self.derive_for("listing-api/cursor-signing/v1"),
             secret_sealing: self.derive_for("listing-api/secret-sealing/v1"),
+            session_token_hash: self.derive_for("listing-api/session-token-hash/v1"),
+            csrf_signing: self.derive_for("listing-api/csrf-signing/v1"),
         }
     }
 
@@ -154,12 +156,26 @@ pub struct DerivedKeys {
     api_key_hash: [u8; 32],
     cursor_signing: [u8; 32],
     secret_sealing: [u8; 32],
+    session_token_hash: [u8; 32],
+    csrf_signing: [u8; 32],
 }
 
 impl DerivedKeys {
     /// The stored form of an API key: hex HMAC-SHA256 of its plaintext.
     pub fn hash_api_key(&self, plaintext: &str) -> String {
         hex::encode(hmac_sha256(&self.api_key_hash, plaintext.as_bytes()))
+    }
+
+    /// The stored form of a session cookie's secret: hex HMAC-SHA256 under
+    /// its own key, so a session token can never pass as an API key's hash.
+    pub fn hash_session_token(&self, token: &str) -> String {
+        hex::encode(hmac_sha256(&self.session_token_hash, token.as_bytes()))
+    }
+
+    /// The CSRF token of a session: HMAC-SHA256 of the session id, so it is
+    /// checked without storage and is useless for any other session.
+    pub fn csrf_token(&self, session_id: &str) -> String {
+        encode_token(&hmac_sha256(&self.csrf_signing, session_id.as_bytes()))
     }
 
     /// The key that signs pagination cursors.

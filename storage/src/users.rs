@@ -113,7 +113,7 @@ pub struct User {
 }
 
 #[derive(sqlx::FromRow)]
-struct UserRow {
+pub(crate) struct UserRow {
     id: UserId,
     agency_id: AgencyId,
     role: String,
@@ -143,7 +143,8 @@ impl TryFrom<UserRow> for User {
     }
 }
 
-const USER_COLUMNS: &str = "id, agency_id, role, email, name, manager_id, is_active, created_at";
+pub(crate) const USER_COLUMNS: &str =
+    "id, agency_id, role, email, name, manager_id, is_active, created_at";
 
 /// Inserts a `User` with the given executor; shared by user and agency creation
 /// so the owner row and the agency row commit together.
@@ -277,6 +278,19 @@ impl Users<'_> {
         let row: Option<UserRow> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(&tenant.agency_id)
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.ok_or(StorageError::NotFound("user"))?.try_into()
+    }
+
+    /// The user with this id in any agency: for platform identities, which
+    /// serve every agency, and for sessions, which carry their own user.
+    pub async fn by_id(&self, id: &UserId) -> Result<User> {
+        let sql = format!("select {USER_COLUMNS} from users where id = $1");
+        let row: Option<UserRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id)
                 .fetch_optional(pool)
                 .await?

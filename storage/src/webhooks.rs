@@ -480,6 +480,8 @@ pub struct Notification {
     pub body: String,
     /// When it was raised.
     pub created_at: Timestamp,
+    /// About a sandbox resource: recorded, never e-mailed.
+    pub is_sandbox: bool,
 }
 
 /// Webhook repository; see [`Store::webhooks`].
@@ -1074,8 +1076,10 @@ impl Webhooks<'_> {
                             .await?;
                             let id = new_id("ntf_");
                             sqlx::query(
-                                "insert into notifications (id, agency_id, user_id, kind, subject, body, created_at)
-                                 values ($1, $2, $3, 'webhook_endpoint_disabled', $4, $5, $6)",
+                                "insert into notifications (id, agency_id, user_id, kind, subject, body, created_at,
+                                     is_sandbox)
+                                 values ($1, $2, $3, 'webhook_endpoint_disabled', $4, $5, $6,
+                                     (select is_sandbox from webhook_endpoints where id = $7))",
                             )
                             .bind(&id)
                             .bind(&delivery.agency_id)
@@ -1088,6 +1092,7 @@ impl Webhooks<'_> {
                                 delivery.endpoint_id
                             ))
                             .bind(now)
+                            .bind(&delivery.endpoint_id)
                             .execute(&mut *tx)
                             .await?;
                             notification_id = Some(id);
@@ -1213,7 +1218,7 @@ impl Webhooks<'_> {
         }
         let row: Option<Row> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(
-                "select n.id, n.agency_id, n.user_id, n.kind, n.subject, n.body, n.created_at,
+                "select n.id, n.agency_id, n.user_id, n.kind, n.subject, n.body, n.created_at, n.is_sandbox,
                         u.email, n.sent_at
                  from notifications n left join users u on u.id = n.user_id
                  where n.id = $1",
@@ -1258,7 +1263,7 @@ impl Webhooks<'_> {
     pub async fn notifications(&self, agency_id: &AgencyId) -> Result<Vec<Notification>> {
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_as(
-                "select id, agency_id, user_id, kind, subject, body, created_at
+                "select id, agency_id, user_id, kind, subject, body, created_at, is_sandbox
                  from notifications where agency_id = $1 order by created_at desc, id desc",
             )
             .bind(agency_id)
