@@ -128,6 +128,14 @@ pub static UPDATE_USER_ROLE: Endpoint = Endpoint {
     key_limit: 200,
 };
 
+/// `POST /agency/sandbox/seed`: a sandbox key re-seeds its fixtures.
+pub static SEED_SANDBOX: Endpoint = Endpoint {
+    name: "seed_sandbox",
+    scope: Scope::ListingsWrite,
+    agency_budgets: &[&LISTING_WRITES],
+    key_limit: 10,
+};
+
 /// `POST /users`.
 pub static CREATE_USER: Endpoint = Endpoint {
     name: "create_user",
@@ -281,7 +289,8 @@ pub const REPLAYS_PER_ENDPOINT: u32 = 10;
 pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
 
 /// Every endpoint with a per-key budget, for validating overrides.
-pub static ALL: [&Endpoint; 25] = [
+pub static ALL: [&Endpoint; 26] = [
+    &SEED_SANDBOX,
     &READ_USERS_LIST,
     &READ_USER_SINGLE,
     &READ_USER_PREFERENCES,

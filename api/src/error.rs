@@ -31,6 +31,10 @@ pub enum Resource {
     WebhookEndpoint,
     /// `webhook_delivery_not_found`.
     WebhookDelivery,
+    /// `api_key_not_found`.
+    ApiKey,
+    /// `agency_not_found` (platform identities naming an agency).
+    Agency,
 }
 
 impl Resource {
@@ -41,6 +45,8 @@ impl Resource {
             Self::DeadJob => "job_not_found",
             Self::WebhookEndpoint => "webhook_endpoint_not_found",
             Self::WebhookDelivery => "webhook_delivery_not_found",
+            Self::ApiKey => "api_key_not_found",
+            Self::Agency => "agency_not_found",
         }
     }
 
@@ -51,6 +57,8 @@ impl Resource {
             Self::DeadJob => "dead job",
             Self::WebhookEndpoint => "webhook endpoint",
             Self::WebhookDelivery => "webhook delivery",
+            Self::ApiKey => "API key",
+            Self::Agency => "agency",
         }
     }
 }
@@ -68,6 +76,23 @@ pub enum ApiError {
     InvalidKey,
     /// 403 `auth.scope_denied`: the key lacks the route's scope.
     ScopeDenied(Scope),
+    /// 401 `auth.session_required`: a session route without a live session
+    /// cookie (an API key does not open these routes).
+    SessionRequired,
+    /// 401 `auth.invalid_credentials`: a login whose email and password do not
+    /// open an active account (which part failed is not said).
+    InvalidCredentials,
+    /// 403 `auth.csrf_failed`: a session request without the session's
+    /// `X-CSRF-Token`.
+    CsrfFailed,
+    /// 410 `endpoint_removed`: a route that existed and was removed, with its
+    /// changelog entry and replacement.
+    EndpointRemoved {
+        /// The changelog entry announcing the removal.
+        changelog_url: String,
+        /// What to call instead.
+        replacement: &'static str,
+    },
     /// 403 `transport.tls_required`: a plain-HTTP request the server may not serve.
     TlsRequired,
     /// 404 `endpoint_not_in_scope`: not part of the public surface.
@@ -162,8 +187,12 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MissingKey(_) | Self::InvalidKey => StatusCode::UNAUTHORIZED,
-            Self::ScopeDenied(_) | Self::TlsRequired => StatusCode::FORBIDDEN,
+            Self::MissingKey(_)
+            | Self::InvalidKey
+            | Self::SessionRequired
+            | Self::InvalidCredentials => StatusCode::UNAUTHORIZED,
+            Self::ScopeDenied(_) | Self::TlsRequired | Self::CsrfFailed => StatusCode::FORBIDDEN,
+            Self::EndpointRemoved { .. } => StatusCode::GONE,
             Self::EndpointNotInScope | Self::NotFound(_) | Self::SectionNotExposed => {
                 StatusCode::NOT_FOUND
             }
@@ -196,6 +225,10 @@ impl ApiError {
             Self::MissingKey(_) => "auth.missing_key",
             Self::InvalidKey => "auth.invalid_key",
             Self::ScopeDenied(_) => "auth.scope_denied",
+            Self::SessionRequired => "auth.session_required",
+            Self::InvalidCredentials => "auth.invalid_credentials",
+            Self::CsrfFailed => "auth.csrf_failed",
+            Self::EndpointRemoved { .. } => "endpoint_removed",
             Self::TlsRequired => "transport.tls_required",
             Self::EndpointNotInScope => "endpoint_not_in_scope",
             Self::NotFound(resource) => resource.not_found_code(),
@@ -233,6 +266,17 @@ impl ApiError {
                 scope.as_str()
             )
             .into(),
+            Self::SessionRequired => {
+                "This route needs a session: sign in with POST /api/v1/session; API keys are not accepted here."
+                    .into()
+            }
+            Self::InvalidCredentials => "The email or password is not correct.".into(),
+            Self::CsrfFailed => {
+                "The X-CSRF-Token header is missing or does not belong to this session.".into()
+            }
+            Self::EndpointRemoved { replacement, .. } => {
+                format!("This endpoint was removed; use {replacement}.").into()
+            }
             Self::TlsRequired => {
                 "This API is served over HTTPS only; plain HTTP requests are refused.".into()
             }
@@ -317,6 +361,13 @@ impl ApiError {
             Self::NotReady(component) => {
                 details.insert("component".into(), (*component).into());
             }
+            Self::EndpointRemoved {
+                changelog_url,
+                replacement,
+            } => {
+                details.insert("changelog_url".into(), changelog_url.as_str().into());
+                details.insert("replacement".into(), (*replacement).into());
+            }
             Self::InvalidSectionPayload { field, reason } => {
                 details.insert("field".into(), field.as_str().into());
                 details.insert("reason".into(), reason.as_str().into());
@@ -399,6 +450,7 @@ impl From<StorageError> for ApiError {
         match err {
             StorageError::NotFound("user") => Self::NotFound(Resource::User),
             StorageError::NotFound("listing") => Self::NotFound(Resource::Listing),
+            StorageError::NotFound("api key") => Self::NotFound(Resource::ApiKey),
             StorageError::Invalid { field, reason } => Self::field(field, reason),
             StorageError::Fields(fields) => Self::Validation(
                 fields

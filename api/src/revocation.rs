@@ -23,6 +23,19 @@ pub async fn publish(redis_url: &str, key: &ApiKeyId) -> Result<(), redis::Redis
         .map(|_| ())
 }
 
+/// Makes a revocation take effect: forgotten here at once and, when the
+/// deployment shares Redis, announced to every other process. A failed
+/// announcement is logged; other processes then drop the key within the
+/// cache's 30-second TTL.
+pub async fn announce(state: &AppState, key: &ApiKeyId) {
+    state.key_cache().forget(key);
+    if let Some(url) = state.revocation_redis_url()
+        && let Err(err) = publish(url, key).await
+    {
+        tracing::warn!(%err, key_id = %key, "could not announce a revocation; replicas drop the key within 30 seconds");
+    }
+}
+
 /// Forgets, in this process, every key revoked anywhere; reconnects after a
 /// lost connection.
 pub fn spawn_listener(redis_url: String, state: AppState) -> tokio::task::JoinHandle<()> {

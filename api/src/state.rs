@@ -30,6 +30,7 @@ struct Inner {
     urls: PublicUrls,
     rate_limiter: RateLimiter,
     key_cache: KeyCache,
+    revocation_redis_url: Option<String>,
 }
 
 impl AppState {
@@ -44,8 +45,23 @@ impl AppState {
                 urls,
                 rate_limiter,
                 key_cache: KeyCache::default(),
+                revocation_redis_url: None,
             }),
         }
+    }
+
+    /// Announces revocations on the Redis at `url` (the distributed profile).
+    /// Call it before the state is shared; a shared state is left unchanged.
+    pub fn with_revocation_channel(mut self, url: String) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.revocation_redis_url = Some(url);
+        }
+        self
+    }
+
+    /// The Redis revocations are announced on, if any.
+    pub fn revocation_redis_url(&self) -> Option<&str> {
+        self.inner.revocation_redis_url.as_deref()
     }
 
     /// Recently authenticated keys.

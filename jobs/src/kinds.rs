@@ -116,11 +116,28 @@ impl Job for SendNotification {
     const MAX_ATTEMPTS: usize = 8;
 }
 
+/// Seed (or reset) an agency's three sandbox fixture listings, reporting
+/// progress under `operation_id`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedSandbox {
+    /// The operation whose progress it publishes.
+    pub operation_id: String,
+    /// The agency (`agc_…`) whose sandbox is seeded.
+    pub agency_id: String,
+}
+
+impl Job for SeedSandbox {
+    const KIND: &'static str = "sandbox_seed";
+    const MAX_ATTEMPTS: usize = 5;
+    const DEFAULT_CONCURRENCY: usize = 2;
+}
+
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 4] = [
+pub const QUEUES: [&str; 5] = [
     DispatchEvents::KIND,
     DeliverWebhook::KIND,
     SendNotification::KIND,
+    SeedSandbox::KIND,
     Probe::KIND,
 ];
 
@@ -129,6 +146,7 @@ pub fn default_concurrency(queue: &str) -> usize {
     match queue {
         DeliverWebhook::KIND => DeliverWebhook::DEFAULT_CONCURRENCY,
         DispatchEvents::KIND => DispatchEvents::DEFAULT_CONCURRENCY,
+        SeedSandbox::KIND => SeedSandbox::DEFAULT_CONCURRENCY,
         _ => Probe::DEFAULT_CONCURRENCY,
     }
 }

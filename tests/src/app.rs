@@ -164,7 +164,10 @@ impl TestAppBuilder {
         let platform = platform.with_mailer(self.mail_relay.map(|url| {
             workers::mail::Mailer::new(&url, "Listing API <no-reply@example.com>").expect("mailer")
         }));
-        let state = AppState::new(platform.clone(), urls, rate_limiter);
+        let mut state = AppState::new(platform.clone(), urls, rate_limiter);
+        if let Some(url) = &redis_url {
+            state = state.with_revocation_channel(url.clone());
+        }
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
             None => (None, base_client().build().expect("client")),

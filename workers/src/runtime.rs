@@ -15,7 +15,7 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SendNotification};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SeedSandbox, SendNotification};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -25,6 +25,7 @@ use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::notify::send_notification;
 use crate::handlers::probe::run_probe;
+use crate::handlers::sandbox::seed_sandbox;
 use crate::pause::{Gates, Pausable};
 
 /// How the runtime runs.
@@ -192,6 +193,7 @@ pub async fn run(
             DispatchEvents::KIND => consume!(DispatchEvents, dispatch_events),
             DeliverWebhook::KIND => consume!(DeliverWebhook, deliver_webhook),
             SendNotification::KIND => consume!(SendNotification, send_notification),
+            SeedSandbox::KIND => consume!(SeedSandbox, seed_sandbox),
             Probe::KIND => consume!(Probe, run_probe),
             other => anyhow::bail!("no handler for queue {other}"),
         };

@@ -30,6 +30,8 @@ pub enum AdminCommand {
     CreateAgency(CreateAgency),
     /// Create a user in an agency → {"user_id"}.
     CreateUser(CreateUser),
+    /// Set a user's password, read from standard input (never an argument) → {"user_id"}.
+    SetPassword(SetPassword),
     /// Issue an API key; the plaintext is shown once → {"key_id", "key"}.
     CreateKey(CreateKey),
     /// An agency's keys (never their plaintext) and their audit log → {"items", "audit"}.
@@ -241,6 +243,19 @@ pub struct CreateUser {
     manager: Option<String>,
 }
 
+/// `admin set-password`.
+#[derive(Debug, Args)]
+pub struct SetPassword {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The user id (usr_…).
+    #[arg(long)]
+    user: String,
+}
+
 /// `admin create-key`.
 #[derive(Debug, Args)]
 pub struct CreateKey {
@@ -309,6 +324,7 @@ pub async fn run(command: AdminCommand) -> ExitCode {
     let result = match command {
         AdminCommand::CreateAgency(args) => create_agency(args).await,
         AdminCommand::CreateUser(args) => create_user(args).await,
+        AdminCommand::SetPassword(args) => set_password(args).await,
         AdminCommand::CreateKey(args) => create_key(args).await,
         AdminCommand::RecordPayment(args) => record_payment(args).await,
         AdminCommand::ScheduleShoot(args) => schedule_shoot(args).await,
@@ -349,6 +365,23 @@ async fn create_agency(args: CreateAgency) -> Result<Value, AdminError> {
     })?;
     let (agency, owner) = store.agencies().create(&args.name, kind).await?;
     Ok(json!({"agency_id": agency.id, "owner_user_id": owner.id}))
+}
+
+async fn set_password(args: SetPassword) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let user =
+        UserId::parse(&args.user).ok_or_else(|| AdminError::new("not_found", "no such user"))?;
+    let mut password = String::new();
+    std::io::stdin().read_line(&mut password).map_err(|err| {
+        AdminError::new("validation.failed", format!("reading the password: {err}"))
+    })?;
+    let password = password.trim_end_matches(['\r', '\n']);
+    store
+        .accounts()
+        .set_password(&agency, &user, password)
+        .await?;
+    Ok(json!({"user_id": user}))
 }
 
 async fn create_user(args: CreateUser) -> Result<Value, AdminError> {

@@ -54,7 +54,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let transport = transport_policy(&args);
-    let state = AppState::new(platform.clone(), urls.clone(), rate_limiter);
+    let mut state = AppState::new(platform.clone(), urls.clone(), rate_limiter);
+    if let Some(url) = &redis_url {
+        state = state.with_revocation_channel(url.clone());
+    }
     // Keys revoked by any process sharing the Redis are forgotten here at once.
     let revocations = redis_url
         .clone()

@@ -7,6 +7,7 @@ pub mod envelope;
 pub mod idempotency;
 pub mod key_cache;
 pub mod request_id;
+pub mod session;
 pub mod transport;
 
 use axum::Router;

@@ -5,7 +5,7 @@ use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
 use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SendNotification};
+use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SeedSandbox, SendNotification};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -25,6 +25,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 SendNotification::KIND,
                 JobQueue::sqlite_storage::<SendNotification>(pool),
             )
+            .register(
+                SeedSandbox::KIND,
+                JobQueue::sqlite_storage::<SeedSandbox>(pool),
+            )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
@@ -39,6 +43,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
             .register(
                 SendNotification::KIND,
                 JobQueue::redis_storage::<SendNotification>(connection),
+            )
+            .register(
+                SeedSandbox::KIND,
+                JobQueue::redis_storage::<SeedSandbox>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

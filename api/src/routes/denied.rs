@@ -12,8 +12,11 @@ use crate::state::AppState;
 /// The specification's sixteen denied URLs, with axum path syntax. matchit
 /// cannot express `{id}:start`, so that one is matched by its whole segment.
 pub const DENIED: [(MethodFilter, &str); 16] = [
-    (MethodFilter::POST, "/tours/{id}/share"),
-    (MethodFilter::POST, "/tours/{id}/delivery/trigger"),
+    (MethodFilter::POST, "/tours/{listing_number}/share"),
+    (
+        MethodFilter::POST,
+        "/tours/{listing_number}/delivery/trigger",
+    ),
     (MethodFilter::POST, "/rmd/designs/{id}/export"),
     (MethodFilter::POST, "/orders/submit"),
     (MethodFilter::PATCH, "/appointments/{id}"),

@@ -3,10 +3,14 @@
 //! `endpoint_not_in_scope`.
 
 pub mod availability;
+pub mod changelog;
 pub mod denied;
+pub mod developer_keys;
 pub mod listings;
 pub mod openapi;
 pub mod preferences;
+pub mod sandbox;
+pub mod session;
 pub mod user_admin;
 pub mod users;
 pub mod webhooks;
@@ -34,14 +38,22 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(availability::router(&state))
         .merge(preferences::router(&state))
         .merge(user_admin::router(&state))
-        .merge(webhooks::router(&state));
+        .merge(webhooks::router(&state))
+        .merge(session::router(&state))
+        .merge(developer_keys::router(&state))
+        .merge(changelog::router(&state))
+        .merge(sandbox::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();
     let doc = openapi::with_servers(doc, state.urls());
+    let doc = openapi::with_deprecations(doc);
     let document: Arc<str> = Arc::from(doc.to_json().unwrap_or_else(|_| "{}".to_owned()));
     let router = routes
-        .nest(API_PREFIX, denied::router())
+        .nest(
+            API_PREFIX,
+            denied::router().merge(changelog::removed_routes()),
+        )
         .route(
             "/api/openapi.json",
             get(move || {

@@ -23,7 +23,9 @@ use crate::state::PublicUrls;
     modifiers(&SecuritySchemes),
     tags(
         (name = "listings", description = "Listings (tours): lifecycle, cancellation, sections, orders"),
-        (name = "users", description = "The people of the caller's agency")
+        (name = "users", description = "The people of the caller's agency"),
+        (name = "sessions", description = "Signing in to the developer settings, and impersonation"),
+        (name = "developer", description = "Developer settings: API keys, the changelog, the sandbox")
     )
 )]
 pub struct ApiDoc;
@@ -41,6 +43,20 @@ impl Modify for SecuritySchemes {
             ))),
         );
         components.add_security_scheme(
+            "session_cookie",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                crate::middleware::session::SESSION_COOKIE,
+                "The developer settings' session, from POST /api/v1/session",
+            ))),
+        );
+        components.add_security_scheme(
+            "csrf_token",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-CSRF-Token",
+                "The session's csrf_token; required with the session on every change and on GET /agency/changelog",
+            ))),
+        );
+        components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
                 HttpBuilder::new()
@@ -52,9 +68,40 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// The base document before the routers add their paths.
+/// The base document before the routers add their paths; `info.version` is
+/// the changelog's surface version.
 pub fn base() -> OpenApi {
-    ApiDoc::openapi()
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = crate::changelog::surface_version().to_owned();
+    doc
+}
+
+/// Marks the operations of deprecated routes (from the changelog) deprecated.
+pub fn with_deprecations(mut doc: OpenApi) -> OpenApi {
+    let deprecated = crate::changelog::ENTRIES
+        .iter()
+        .filter(|entry| entry.change_type == crate::changelog::ChangeType::Deprecated)
+        .flat_map(|entry| entry.routes.iter());
+    for route in deprecated {
+        let Some((method, path)) = route.split_once(' ') else {
+            continue;
+        };
+        let Some(item) = doc.paths.paths.get_mut(path) else {
+            continue;
+        };
+        let operation = match method {
+            "GET" => item.get.as_mut(),
+            "POST" => item.post.as_mut(),
+            "PUT" => item.put.as_mut(),
+            "PATCH" => item.patch.as_mut(),
+            "DELETE" => item.delete.as_mut(),
+            _ => None,
+        };
+        if let Some(operation) = operation {
+            operation.deprecated = Some(utoipa::openapi::Deprecated::True);
+        }
+    }
+    doc
 }
 
 /// Adds the public servers (base and legacy host) to the finished document.

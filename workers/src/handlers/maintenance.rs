@@ -33,6 +33,8 @@ pub enum Maintenance {
     SweepDeliveries,
     /// Delete finished webhook deliveries and their attempts after 30 days.
     PurgeDeliveries,
+    /// Delete sessions a week after they ended or expired.
+    PurgeSessions,
 }
 
 /// A delivery attempt this far past due is pushed again by the sweep.
@@ -54,7 +56,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 7] = [
+    pub const ALL: [Maintenance; 8] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -62,6 +64,7 @@ impl Maintenance {
         Self::PurgeFinishedJobs,
         Self::SweepDeliveries,
         Self::PurgeDeliveries,
+        Self::PurgeSessions,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -74,6 +77,7 @@ impl Maintenance {
             Self::PurgeFinishedJobs => "finished_job_purge",
             Self::SweepDeliveries => "webhook_delivery_sweep",
             Self::PurgeDeliveries => "webhook_delivery_purge",
+            Self::PurgeSessions => "session_purge",
         }
     }
 
@@ -87,6 +91,7 @@ impl Maintenance {
             Self::PurgeFinishedJobs => "45 20 * * * *",
             Self::SweepDeliveries => "20/30 * * * * *",
             Self::PurgeDeliveries => "50 35 * * * *",
+            Self::PurgeSessions => "40 50 * * * *",
         }
     }
 
@@ -103,6 +108,7 @@ impl Maintenance {
         let now = store.clock().now();
         Ok(match self {
             Self::ExpireRotatedKeys => store.api_keys().expire_rotated().await?,
+            Self::PurgeSessions => store.sessions().purge().await?,
             Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
             Self::SweepOutbox => {
                 let missed = store

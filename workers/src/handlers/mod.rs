@@ -5,6 +5,7 @@ pub mod dispatch;
 pub mod maintenance;
 pub mod notify;
 pub mod probe;
+pub mod sandbox;
 
 use std::sync::Arc;
 use std::time::Instant;

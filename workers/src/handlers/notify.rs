@@ -41,6 +41,24 @@ async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobErro
         tracing::info!(notification_id = %notification.id, "notification recipient has no e-mail address; recorded only");
         return Ok(());
     };
+    if notification.is_sandbox {
+        // The sandbox sends no e-mail: it records what would have been sent.
+        let detail = serde_json::json!({
+            "notification_id": notification.id,
+            "kind": notification.kind,
+            "subject": notification.subject,
+            "body": notification.body,
+            "performed": false,
+        });
+        state
+            .store
+            .sandbox()
+            .record_email(&notification.agency_id, &email, &detail)
+            .await?;
+        webhooks.mark_notification_sent(&notification.id).await?;
+        tracing::info!(notification_id = %notification.id, "sandbox notification recorded, not e-mailed");
+        return Ok(());
+    }
     mailer
         .send(&email, &notification.subject, &notification.body)
         .await

@@ -1,0 +1,295 @@
+//! The API changelog: every change to the public surface under `/api/v1`,
+//! typed by the specification's change types. Deprecations name their
+//! migration path and removal date; the deprecation headers, the 410 answers
+//! and the OpenAPI `info.version` are all derived from these entries, so the
+//! signals cannot drift from what the changelog says.
+
+use chrono::{NaiveDate, NaiveTime};
+
+/// The specification's change types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// A new route, field or event type.
+    Added,
+    /// A compatible change of behaviour.
+    Changed,
+    /// Still served, with a removal date.
+    Deprecated,
+    /// No longer served (410 Gone).
+    Removed,
+    /// A bug fixed.
+    Fixed,
+    /// A security improvement.
+    Security,
+}
+
+impl ChangeType {
+    /// Every change type, for validation messages.
+    pub const ALL: [ChangeType; 6] = [
+        Self::Added,
+        Self::Changed,
+        Self::Deprecated,
+        Self::Removed,
+        Self::Fixed,
+        Self::Security,
+    ];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "added",
+            Self::Changed => "changed",
+            Self::Deprecated => "deprecated",
+            Self::Removed => "removed",
+            Self::Fixed => "fixed",
+            Self::Security => "security",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+
+    /// Whether entries of this type change the surface a client codes against.
+    pub const fn changes_surface(self) -> bool {
+        matches!(
+            self,
+            Self::Added | Self::Changed | Self::Deprecated | Self::Removed
+        )
+    }
+}
+
+/// One changelog entry.
+#[derive(Debug)]
+pub struct Entry {
+    /// Stable id, also the anchor deprecation links point to.
+    pub id: &'static str,
+    /// When the change shipped, `YYYY-MM-DD`.
+    pub date: &'static str,
+    /// What kind of change.
+    pub change_type: ChangeType,
+    /// One line.
+    pub title: &'static str,
+    /// What changed and what to do about it.
+    pub description: &'static str,
+    /// The routes concerned, as `METHOD /api/v1/path`.
+    pub routes: &'static [&'static str],
+    /// For deprecations and removals: what to use instead.
+    pub migration: Option<&'static str>,
+    /// For deprecations: when the route stops being served, `YYYY-MM-DD`.
+    pub removal_date: Option<&'static str>,
+}
+
+/// `GET /api/v1/tours` (the listings list under the product's old name):
+/// deprecated at launch, removed after its 90-day overlap.
+pub static TOURS_LIST_DEPRECATED: Entry = Entry {
+    id: "chg_2026_05_29_tours_list_deprecated",
+    date: "2026-05-29",
+    change_type: ChangeType::Deprecated,
+    title: "GET /api/v1/tours is deprecated",
+    description: "Tours are listings. The tours list is served until its removal date; move to the listings list, which adds cursor pagination and filters.",
+    routes: &["GET /api/v1/tours"],
+    migration: Some("GET /api/v1/listings"),
+    removal_date: Some("2026-09-01"),
+};
+
+/// The removal of `GET /api/v1/tours`.
+pub static TOURS_LIST_REMOVED: Entry = Entry {
+    id: "chg_2026_09_01_tours_list_removed",
+    date: "2026-09-01",
+    change_type: ChangeType::Removed,
+    title: "GET /api/v1/tours was removed",
+    description: "The tours list answers 410 Gone. Use the listings list.",
+    routes: &["GET /api/v1/tours"],
+    migration: Some("GET /api/v1/listings"),
+    removal_date: None,
+};
+
+/// `GET /api/v1/tours/{listing_number}`: deprecated, served for a year.
+pub static TOUR_READ_DEPRECATED: Entry = Entry {
+    id: "chg_2026_05_29_tour_read_deprecated",
+    date: "2026-05-29",
+    change_type: ChangeType::Deprecated,
+    title: "GET /api/v1/tours/{listing_number} is deprecated",
+    description: "Tours are listings. The route answers exactly like GET /api/v1/listings/{listing_number} and carries Deprecation, Sunset and Link headers until its removal date.",
+    routes: &["GET /api/v1/tours/{listing_number}"],
+    migration: Some("GET /api/v1/listings/{listing_number}"),
+    removal_date: Some("2027-05-29"),
+};
+
+/// Every entry, oldest first.
+pub static ENTRIES: [&Entry; 9] = [
+    &Entry {
+        id: "chg_2026_05_29_initial_release",
+        date: "2026-05-29",
+        change_type: ChangeType::Added,
+        title: "Initial public release",
+        description: "Listings with their status lifecycle, cancellation, sections and orders; scheduling availability; users; the webhook event catalog. Event payloads start at api_version 2026-05-29.",
+        routes: &[
+            "POST /api/v1/listings",
+            "GET /api/v1/listings",
+            "GET /api/v1/listings/{listing_number}",
+            "GET /api/v1/listings/{listing_number}/orders",
+            "PATCH /api/v1/listings/{listing_number}/status",
+            "POST /api/v1/listings/{listing_number}/cancel",
+            "PATCH /api/v1/listings/{listing_number}/sections/{section}",
+            "GET /api/v1/scheduling/availability",
+            "GET /api/v1/users",
+            "GET /api/v1/webhooks/events",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &TOURS_LIST_DEPRECATED,
+    &TOUR_READ_DEPRECATED,
+    &TOURS_LIST_REMOVED,
+    &Entry {
+        id: "chg_2026_10_01_webhook_endpoints",
+        date: "2026-10-01",
+        change_type: ChangeType::Added,
+        title: "Webhook endpoints, deliveries, test fires and replays",
+        description: "Register signed HTTPS endpoints per environment, inspect deliveries and their attempts, fire test events and replay deliveries.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints",
+            "GET /api/v1/webhooks/endpoints",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}/deliveries",
+            "POST /api/v1/webhooks/endpoints/{endpoint_id}/test",
+            "POST /api/v1/webhooks/deliveries/{delivery_id}/replay",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_02_user_administration",
+        date: "2026-11-02",
+        change_type: ChangeType::Added,
+        title: "User administration and preferences",
+        description: "Read one user, create users, change roles and status, remove assistants from a team, read and change preferences, and ask who may edit whom.",
+        routes: &[
+            "GET /api/v1/users/{user_id}",
+            "POST /api/v1/users",
+            "PUT /api/v1/users/{user_id}/role",
+            "PUT /api/v1/users/{user_id}/status",
+            "DELETE /api/v1/users/team/{assistant_id}",
+            "GET /api/v1/users/{user_id}/preferences",
+            "PATCH /api/v1/users/{user_id}/preferences",
+            "GET /api/v1/users/{user_id}/can-edit",
+            "POST /api/v1/users/batch-can-edit",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_developer_settings",
+        date: "2026-11-21",
+        change_type: ChangeType::Added,
+        title: "Sessions, API key management, impersonation and the sandbox seed",
+        description: "Sign in to the developer settings with a session cookie and CSRF token; list, create, rotate and revoke API keys; impersonate a lower role; re-seed the sandbox's three fixture listings.",
+        routes: &[
+            "POST /api/v1/session",
+            "GET /api/v1/session",
+            "DELETE /api/v1/session",
+            "POST /api/v1/users/{user_id}/impersonate",
+            "GET /api/v1/agency/api-keys",
+            "POST /api/v1/agency/api-keys",
+            "POST /api/v1/agency/api-keys/{key_id}/rotate",
+            "DELETE /api/v1/agency/api-keys/{key_id}",
+            "POST /api/v1/agency/sandbox/seed",
+            "GET /api/v1/agency/changelog",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_key_revocation",
+        date: "2026-11-21",
+        change_type: ChangeType::Security,
+        title: "Revoked keys stop working on every replica at once",
+        description: "A revocation is announced to every API process; rotated keys keep working for 30 days and then expire.",
+        routes: &[],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_rate_limit_headers",
+        date: "2026-11-21",
+        change_type: ChangeType::Fixed,
+        title: "Rate-limit headers report the budget closest to exhaustion",
+        description: "When a request spends several budgets, the X-Rate-Limit-* and RateLimit headers describe the one with the least room left.",
+        routes: &[],
+        migration: None,
+        removal_date: None,
+    },
+];
+
+/// The OpenAPI `info.version`: the date of the newest change to the surface
+/// (added, changed, deprecated or removed), so it moves with every addition.
+pub fn surface_version() -> &'static str {
+    ENTRIES
+        .iter()
+        .filter(|entry| entry.change_type.changes_surface())
+        .map(|entry| entry.date)
+        .max()
+        .unwrap_or("2026-05-29")
+}
+
+/// Midnight UTC of an entry date, as Unix seconds.
+pub fn unix_seconds(date: &str) -> Option<i64> {
+    NaiveDate::parse_from_str(date, "%Y-%m-%d")
+        .ok()
+        .map(|day| day.and_time(NaiveTime::MIN).and_utc().timestamp())
+}
+
+/// An entry date as an HTTP-date (`Sat, 29 May 2027 00:00:00 GMT`).
+pub fn http_date(date: &str) -> Option<String> {
+    NaiveDate::parse_from_str(date, "%Y-%m-%d").ok().map(|day| {
+        day.and_time(NaiveTime::MIN)
+            .and_utc()
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_dated_oldest_first_with_unique_ids() {
+        let mut ids: Vec<&str> = ENTRIES.iter().map(|e| e.id).collect();
+        assert!(ENTRIES.windows(2).all(|w| w[0].date <= w[1].date));
+        for entry in ENTRIES {
+            assert!(unix_seconds(entry.date).is_some(), "{}", entry.id);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), ENTRIES.len());
+    }
+
+    #[test]
+    fn deprecations_name_a_migration_and_a_removal_date_at_least_90_days_on() {
+        for entry in ENTRIES
+            .iter()
+            .filter(|e| e.change_type == ChangeType::Deprecated)
+        {
+            let removal = entry.removal_date.and_then(unix_seconds);
+            let since = unix_seconds(entry.date);
+            let (Some(removal), Some(since)) = (removal, since) else {
+                panic!("{} lacks a removal date", entry.id);
+            };
+            assert!(removal - since >= 90 * 86_400, "{}", entry.id);
+            assert!(entry.migration.is_some(), "{}", entry.id);
+        }
+    }
+
+    #[test]
+    fn dates_render_as_http_dates() {
+        assert_eq!(
+            http_date("2027-05-29").as_deref(),
+            Some("Sat, 29 May 2027 00:00:00 GMT")
+        );
+        assert_eq!(unix_seconds("2026-05-29"), Some(1_780_012_800));
+        assert_eq!(surface_version(), "2026-11-21");
+    }
+}

@@ -1,0 +1,229 @@
+//! The changelog and the versioning signals derived from it:
+//! `GET /agency/changelog` (session plus `X-CSRF-Token`), the deprecated
+//! `GET /tours/{listing_number}` (answers like the listing read, with
+//! `Deprecation`, `Sunset` and `Link` headers) and the removed `GET /tours`
+//! (410 Gone in the envelope).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::listings::read::{ListingDetailOut, read_listing};
+use crate::changelog::{self, ChangeType, Entry};
+use crate::endpoints;
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::extract::{ApiPath, ApiQuery};
+use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::session::{Csrf, SessionEndpoint, session_guarded};
+use crate::pagination::page_limit;
+use crate::state::AppState;
+
+/// `GET /agency/changelog`: the specification wants the CSRF token on this read.
+static READ_CHANGELOG: SessionEndpoint = SessionEndpoint {
+    name: "read_changelog",
+    csrf: Csrf::Always,
+    user_limit: 120,
+};
+
+/// The documented routes of this module.
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(session_guarded(
+            state,
+            &READ_CHANGELOG,
+            routes!(read_changelog),
+        ))
+        .routes(guarded(
+            state,
+            &endpoints::READ_LISTING_SINGLE,
+            routes!(read_tour),
+        ))
+}
+
+/// Routes that are gone: not in the OpenAPI document, answering 410 to anyone.
+pub fn removed_routes() -> axum::Router<AppState> {
+    axum::Router::new().route(
+        "/tours",
+        get(|State(state): State<AppState>| async move {
+            removed(&state, &changelog::TOURS_LIST_REMOVED)
+        }),
+    )
+}
+
+fn changelog_url(state: &AppState, entry: &Entry) -> String {
+    format!(
+        "{}/api/v1/agency/changelog#{}",
+        state.urls().base_url,
+        entry.id
+    )
+}
+
+fn removed(state: &AppState, entry: &Entry) -> ApiError {
+    ApiError::EndpointRemoved {
+        changelog_url: changelog_url(state, entry),
+        replacement: entry
+            .migration
+            .unwrap_or("the routes listed in the changelog"),
+    }
+}
+
+/// The RFC 9745 `Deprecation`, RFC 8594 `Sunset` and `Link` headers of a
+/// deprecated route.
+pub fn deprecation_headers(state: &AppState, entry: &Entry) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let mut put = |name: HeaderName, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.append(name, value);
+        }
+    };
+    if let Some(since) = changelog::unix_seconds(entry.date) {
+        put(HeaderName::from_static("deprecation"), format!("@{since}"));
+    }
+    if let Some(sunset) = entry.removal_date.and_then(changelog::http_date) {
+        put(HeaderName::from_static("sunset"), sunset);
+    }
+    put(
+        header::LINK,
+        format!(
+            "<{}>; rel=\"deprecation\"; type=\"application/json\"",
+            changelog_url(state, entry)
+        ),
+    );
+    headers
+}
+
+/// Query of the changelog.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ChangelogQuery {
+    /// 1 to 200, default 50.
+    pub limit: Option<i64>,
+    /// added, changed, deprecated, removed, fixed or security.
+    pub change_type: Option<String>,
+}
+
+/// One changelog entry.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ChangelogEntryOut {
+    /// Stable id; deprecation links point to it.
+    pub id: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+    /// added, changed, deprecated, removed, fixed or security.
+    pub change_type: String,
+    /// One line.
+    pub title: String,
+    /// What changed and what to do.
+    pub description: String,
+    /// The routes concerned.
+    pub routes: Vec<String>,
+    /// For deprecations and removals: what to use instead.
+    pub migration: Option<String>,
+    /// For deprecations: when the route stops being served.
+    pub removal_date: Option<String>,
+}
+
+impl From<&Entry> for ChangelogEntryOut {
+    fn from(entry: &Entry) -> Self {
+        Self {
+            id: entry.id.to_owned(),
+            date: entry.date.to_owned(),
+            change_type: entry.change_type.as_str().to_owned(),
+            title: entry.title.to_owned(),
+            description: entry.description.to_owned(),
+            routes: entry.routes.iter().map(|r| (*r).to_owned()).collect(),
+            migration: entry.migration.map(str::to_owned),
+            removal_date: entry.removal_date.map(str::to_owned),
+        }
+    }
+}
+
+/// The changelog, newest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ChangelogOut {
+    /// Entries, newest first.
+    pub items: Vec<ChangelogEntryOut>,
+    /// Entries matching the filter.
+    pub total: usize,
+}
+
+/// The API's changelog, newest first.
+#[utoipa::path(
+    get,
+    path = "/agency/changelog",
+    tag = "developer",
+    operation_id = "read_changelog",
+    params(ChangelogQuery),
+    responses(
+        (status = 200, description = "Entries, newest first", body = ChangelogOut),
+        (status = 401, description = "auth.session_required: no session (API keys are not accepted)", body = ErrorEnvelope),
+        (status = 403, description = "auth.csrf_failed: no or a wrong X-CSRF-Token", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: limit or change_type", body = ErrorEnvelope),
+    ),
+    security(("session_cookie" = [], "csrf_token" = []))
+)]
+async fn read_changelog(
+    ApiQuery(query): ApiQuery<ChangelogQuery>,
+) -> Result<Json<ChangelogOut>, ApiError> {
+    let limit = page_limit(query.limit)?;
+    let change_type = match query.change_type.as_deref() {
+        None => None,
+        Some(text) => Some(ChangeType::parse(text).ok_or_else(|| {
+            let names: Vec<&str> = ChangeType::ALL.iter().map(|t| t.as_str()).collect();
+            ApiError::field(
+                "change_type",
+                format!("must be one of {}", names.join(", ")),
+            )
+        })?),
+    };
+    let matching: Vec<&Entry> = changelog::ENTRIES
+        .iter()
+        .rev()
+        .copied()
+        .filter(|entry| change_type.is_none_or(|wanted| entry.change_type == wanted))
+        .collect();
+    Ok(Json(ChangelogOut {
+        total: matching.len(),
+        items: matching
+            .into_iter()
+            .take(limit as usize)
+            .map(ChangelogEntryOut::from)
+            .collect(),
+    }))
+}
+
+/// Deprecated: reads a listing under its old name, tour. Use
+/// `GET /listings/{listing_number}`.
+#[utoipa::path(
+    get,
+    path = "/tours/{listing_number}",
+    tag = "listings",
+    operation_id = "read_tour",
+    params(("listing_number" = String, Path, description = "The listing's number")),
+    responses(
+        (status = 200, description = "The listing, with Deprecation, Sunset and Link headers", body = ListingDetailOut),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks listings:read", body = ErrorEnvelope),
+        (status = 404, description = "listing_not_found", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+async fn read_tour(
+    State(state): State<AppState>,
+    principal: Principal,
+    path: ApiPath<String>,
+) -> Response {
+    let headers = deprecation_headers(&state, &changelog::TOUR_READ_DEPRECATED);
+    let mut response = read_listing(State(state), principal, path)
+        .await
+        .into_response();
+    response.headers_mut().extend(headers);
+    response
+}

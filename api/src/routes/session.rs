@@ -1,0 +1,339 @@
+//! Sessions of the in-product developer settings: `POST /session` (email and
+//! password → the session cookie and its CSRF token), `GET /session`,
+//! `DELETE /session` (logout), and impersonation:
+//! `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use storage::ids::UserId;
+use storage::sessions::Session;
+use storage::users::Role;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::users::UserOut;
+use crate::error::{ApiError, ErrorEnvelope, Resource};
+use crate::extract::{ApiJson, ApiPath};
+use crate::middleware::session::{
+    Csrf, SessionEndpoint, SessionPrincipal, clear_cookie, session_guarded, set_cookie,
+};
+use crate::rate_limit::Bucket;
+use crate::state::AppState;
+
+/// Login attempts per email per minute, against password guessing.
+const LOGIN_ATTEMPTS_PER_MINUTE: u32 = 10;
+/// Longest password considered (argon2 of megabytes would be a cheap DoS).
+const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// `GET /session`.
+static READ_SESSION: SessionEndpoint = SessionEndpoint {
+    name: "read_session",
+    csrf: Csrf::UnsafeMethods,
+    user_limit: 600,
+};
+/// `DELETE /session`.
+static END_SESSION: SessionEndpoint = SessionEndpoint {
+    name: "end_session",
+    csrf: Csrf::UnsafeMethods,
+    user_limit: 60,
+};
+/// `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
+static IMPERSONATE: SessionEndpoint = SessionEndpoint {
+    name: "impersonate_user",
+    csrf: Csrf::UnsafeMethods,
+    user_limit: 60,
+};
+
+/// The routes of this resource.
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(session_guarded(
+            state,
+            &READ_SESSION,
+            routes!(current_session),
+        ))
+        .routes(session_guarded(state, &END_SESSION, routes!(logout)))
+        .routes(session_guarded(state, &IMPERSONATE, routes!(impersonate)))
+        .routes(session_guarded(
+            state,
+            &IMPERSONATE,
+            routes!(end_impersonation),
+        ))
+}
+
+/// Body of `POST /session`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginIn {
+    /// The login email.
+    pub email: String,
+    /// The password.
+    pub password: String,
+}
+
+/// A session as its user sees it; the cookie secret is never in a body.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionOut {
+    /// The session's id.
+    pub id: String,
+    /// The user the session acts as (the target while impersonating).
+    pub user: UserOut,
+    /// The real user while impersonating, else null.
+    pub impersonator_id: Option<String>,
+    /// Send it as `X-CSRF-Token` with every request that changes something
+    /// and with `GET /agency/changelog`.
+    pub csrf_token: String,
+    /// When the session started, RFC 3339.
+    pub created_at: String,
+    /// When it ends at the latest, RFC 3339 (it also ends after two idle hours).
+    pub expires_at: String,
+}
+
+fn session_out(state: &AppState, session: Session) -> SessionOut {
+    SessionOut {
+        id: session.id.to_string(),
+        csrf_token: state.store().derived_keys().csrf_token(session.id.as_str()),
+        impersonator_id: session.impersonator_id.map(|id| id.to_string()),
+        created_at: session.created_at.to_rfc3339(),
+        expires_at: session.expires_at.to_rfc3339(),
+        user: session.user.into(),
+    }
+}
+
+/// Signs in with an email and a password.
+#[utoipa::path(
+    post,
+    path = "/session",
+    tag = "sessions",
+    operation_id = "create_session",
+    request_body = LoginIn,
+    responses(
+        (status = 201, description = "Signed in; the session cookie is set (HttpOnly, Secure, SameSite=Strict)", body = SessionOut,
+            headers(("Set-Cookie" = String, description = "__Host-ma_session=…"))),
+        (status = 401, description = "auth.invalid_credentials: the email and password do not open an active account", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed", body = ErrorEnvelope),
+        (status = 429, description = "Too many attempts for this email", body = ErrorEnvelope),
+    )
+)]
+async fn login(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<LoginIn>,
+) -> Result<Response, ApiError> {
+    if body.password.len() > MAX_PASSWORD_BYTES {
+        return Err(ApiError::field(
+            "password",
+            format!("must be at most {MAX_PASSWORD_BYTES} bytes"),
+        ));
+    }
+    let throttle = storage::secrets::hmac_sha256(
+        b"listing-api/login-throttle",
+        body.email.trim().to_lowercase().as_bytes(),
+    );
+    let bucket = Bucket {
+        key: format!("login:{}", hex::encode(&throttle[..12])),
+        name: "login_attempts".to_owned(),
+        limit: LOGIN_ATTEMPTS_PER_MINUTE,
+    };
+    let rate_limit_headers = state.rate_limiter().check(&[bucket]).await?;
+    let started = state
+        .store()
+        .sessions()
+        .login(&body.email, &body.password)
+        .await?
+        .ok_or(ApiError::InvalidCredentials)?;
+    tracing::info!(
+        session_id = %started.session.id,
+        user_id = %started.session.user.id,
+        "session started"
+    );
+    let cookie = set_cookie(&started.token);
+    let mut response = (
+        StatusCode::CREATED,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        Json(session_out(&state, started.session)),
+    )
+        .into_response();
+    rate_limit_headers.apply(response.headers_mut());
+    Ok(response)
+}
+
+/// The caller's session, with its CSRF token (for a page that reloaded).
+#[utoipa::path(
+    get,
+    path = "/session",
+    tag = "sessions",
+    operation_id = "read_session",
+    responses(
+        (status = 200, description = "The session", body = SessionOut),
+        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
+    ),
+    security(("session_cookie" = []))
+)]
+async fn current_session(
+    State(state): State<AppState>,
+    principal: SessionPrincipal,
+) -> Json<SessionOut> {
+    Json(session_out(&state, principal.session))
+}
+
+/// Signs out: the session ends and the cookie is removed.
+#[utoipa::path(
+    delete,
+    path = "/session",
+    tag = "sessions",
+    operation_id = "end_session",
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
+        (status = 403, description = "auth.csrf_failed", body = ErrorEnvelope),
+    ),
+    security(("session_cookie" = [], "csrf_token" = []))
+)]
+async fn logout(
+    State(state): State<AppState>,
+    principal: SessionPrincipal,
+) -> Result<Response, ApiError> {
+    state.store().sessions().end(&principal.session.id).await?;
+    Ok((
+        StatusCode::NO_CONTENT,
+        [(header::SET_COOKIE, clear_cookie())],
+    )
+        .into_response())
+}
+
+/// Switches the session to act as another user: the real user must be a
+/// broker or higher and strictly above the target's role.
+#[utoipa::path(
+    post,
+    path = "/users/{user_id}/impersonate",
+    tag = "sessions",
+    operation_id = "impersonate_user",
+    params(("user_id" = String, Path, description = "The user to act as")),
+    responses(
+        (status = 200, description = "The session, now acting as the user", body = SessionOut),
+        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
+        (status = 403, description = "auth.csrf_failed, or permission_denied: the caller is below broker, not strictly above the target, or the target is deactivated", body = ErrorEnvelope),
+        (status = 404, description = "user_not_found, also for another agency's user", body = ErrorEnvelope),
+    ),
+    security(("session_cookie" = [], "csrf_token" = []))
+)]
+async fn impersonate(
+    State(state): State<AppState>,
+    principal: SessionPrincipal,
+    ApiPath(user_id): ApiPath<String>,
+) -> Result<Json<SessionOut>, ApiError> {
+    let session = &principal.session;
+    let real = match &session.impersonator_id {
+        None => session.user.clone(),
+        Some(id) => state.store().users().by_id(id).await?,
+    };
+    let target_id = UserId::parse(&user_id).ok_or(ApiError::NotFound(Resource::User))?;
+    // Platform identities serve every agency; everyone else stays in their own.
+    let target = if real.role.is_platform() {
+        state.store().users().by_id(&target_id).await?
+    } else {
+        let tenant = storage::Tenant::new(real.agency_id.clone(), storage::Environment::Live);
+        state.store().users().get(&tenant, &target_id).await?
+    };
+    check_impersonation(real.role, &target)?;
+    let switched = state
+        .store()
+        .sessions()
+        .impersonate(session, &target.id)
+        .await?;
+    tracing::info!(
+        session_id = %session.id,
+        impersonator_id = %real.id,
+        user_id = %target.id,
+        "impersonation started"
+    );
+    Ok(Json(session_out(&state, switched)))
+}
+
+/// The impersonation rules: broker or higher, strictly above the target, and
+/// the target still active.
+fn check_impersonation(real: Role, target: &storage::users::User) -> Result<(), ApiError> {
+    if real.rank() < Role::Broker.rank() {
+        return Err(ApiError::Forbidden(
+            "Only a broker or a higher role may impersonate.".to_owned(),
+        ));
+    }
+    if real.rank() <= target.role.rank() {
+        return Err(ApiError::Forbidden(format!(
+            "A {} may impersonate only roles below their own, not a {}.",
+            real.as_str(),
+            target.role.as_str()
+        )));
+    }
+    if !target.is_active {
+        return Err(ApiError::Forbidden(
+            "A deactivated user cannot be impersonated.".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Returns the session to its real user.
+#[utoipa::path(
+    delete,
+    path = "/session/impersonation",
+    tag = "sessions",
+    operation_id = "end_impersonation",
+    responses(
+        (status = 200, description = "The session, acting as its real user again", body = SessionOut),
+        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
+        (status = 403, description = "auth.csrf_failed", body = ErrorEnvelope),
+    ),
+    security(("session_cookie" = [], "csrf_token" = []))
+)]
+async fn end_impersonation(
+    State(state): State<AppState>,
+    principal: SessionPrincipal,
+) -> Result<Json<SessionOut>, ApiError> {
+    let session = state
+        .store()
+        .sessions()
+        .end_impersonation(&principal.session)
+        .await?;
+    Ok(Json(session_out(&state, session)))
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::ids::{AgencyId, UserId};
+    use storage::users::User;
+
+    use super::*;
+
+    fn user(role: Role, is_active: bool) -> User {
+        User {
+            id: UserId::generate(),
+            agency_id: AgencyId::generate(),
+            role,
+            email: None,
+            name: None,
+            manager_id: None,
+            is_active,
+            created_at: storage::Timestamp::from_micros(0),
+        }
+    }
+
+    #[test]
+    fn brokers_and_above_impersonate_strictly_lower_roles() {
+        assert!(check_impersonation(Role::Broker, &user(Role::Agent, true)).is_ok());
+        assert!(check_impersonation(Role::MediaAgency, &user(Role::Broker, true)).is_ok());
+        assert!(check_impersonation(Role::SuperAdmin, &user(Role::Admin, true)).is_ok());
+        assert!(check_impersonation(Role::Broker, &user(Role::Broker, true)).is_err());
+        assert!(check_impersonation(Role::Photographer, &user(Role::Viewer, true)).is_err());
+        assert!(check_impersonation(Role::Broker, &user(Role::MediaAgency, true)).is_err());
+        assert!(check_impersonation(Role::Admin, &user(Role::Agent, false)).is_err());
+    }
+}
