@@ -64,7 +64,7 @@ async fn every_documented_route_is_served_and_guarded() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let doc = document(&app, None).await;
     for (path, operations) in doc["paths"].as_object().unwrap() {
-        for method in operations.as_object().unwrap().keys() {
+        for (method, operation) in operations.as_object().unwrap() {
             let concrete = path.replace("{user_id}", "usr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K");
             let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let response = app
@@ -73,8 +73,23 @@ async fn every_documented_route_is_served_and_guarded() {
                 .send()
                 .await
                 .unwrap();
-            // Routed (not endpoint_not_in_scope) and behind authentication.
-            expect_error(response, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+            // Routed (not endpoint_not_in_scope) and behind the authentication
+            // its security names: a session, or an API key.
+            let security = operation["security"].to_string();
+            if operation["security"].is_null() {
+                // Signing in is the one open route: no body is a body error.
+                assert_eq!(path, "/api/v1/session");
+                expect_error(
+                    response,
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "request.unsupported_media_type",
+                )
+                .await;
+            } else if security.contains("session_cookie") {
+                expect_error(response, StatusCode::UNAUTHORIZED, "auth.session_required").await;
+            } else {
+                expect_error(response, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+            }
         }
     }
 }

@@ -73,6 +73,21 @@ pub mod sql {
         );
     }
 
+    /// How many times a user signed in.
+    pub async fn login_count(db: &Database, user_id: &str) -> i64 {
+        let sql = "select cast(login_count as bigint) from users where id = $1";
+        match db {
+            Database::Sqlite(sqlite) => {
+                sqlx::query_scalar(sql)
+                    .bind(user_id)
+                    .fetch_one(sqlite.pool())
+                    .await
+            }
+            Database::Postgres(pool) => sqlx::query_scalar(sql).bind(user_id).fetch_one(pool).await,
+        }
+        .unwrap()
+    }
+
     /// Sets a key's expiry (what a finished rotation overlap does).
     pub async fn expire_key(app: &TestApp, key_id: &str, at_micros: i64) {
         execute!(

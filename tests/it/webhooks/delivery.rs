@@ -471,3 +471,72 @@ backend_tests! {
         assert!(orphan.completed_at.is_some());
     }
 }
+
+backend_tests! {
+    async fn a_sandbox_endpoints_disable_notice_is_recorded_not_emailed(backend) {
+        let relay = tests::smtp::SmtpSink::start().await;
+        let ctx = Ctx::with_mail_relay(backend, &relay.url).await;
+        crate::support::sql::set_user_email(ctx.app.store.db(), ctx.agency.owner_id.as_str(), "owner@agency.example").await;
+        let sandbox = ctx.sandbox_key().await;
+        let (endpoint_id, _) = ctx.register_with(&sandbox, json!({ "event_types": ["listing.created"] })).await;
+        let tenant = storage::Tenant::new(ctx.agency.id.clone(), storage::Environment::Sandbox);
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&tenant, &endpoint_id).await.unwrap().unwrap();
+        let webhooks = ctx.app.store.webhooks();
+        let mut notification = None;
+        for _ in 0..50 {
+            let now = ctx.app.store.clock().now();
+            let template = storage::webhooks::Delivery {
+                id: String::new(),
+                endpoint_id: endpoint.id.clone(),
+                agency_id: endpoint.agency_id.clone(),
+                kind: DeliveryKind::Event,
+                replay_of: None,
+                event_id: ulid::Ulid::generate().to_string(),
+                event_type: "listing.created".into(),
+                api_version: "2026-05-29".into(),
+                occurred_at: now,
+                is_sandbox: true,
+                data: json!({}),
+                status: storage::webhooks::DeliveryStatus::Pending,
+                attempts: 0,
+                next_attempt_at: None,
+                created_at: now,
+                completed_at: None,
+            };
+            let delivery = webhooks.create_manual(&endpoint, DeliveryKind::Event, &template).await.unwrap();
+            let attempt = Attempt {
+                attempt: 5,
+                nonce: ulid::Ulid::generate().to_string(),
+                started_at: now,
+                duration_ms: 1,
+                outcome: "http_error".into(),
+                status_code: Some(500),
+                response_excerpt: None,
+                error: None,
+            };
+            let recorded = webhooks.record_attempt(&delivery, &attempt, AfterAttempt::Failed).await.unwrap();
+            notification = notification.or(recorded.notification_id);
+        }
+        let notification_id = notification.expect("the fiftieth failure raises a notification");
+        ctx.app
+            .state
+            .platform()
+            .queue
+            .push(jobs::kinds::SendNotification { notification_id: notification_id.clone() }, jobs::PushOptions::default())
+            .await
+            .unwrap();
+        let effects = tests::deployment::eventually(Duration::from_secs(20), "the recorded e-mail", || async {
+            let effects = ctx.app.store.sandbox().side_effects(&ctx.agency.id).await.unwrap();
+            (!effects.is_empty()).then_some(effects)
+        })
+        .await;
+        assert_eq!(effects.len(), 1);
+        assert_eq!(effects[0].kind, "email");
+        assert_eq!(effects[0].subject, "owner@agency.example");
+        assert!(effects[0].detail.contains(&notification_id));
+        let (_, _, sent_at) = webhooks.notification_to_send(&notification_id).await.unwrap().unwrap();
+        assert!(sent_at.is_some(), "settled, so no sweep sends it later");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(relay.received().is_empty(), "the sandbox e-mails nobody");
+    }
+}
