@@ -132,11 +132,33 @@ impl Job for SeedSandbox {
     const DEFAULT_CONCURRENCY: usize = 2;
 }
 
+/// Make the delivery variants of one uploaded media item and report each
+/// step under its upload's operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMedia {
+    /// The item (`med_…`).
+    pub media_id: String,
+    /// Its upload (`op_…`).
+    pub operation_id: String,
+    /// The agency (`agc_…`).
+    pub agency_id: String,
+    /// Whether it is sandbox media.
+    pub is_sandbox: bool,
+}
+
+impl Job for ProcessMedia {
+    const KIND: &'static str = "media_variants";
+    const MAX_ATTEMPTS: usize = 3;
+    // Image work is CPU-bound and itself parallel: a couple at a time per process.
+    const DEFAULT_CONCURRENCY: usize = 2;
+}
+
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 5] = [
+pub const QUEUES: [&str; 6] = [
     DispatchEvents::KIND,
     DeliverWebhook::KIND,
     SendNotification::KIND,
+    ProcessMedia::KIND,
     SeedSandbox::KIND,
     Probe::KIND,
 ];
@@ -147,6 +169,7 @@ pub fn default_concurrency(queue: &str) -> usize {
         DeliverWebhook::KIND => DeliverWebhook::DEFAULT_CONCURRENCY,
         DispatchEvents::KIND => DispatchEvents::DEFAULT_CONCURRENCY,
         SeedSandbox::KIND => SeedSandbox::DEFAULT_CONCURRENCY,
+        ProcessMedia::KIND => ProcessMedia::DEFAULT_CONCURRENCY,
         _ => Probe::DEFAULT_CONCURRENCY,
     }
 }

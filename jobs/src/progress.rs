@@ -103,7 +103,7 @@ impl ProgressHub {
         self.inner
             .store
             .progress()
-            .record(tenant, operation_id, &state)
+            .record(tenant, operation_id, seq, &state)
             .await?;
         let message = ProgressMessage {
             operation_id: operation_id.to_owned(),

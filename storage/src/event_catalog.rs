@@ -117,6 +117,7 @@ impl EventType {
             Self::AppointmentCancelled => &APPOINTMENT_CANCELLED,
             Self::UserDeactivated => &USER_DEACTIVATED,
             Self::UserHierarchyChanged => &USER_HIERARCHY_CHANGED,
+            Self::MediaUploadCompleted => &MEDIA_UPLOAD_COMPLETED,
         }
     }
 }
@@ -234,10 +235,10 @@ const MEDIA_DELIVERY_PARTIAL: CatalogEntry = planned("media", "media.delivery.pa
     .data(media_delivery_partial)
     .by("media delivery (not emitted yet)")
     .about("Some of a listing's ordered media were delivered; more are pending.");
-const MEDIA_UPLOAD_COMPLETED: CatalogEntry = planned("media", "media.upload.completed")
+const MEDIA_UPLOAD_COMPLETED: CatalogEntry = emitted("media", "media.upload.completed")
     .data(media_upload_completed)
-    .by("POST /api/v1/media/upload (upload succeeded; not emitted yet)")
-    .about("An upload request succeeded and its files are stored.");
+    .by("POST /api/v1/media/upload and POST /api/v1/listings/{listing_number}/media (every file processed)")
+    .about("An upload's files are stored and processed; each file says whether its variants are ready.");
 const APPOINTMENT_ORPHAN_DETECTED: CatalogEntry =
     planned("scheduling", "appointment.orphan.detected")
         .data(appointment_orphan_detected)
@@ -594,6 +595,8 @@ fn media_upload_completed() -> Shape {
             "filename": text(),
             "content_type": text(),
             "size_bytes": count(0),
+            "status": one_of(&["ready", "failed"]),
+            "failure_reason": nullable_text(),
             "variants": {"type": "array", "items": one_of(&variants)},
         },
         "required": ["file_id", "filename", "content_type", "size_bytes"],
@@ -603,6 +606,8 @@ fn media_upload_completed() -> Shape {
         "filename": "living-room.jpg",
         "content_type": "image/jpeg",
         "size_bytes": 8_412_337,
+        "status": "ready",
+        "failure_reason": null,
         "variants": variants,
     }]);
     Shape::default()
@@ -712,9 +717,10 @@ mod tests {
 
     /// Every variant. A new one does not compile until `catalog_entry` maps
     /// it, and its emitted entry then fails the test below until it is listed.
-    fn all_event_types() -> [EventType; 12] {
+    fn all_event_types() -> [EventType; 13] {
         use EventType::*;
         [
+            MediaUploadCompleted,
             UserDeactivated,
             UserHierarchyChanged,
             ListingCreated,
@@ -867,7 +873,8 @@ mod tests {
             .collect();
         assert_eq!(test_only, ["webhook.test_fire"]);
         assert!(entry("webhook.test_fire").emitted);
-        assert!(!entry("media.upload.completed").emitted);
+        assert!(entry("media.upload.completed").emitted);
+        assert!(!entry("media.delivery.completed").emitted);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub enum EventType {
     UserDeactivated,
     /// A user's manager changed.
     UserHierarchyChanged,
+    /// Every file of an upload was processed.
+    MediaUploadCompleted,
 }
 
 impl EventType {
@@ -53,6 +55,7 @@ impl EventType {
             Self::AppointmentCancelled => "scheduling.appointment.cancelled",
             Self::UserDeactivated => "user.deactivated",
             Self::UserHierarchyChanged => "user.hierarchy_changed",
+            Self::MediaUploadCompleted => "media.upload.completed",
         }
     }
 }

@@ -42,6 +42,15 @@ pub enum Reservation {
     Conflict,
     /// The first request with this key is still running.
     InProgress,
+    /// (Deferred reservations only.) A request with the same head completed:
+    /// its full fingerprint and response, for the caller to compare once it
+    /// has read the body.
+    Recorded {
+        /// The completed request's full fingerprint.
+        fingerprint: String,
+        /// Its stored response.
+        response: StoredResponse,
+    },
 }
 
 #[derive(sqlx::FromRow)]
@@ -76,6 +85,33 @@ impl Idempotency<'_> {
         fingerprint: &str,
         lease: Duration,
     ) -> Result<Reservation> {
+        self.reserve_inner(agency, key, fingerprint, lease, false)
+            .await
+    }
+
+    /// Reserves `key` for a streamed request whose body cannot be read before
+    /// it runs (a multipart upload): `head` fingerprints method, path and
+    /// environment; the full fingerprint (`head:` + the body's) is stored on
+    /// completion with [`Self::complete_with_fingerprint`]. A completed
+    /// request with the same head comes back as [`Reservation::Recorded`].
+    pub async fn reserve_deferred(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        head: &str,
+        lease: Duration,
+    ) -> Result<Reservation> {
+        self.reserve_inner(agency, key, head, lease, true).await
+    }
+
+    async fn reserve_inner(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        fingerprint: &str,
+        lease: Duration,
+        deferred: bool,
+    ) -> Result<Reservation> {
         let now = self.store.clock().now();
         let lease_expires_at = now.plus_seconds(lease.as_secs().max(1) as i64);
         let expired_before = now.plus_seconds(-(RETENTION.as_secs() as i64));
@@ -103,8 +139,13 @@ impl Idempotency<'_> {
                 .await?;
                 let orphaned =
                     row.state == "in_flight" && row.lease_expires_at.is_none_or(|at| at <= now);
-                if row.created_at <= expired_before || (orphaned && row.fingerprint == fingerprint)
-                {
+                let same_request = if deferred {
+                    row.fingerprint == fingerprint
+                        || row.fingerprint.starts_with(&format!("{fingerprint}:"))
+                } else {
+                    row.fingerprint == fingerprint
+                };
+                if row.created_at <= expired_before || (orphaned && same_request) {
                     // A record past its 24 hours is gone as far as clients are
                     // concerned; an orphaned reservation of the same request is taken over.
                     sqlx::query(
@@ -122,10 +163,10 @@ impl Idempotency<'_> {
                     .execute(&mut *tx)
                     .await?;
                     Reservation::Proceed
-                } else if row.fingerprint != fingerprint {
+                } else if !same_request {
                     Reservation::Conflict
                 } else if row.state == "completed" {
-                    Reservation::Replay(StoredResponse {
+                    let response = StoredResponse {
                         status: row
                             .response_status
                             .and_then(|s| u16::try_from(s).ok())
@@ -136,7 +177,15 @@ impl Idempotency<'_> {
                             .map(|body| self.open_body(agency, key, body))
                             .unwrap_or_default(),
                         is_error: row.response_is_error.unwrap_or(false),
-                    })
+                    };
+                    if deferred {
+                        Reservation::Recorded {
+                            fingerprint: row.fingerprint,
+                            response,
+                        }
+                    } else {
+                        Reservation::Replay(response)
+                    }
                 } else {
                     Reservation::InProgress
                 }
@@ -175,12 +224,36 @@ impl Idempotency<'_> {
         key: &str,
         response: &StoredResponse,
     ) -> Result<()> {
+        self.complete_inner(agency, key, None, response).await
+    }
+
+    /// Stores the response of a deferred reservation with the request's full
+    /// fingerprint.
+    pub async fn complete_with_fingerprint(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        fingerprint: &str,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        self.complete_inner(agency, key, Some(fingerprint), response)
+            .await
+    }
+
+    async fn complete_inner(
+        &self,
+        agency: &AgencyId,
+        key: &str,
+        fingerprint: Option<&str>,
+        response: &StoredResponse,
+    ) -> Result<()> {
         let now = self.store.clock().now();
         bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
             sqlx::query(
                 "update idempotency_records
                  set state = 'completed', lease_expires_at = null, response_status = $3, response_headers = $4,
-                     response_body = $5, response_is_error = $6, completed_at = $7
+                     response_body = $5, response_is_error = $6, completed_at = $7,
+                     fingerprint = coalesce($8, fingerprint)
                  where agency_id = $1 and idempotency_key = $2 and state = 'in_flight'",
             )
             .bind(agency)
@@ -190,6 +263,7 @@ impl Idempotency<'_> {
             .bind(self.store.derived_keys().seal_bytes(&response.body, &Self::context(agency, key)))
             .bind(response.is_error)
             .bind(now)
+            .bind(fingerprint)
             .execute(&mut *tx)
             .await?;
         });

@@ -76,6 +76,16 @@ typed_id!(
     "ses_"
 );
 typed_id!(
+    /// Identifies an uploaded media item.
+    MediaId,
+    "med_"
+);
+typed_id!(
+    /// Identifies an upload or archive operation (its progress stream too).
+    OperationId,
+    "op_"
+);
+typed_id!(
     /// Identifies a shoot appointment.
     AppointmentId,
     "apt_"

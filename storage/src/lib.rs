@@ -18,6 +18,7 @@ pub mod listing_cache;
 pub mod listing_detail;
 pub mod listing_status;
 pub mod listings;
+pub mod media;
 pub mod objects;
 pub mod orders;
 pub mod outbox;
@@ -140,6 +141,11 @@ impl Store {
     /// Orders and invoices of listings.
     pub fn orders(&self) -> orders::Orders<'_> {
         orders::Orders { store: self }
+    }
+
+    /// Uploads, their media items and variants.
+    pub fn media(&self) -> media::Media<'_> {
+        media::Media { store: self }
     }
 
     /// The sandbox pool's fixtures and recorded side effects.

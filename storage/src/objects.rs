@@ -2,26 +2,112 @@
 //! profile) or any S3-compatible server (`OBJECT_STORE_URL=s3://bucket`).
 //! The S3 client takes its credentials, region and endpoint from the standard
 //! `AWS_*` environment variables, so a deployment configures it the way it
-//! configures any other S3 client.
+//! configures any other S3 client; [`S3Settings`] can override any of them
+//! explicitly (tests do, since they must not touch the process environment).
+//!
+//! [`MediaObjects`] is what the media code holds: the opened store plus, for
+//! S3, a signer for pre-signed download URLs.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use object_store::ObjectStore;
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use object_store::prefix::PrefixStore;
+use object_store::signer::{Method, Signer};
+use object_store::{ObjectStore, StaticCredentialProvider};
+
+/// The `object_store` crate this module is built on, re-exported so callers
+/// (the media code, the tests) name the same version of its types.
+pub use object_store;
 
 /// Directory under the data directory that holds media objects by default.
 pub const LOCAL_MEDIA_DIR: &str = "media";
+
+/// Explicit S3 client settings. Each one left `None` comes from the standard
+/// `AWS_*` environment variable instead; each one set overrides it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// The server's base URL (`AWS_ENDPOINT`), e.g. `http://127.0.0.1:9000`
+    /// for an S3-compatible server; `None` is AWS itself.
+    pub endpoint: Option<String>,
+    /// The region to sign for (`AWS_REGION`; the client's default is `us-east-1`).
+    pub region: Option<String>,
+    /// The access key id (`AWS_ACCESS_KEY_ID`).
+    pub access_key_id: Option<String>,
+    /// The secret access key (`AWS_SECRET_ACCESS_KEY`).
+    pub secret_access_key: Option<String>,
+    /// Whether plain `http://` endpoints are allowed (`AWS_ALLOW_HTTP`).
+    pub allow_http: Option<bool>,
+}
+
+impl fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("allow_http", &self.allow_http)
+            .finish()
+    }
+}
+
+impl S3Settings {
+    /// A client builder: the environment first, then every explicit setting.
+    fn builder(&self, url: &str) -> AmazonS3Builder {
+        let mut builder = AmazonS3Builder::from_env().with_url(url);
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(region) = &self.region {
+            builder = builder.with_region(region);
+        }
+        if let Some(allow_http) = self.allow_http {
+            builder = builder.with_allow_http(allow_http);
+        }
+        match (&self.access_key_id, &self.secret_access_key) {
+            // Both explicit: a static provider, so no session token (or other
+            // credential source) from the environment is mixed in.
+            (Some(key_id), Some(secret_key)) => {
+                builder.with_credentials(Arc::new(StaticCredentialProvider::new(AwsCredential {
+                    key_id: key_id.clone(),
+                    secret_key: secret_key.clone(),
+                    token: None,
+                })))
+            }
+            (key_id, secret_key) => {
+                if let Some(key_id) = key_id {
+                    builder = builder.with_access_key_id(key_id);
+                }
+                if let Some(secret_key) = secret_key {
+                    builder = builder.with_secret_access_key(secret_key);
+                }
+                builder
+            }
+        }
+    }
+}
 
 /// A configured object store, before it is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObjectStoreTarget {
     /// A directory on this host.
     Local(PathBuf),
-    /// An S3 bucket URL (`s3://bucket[/prefix]`).
-    S3(String),
+    /// An S3 bucket.
+    S3 {
+        /// The bucket URL (`s3://bucket[/prefix]`).
+        url: String,
+        /// Explicit client settings; the defaults take everything from `AWS_*`.
+        settings: S3Settings,
+    },
 }
 
 /// Why an object store could not be configured.
@@ -45,13 +131,15 @@ pub enum ObjectStoreConfigError {
 
 impl ObjectStoreTarget {
     /// The target for a configured URL: `s3://…`, `file:///…`, or, when unset,
-    /// the `media` directory under `data_dir`.
+    /// the `media` directory under `data_dir`. An S3 target takes its client
+    /// settings from the environment.
     pub fn from_url(url: Option<&str>, data_dir: &Path) -> Result<Self, ObjectStoreConfigError> {
         match url.map(str::trim).filter(|url| !url.is_empty()) {
             None => Ok(Self::Local(data_dir.join(LOCAL_MEDIA_DIR))),
-            Some(url) if url.starts_with("s3://") && url.len() > "s3://".len() => {
-                Ok(Self::S3(url.to_owned()))
-            }
+            Some(url) if url.starts_with("s3://") && url.len() > "s3://".len() => Ok(Self::S3 {
+                url: url.to_owned(),
+                settings: S3Settings::default(),
+            }),
             Some(url) => match url.strip_prefix("file://") {
                 Some(path) if path.starts_with('/') => Ok(Self::Local(PathBuf::from(path))),
                 _ => Err(ObjectStoreConfigError::Scheme(url.to_owned())),
@@ -62,6 +150,13 @@ impl ObjectStoreTarget {
     /// Opens the store. Nothing is contacted yet: an unreachable S3 server
     /// shows up at the first request, a malformed configuration here.
     pub fn open(&self) -> Result<Arc<dyn ObjectStore>, ObjectStoreConfigError> {
+        Ok(self.open_media()?.store)
+    }
+
+    /// Opens the store as the media code uses it: the store plus, for S3, a
+    /// signer for pre-signed URLs. Like [`ObjectStoreTarget::open`], nothing
+    /// is contacted yet.
+    pub fn open_media(&self) -> Result<MediaObjects, ObjectStoreConfigError> {
         match self {
             Self::Local(path) => {
                 std::fs::create_dir_all(path).map_err(|source| {
@@ -70,9 +165,93 @@ impl ObjectStoreTarget {
                         source,
                     }
                 })?;
-                Ok(Arc::new(LocalFileSystem::new_with_prefix(path)?))
+                Ok(MediaObjects {
+                    store: Arc::new(LocalFileSystem::new_with_prefix(path)?),
+                    kind: Kind::Local,
+                })
             }
-            Self::S3(url) => Ok(Arc::new(AmazonS3Builder::from_env().with_url(url).build()?)),
+            Self::S3 { url, settings } => {
+                let client = Arc::new(settings.builder(url).build()?);
+                let prefix = bucket_prefix(url);
+                let store: Arc<dyn ObjectStore> = if prefix.parts_count() == 0 {
+                    client.clone()
+                } else {
+                    Arc::new(PrefixStore::new(client.clone(), prefix.clone()))
+                };
+                Ok(MediaObjects {
+                    store,
+                    kind: Kind::S3 { client, prefix },
+                })
+            }
+        }
+    }
+}
+
+/// The key prefix of `s3://bucket/some/prefix` (`some/prefix`); empty for a
+/// bare bucket.
+fn bucket_prefix(url: &str) -> ObjectPath {
+    let rest = url.strip_prefix("s3://").unwrap_or(url);
+    rest.split('/')
+        .skip(1)
+        .filter(|part| !part.is_empty())
+        .collect()
+}
+
+/// The opened media object store. Cheap to clone.
+#[derive(Clone)]
+pub struct MediaObjects {
+    store: Arc<dyn ObjectStore>,
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Local,
+    S3 {
+        /// The bucket's client, which signs URLs for keys under `prefix`.
+        client: Arc<AmazonS3>,
+        prefix: ObjectPath,
+    },
+}
+
+impl fmt::Debug for MediaObjects {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MediaObjects")
+            .field("store", &format_args!("{}", self.store))
+            .field("local", &self.is_local())
+            .finish()
+    }
+}
+
+impl MediaObjects {
+    /// The object store. Paths are relative to the configured directory or
+    /// bucket prefix.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// Whether objects are files on this host (the API then serves them itself).
+    pub fn is_local(&self) -> bool {
+        matches!(self.kind, Kind::Local)
+    }
+
+    /// A pre-signed URL that lets anyone holding it download the object at
+    /// `path` for `expires_in`, straight from the S3 server. `None` for local
+    /// files, which the API serves on a route it signs itself. Signing is
+    /// offline: the object is not checked to exist.
+    pub async fn signed_get_url(
+        &self,
+        path: &ObjectPath,
+        expires_in: Duration,
+    ) -> Result<Option<url::Url>, object_store::Error> {
+        match &self.kind {
+            Kind::Local => Ok(None),
+            Kind::S3 { client, prefix } => {
+                let key: ObjectPath = prefix.parts().chain(path.parts()).collect();
+                Ok(Some(
+                    client.signed_url(Method::GET, &key, expires_in).await?,
+                ))
+            }
         }
     }
 }
@@ -104,7 +283,10 @@ mod tests {
         let data = Path::new("/srv/data");
         assert_eq!(
             ObjectStoreTarget::from_url(Some("s3://media/agencies"), data).unwrap(),
-            ObjectStoreTarget::S3("s3://media/agencies".into())
+            ObjectStoreTarget::S3 {
+                url: "s3://media/agencies".into(),
+                settings: S3Settings::default(),
+            }
         );
         assert_eq!(
             ObjectStoreTarget::from_url(Some("file:///var/media"), data).unwrap(),
@@ -141,6 +323,87 @@ mod tests {
         let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
         assert_eq!(&bytes[..], b"jpeg bytes");
         assert!(dir.path().join("media/agc_1/live/photo.jpg").exists());
+    }
+
+    #[tokio::test]
+    async fn local_media_objects_sign_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let media = ObjectStoreTarget::from_url(None, dir.path())
+            .unwrap()
+            .open_media()
+            .unwrap();
+        assert!(media.is_local());
+        let path = ObjectPath::from("agc_1/live/photo.jpg");
+        let url = media
+            .signed_get_url(&path, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(url, None);
+    }
+
+    fn explicit_settings() -> S3Settings {
+        S3Settings {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: Some("eu-west-3".into()),
+            access_key_id: Some("AKIDEXAMPLE".into()),
+            secret_access_key: Some("not-in-the-debug-output".into()),
+            allow_http: Some(true),
+        }
+    }
+
+    #[tokio::test]
+    async fn explicit_s3_settings_sign_under_the_prefix() {
+        let target = ObjectStoreTarget::S3 {
+            url: "s3://media/agencies/".into(),
+            settings: explicit_settings(),
+        };
+        // Signing is offline: nothing listens on port 9.
+        let media = target.open_media().unwrap();
+        assert!(!media.is_local());
+        let path = ObjectPath::from("agc_1/live/photo.jpg");
+        let url = media
+            .signed_get_url(&path, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(url.scheme(), "http");
+        assert_eq!(url.host_str(), Some("127.0.0.1"));
+        assert_eq!(url.port(), Some(9));
+        assert_eq!(url.path(), "/media/agencies/agc_1/live/photo.jpg");
+        let query: std::collections::HashMap<_, _> = url.query_pairs().collect();
+        assert_eq!(query["X-Amz-Expires"], "60");
+        let credential = &query["X-Amz-Credential"];
+        assert!(credential.starts_with("AKIDEXAMPLE/"), "{credential}");
+        assert!(credential.contains("/eu-west-3/s3/"), "{credential}");
+        assert!(query.contains_key("X-Amz-Signature"));
+    }
+
+    #[tokio::test]
+    async fn a_bare_bucket_signs_at_its_root() {
+        let target = ObjectStoreTarget::S3 {
+            url: "s3://media".into(),
+            settings: explicit_settings(),
+        };
+        let url = target
+            .open_media()
+            .unwrap()
+            .signed_get_url(&ObjectPath::from("a/b.jpg"), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(url.path(), "/media/a/b.jpg");
+    }
+
+    #[test]
+    fn debug_output_hides_the_secret() {
+        let settings = explicit_settings();
+        let target = ObjectStoreTarget::S3 {
+            url: "s3://media".into(),
+            settings,
+        };
+        let shown = format!("{target:?} {:?}", target.open_media().unwrap());
+        assert!(shown.contains("AKIDEXAMPLE"), "{shown}");
+        assert!(!shown.contains("not-in-the-debug-output"), "{shown}");
     }
 
     #[test]

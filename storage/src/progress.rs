@@ -27,20 +27,31 @@ pub struct Progress<'a> {
 impl Progress<'_> {
     /// Replaces the operation's latest state; committed when this returns, so a
     /// subscriber arriving next reads it.
-    pub async fn record(&self, tenant: &Tenant, operation_id: &str, state: &Value) -> Result<()> {
+    /// A state with a lower `seq` than the one stored (a slower publisher of
+    /// the same operation) leaves the stored one in place.
+    pub async fn record(
+        &self,
+        tenant: &Tenant,
+        operation_id: &str,
+        seq: u64,
+        state: &Value,
+    ) -> Result<()> {
         let now = self.store.clock().now();
         in_transaction!(self.store.db(), |tx| {
             sqlx::query(
-                "insert into operation_progress (operation_id, agency_id, is_sandbox, state, updated_at)
-                 values ($1, $2, $3, $4, $5)
-                 on conflict (operation_id) do update set state = excluded.state, updated_at = excluded.updated_at
-                 where operation_progress.agency_id = excluded.agency_id",
+                "insert into operation_progress (operation_id, agency_id, is_sandbox, state, updated_at, seq)
+                 values ($1, $2, $3, $4, $5, $6)
+                 on conflict (operation_id) do update
+                 set state = excluded.state, updated_at = excluded.updated_at, seq = excluded.seq
+                 where operation_progress.agency_id = excluded.agency_id
+                   and operation_progress.seq < excluded.seq",
             )
             .bind(operation_id)
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())
             .bind(Json(state))
             .bind(now)
+            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
             .execute(&mut *tx)
             .await?;
         });

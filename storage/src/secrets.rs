@@ -136,6 +136,7 @@ impl MasterKey {
             secret_sealing: self.derive_for("listing-api/secret-sealing/v1"),
             session_token_hash: self.derive_for("listing-api/session-token-hash/v1"),
             csrf_signing: self.derive_for("listing-api/csrf-signing/v1"),
+            url_signing: self.derive_for("listing-api/url-signing/v1"),
         }
     }
 
@@ -158,6 +159,7 @@ pub struct DerivedKeys {
     secret_sealing: [u8; 32],
     session_token_hash: [u8; 32],
     csrf_signing: [u8; 32],
+    url_signing: [u8; 32],
 }
 
 impl DerivedKeys {
@@ -176,6 +178,13 @@ impl DerivedKeys {
     /// checked without storage and is useless for any other session.
     pub fn csrf_token(&self, session_id: &str) -> String {
         encode_token(&hmac_sha256(&self.csrf_signing, session_id.as_bytes()))
+    }
+
+    /// The signature of a URL the API hands out (a progress stream, a
+    /// download): base64url HMAC-SHA256 of `message`, which names the
+    /// resource, its tenant and the expiry.
+    pub fn url_signature(&self, message: &str) -> String {
+        encode_token(&hmac_sha256(&self.url_signing, message.as_bytes()))
     }
 
     /// The key that signs pagination cursors.
