@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{StorageArgs, WorkerArgs};
 use crate::handlers::WorkerState;
+use crate::media::stores::MediaStores;
 use crate::runtime::{self, RuntimeSettings};
 use crate::telemetry::{self, LogFormat};
 
@@ -45,8 +46,12 @@ pub enum Command {
 pub async fn open(storage: &StorageArgs) -> anyhow::Result<WorkerState> {
     let store = storage.open_store().await?;
     // Media jobs write there: a misconfigured store fails the start, not the first upload.
-    storage.object_store_target()?.open()?;
-    WorkerState::connect(store, &storage.queue_target(), storage.redis()).await
+    let media = MediaStores::open(&storage.object_store_target()?, &storage.data_dir)?;
+    Ok(
+        WorkerState::connect(store, &storage.queue_target(), storage.redis())
+            .await?
+            .with_media(media),
+    )
 }
 
 /// The runtime settings `args` describe.

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod config;
 pub mod handlers;
 pub mod mail;
+pub mod media;
 pub mod pause;
 pub mod runtime;
 pub mod telemetry;

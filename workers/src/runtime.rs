@@ -15,7 +15,9 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SeedSandbox, SendNotification};
+use jobs::kinds::{
+    DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox, SendNotification,
+};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -23,6 +25,7 @@ use crate::handlers::WorkerState;
 use crate::handlers::deliver::deliver_webhook;
 use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
+use crate::handlers::media::process_media;
 use crate::handlers::notify::send_notification;
 use crate::handlers::probe::run_probe;
 use crate::handlers::sandbox::seed_sandbox;
@@ -194,6 +197,7 @@ pub async fn run(
             DeliverWebhook::KIND => consume!(DeliverWebhook, deliver_webhook),
             SendNotification::KIND => consume!(SendNotification, send_notification),
             SeedSandbox::KIND => consume!(SeedSandbox, seed_sandbox),
+            ProcessMedia::KIND => consume!(ProcessMedia, process_media),
             Probe::KIND => consume!(Probe, run_probe),
             other => anyhow::bail!("no handler for queue {other}"),
         };

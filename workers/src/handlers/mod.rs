@@ -3,6 +3,7 @@
 pub mod deliver;
 pub mod dispatch;
 pub mod maintenance;
+pub mod media;
 pub mod notify;
 pub mod probe;
 pub mod sandbox;
@@ -34,6 +35,8 @@ pub struct WorkerState {
     pub webhooks: Arc<WebhookDelivery>,
     /// The SMTP relay, when configured.
     pub mailer: Option<Arc<crate::mail::Mailer>>,
+    /// Where media objects live; `None` until configured (media jobs then fail).
+    pub media: Option<crate::media::stores::MediaStores>,
 }
 
 /// The webhook client and the retry schedule's pace.
@@ -83,6 +86,7 @@ impl WorkerState {
             dispatch,
             webhooks: Arc::new(WebhookDelivery::strict()?),
             mailer: None,
+            media: None,
         })
     }
 
@@ -90,6 +94,12 @@ impl WorkerState {
     /// only recorded).
     pub fn with_mailer(mut self, mailer: Option<crate::mail::Mailer>) -> Self {
         self.mailer = mailer.map(Arc::new);
+        self
+    }
+
+    /// The same state storing media in `media`.
+    pub fn with_media(mut self, media: crate::media::stores::MediaStores) -> Self {
+        self.media = Some(media);
         self
     }
 

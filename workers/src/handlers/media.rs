@@ -1,0 +1,282 @@
+//! `media_variants`: makes the six delivery variants of one uploaded item
+//! (from the image itself, a video's poster frame or a PDF's first page),
+//! stores them beside the original, and reports each step under the upload's
+//! operation. A file that cannot be read fails alone, with a reason; the
+//! worker and the other files go on. The last item to finish completes the
+//! upload and emits `media.upload.completed` through the outbox.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
+use jobs::Job;
+use jobs::kinds::ProcessMedia;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, PutPayload};
+use serde_json::{Value, json};
+use storage::ids::{AgencyId, MediaId, OperationId};
+use storage::media::{MediaItem, MediaStatus, MediaType, Variant, variant_key};
+use storage::{Environment, StorageError, Tenant};
+
+use super::{JobError, WorkerState, begin, observe, settle};
+use crate::media::poster;
+use crate::media::variants::{VariantLimits, make_variants};
+
+/// Runs one item's processing.
+pub async fn process_media(
+    job: ProcessMedia,
+    state: Data<WorkerState>,
+    task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let attempt = begin::<ProcessMedia>(&state, &task_id, &attempt).await?;
+    let started = Instant::now();
+    let result = run(&job, &state, attempt).await;
+    observe(ProcessMedia::KIND, started, &result);
+    settle::<ProcessMedia>(attempt, result)
+}
+
+impl From<object_store::Error> for JobError {
+    fn from(err: object_store::Error) -> Self {
+        Self(format!("object store: {err}"))
+    }
+}
+
+/// Publishes one progress state of the operation, with its snapshot.
+async fn publish(
+    state: &WorkerState,
+    tenant: &Tenant,
+    operation: &OperationId,
+    event: &str,
+    detail: Value,
+) -> Result<(), JobError> {
+    let media = state.store.media();
+    let seq = media.next_progress_seq(tenant, operation).await?;
+    let snapshot = media.snapshot(tenant, operation).await?;
+    let mut message = json!({"event": event, "operation": snapshot});
+    if let (Value::Object(message), Value::Object(detail)) = (&mut message, detail) {
+        message.extend(detail);
+    }
+    state
+        .progress
+        .publish(tenant, operation.as_str(), seq, message)
+        .await?;
+    Ok(())
+}
+
+async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+    let agency = AgencyId::parse(&job.agency_id)
+        .ok_or_else(|| JobError("media job for a malformed agency id".to_owned()))?;
+    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
+    let (Some(id), Some(operation)) = (
+        MediaId::parse(&job.media_id),
+        OperationId::parse(&job.operation_id),
+    ) else {
+        return Err(JobError("media job with malformed ids".to_owned()));
+    };
+    let item = match state.store.media().item(&tenant, &id).await {
+        Ok(item) => item,
+        // The upload's rows are gone (never committed): nothing to do.
+        Err(StorageError::NotFound(_)) => return Ok(()),
+        Err(err) => return Err(err.into()),
+    };
+    tracing::debug!(media_id = %id, status = item.status.as_str(), "processing a media item");
+    if matches!(item.status, MediaStatus::Queued | MediaStatus::Processing) {
+        state.store.media().start_processing(&tenant, &id).await?;
+        publish(
+            state,
+            &tenant,
+            &operation,
+            "processing",
+            json!({"media_id": id}),
+        )
+        .await?;
+        let outcome = match make_item_variants(state, &tenant, &operation, &item).await {
+            Err(ItemError::Storage(reason)) if attempt < ProcessMedia::MAX_ATTEMPTS => {
+                // The store, not the file: the job runs again.
+                return Err(JobError(reason));
+            }
+            Err(ItemError::Storage(reason)) => Err(Unprocessable(format!(
+                "storage stayed unavailable: {reason}"
+            ))),
+            Err(ItemError::Content(unprocessable)) => Err(unprocessable),
+            Ok(made) => Ok(made),
+        };
+        match outcome {
+            Ok((variants, duration)) => {
+                state
+                    .store
+                    .media()
+                    .finish_item(&tenant, &id, &variants, duration)
+                    .await?;
+                publish(
+                    state,
+                    &tenant,
+                    &operation,
+                    "file_done",
+                    json!({"media_id": id}),
+                )
+                .await?;
+            }
+            Err(Unprocessable(reason)) => {
+                tracing::info!(media_id = %id, %reason, "media item failed");
+                state.store.media().fail_item(&tenant, &id, &reason).await?;
+                publish(
+                    state,
+                    &tenant,
+                    &operation,
+                    "failed",
+                    json!({"media_id": id, "reason": reason}),
+                )
+                .await?;
+            }
+        }
+    }
+    let completed = state
+        .store
+        .media()
+        .complete_upload_if_done(&tenant, &operation)
+        .await?;
+    tracing::debug!(media_id = %id, completed = completed.is_some(), "upload checked for completion");
+    if completed.is_some() {
+        publish(state, &tenant, &operation, "completed", json!({})).await?;
+    }
+    Ok(())
+}
+
+/// Why an item cannot be processed: its content, not the worker.
+struct Unprocessable(String);
+
+/// What stopped an item: its content (final) or the object store (retried).
+enum ItemError {
+    Content(Unprocessable),
+    Storage(String),
+}
+
+impl From<Unprocessable> for ItemError {
+    fn from(err: Unprocessable) -> Self {
+        Self::Content(err)
+    }
+}
+
+/// A temporary copy of an original for the external tools, removed on drop.
+struct ScratchFile(PathBuf);
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The image the variants are made from, and a video's duration.
+async fn source_image(
+    item: &MediaItem,
+    original: Vec<u8>,
+) -> Result<(Vec<u8>, Option<f64>), Unprocessable> {
+    let unreadable = |err: poster::PosterError| Unprocessable(err.to_string());
+    match item.media_type {
+        MediaType::Jpeg | MediaType::Png | MediaType::Webp | MediaType::Gif => Ok((original, None)),
+        MediaType::Mp4 | MediaType::Pdf => {
+            let path = std::env::temp_dir().join(format!(
+                "listing-api-{}.{}",
+                item.id,
+                item.media_type.extension()
+            ));
+            let scratch = ScratchFile(path);
+            tokio::fs::write(&scratch.0, &original)
+                .await
+                .map_err(|err| Unprocessable(format!("could not stage the file: {err}")))?;
+            if item.media_type == MediaType::Pdf {
+                let page = poster::pdf_first_page(&scratch.0)
+                    .await
+                    .map_err(unreadable)?;
+                Ok((page, None))
+            } else {
+                let info = poster::probe_video(&scratch.0).await.map_err(unreadable)?;
+                let frame = poster::video_poster(&scratch.0, &info)
+                    .await
+                    .map_err(unreadable)?;
+                Ok((frame, Some(info.duration_secs)))
+            }
+        }
+    }
+}
+
+/// Reads the original, makes and stores the variants. Object store failures
+/// are the worker's (the job retries); content failures are the item's.
+async fn make_item_variants(
+    state: &WorkerState,
+    tenant: &Tenant,
+    operation: &OperationId,
+    item: &MediaItem,
+) -> Result<(Vec<Variant>, Option<f64>), ItemError> {
+    let stores = state
+        .media
+        .as_ref()
+        .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;
+    let path = ObjectPath::from(item.object_key.as_str());
+    let original = read_original(stores.primary(item.storage_strategy), &path)
+        .await
+        .map_err(|err| ItemError::Storage(format!("the stored original cannot be read: {err}")))?;
+    let (image, duration) = source_image(item, original).await?;
+    tracing::debug!(media_id = %item.id, bytes = image.len(), "making variants");
+    if !item.enable_optimization {
+        return Ok((Vec::new(), duration));
+    }
+    let encoded =
+        tokio::task::spawn_blocking(move || make_variants(&image, &VariantLimits::default()))
+            .await
+            .map_err(|err| Unprocessable(format!("image processing stopped: {err}")))?
+            .map_err(|err| Unprocessable(err.to_string()))?;
+    tracing::debug!(media_id = %item.id, count = encoded.len(), "variants made");
+    let stores = state
+        .media
+        .as_ref()
+        .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;
+    let mut variants = Vec::with_capacity(encoded.len());
+    for variant in encoded {
+        let key = variant_key(
+            tenant,
+            &item.id,
+            variant.name.as_str(),
+            variant.format.extension(),
+        );
+        let size = variant.bytes.len();
+        let payload = PutPayload::from(variant.bytes);
+        for store in stores.targets(item.storage_strategy) {
+            store
+                .put(&ObjectPath::from(key.as_str()), payload.clone())
+                .await
+                .map_err(|err| ItemError::Storage(format!("storing a variant failed: {err}")))?;
+        }
+        tracing::debug!(media_id = %item.id, %key, "variant stored");
+        let detail = json!({
+            "media_id": item.id,
+            "variant": variant.name.as_str(),
+            "width": variant.width,
+            "height": variant.height,
+        });
+        publish(state, tenant, operation, "variant_done", detail)
+            .await
+            .map_err(|err| ItemError::Storage(err.0))?;
+        variants.push(Variant {
+            name: variant.name.as_str().to_owned(),
+            object_key: key,
+            format: match variant.format.extension() {
+                "jpg" => "jpeg".to_owned(),
+                other => other.to_owned(),
+            },
+            width: i32::try_from(variant.width).unwrap_or(i32::MAX),
+            height: i32::try_from(variant.height).unwrap_or(i32::MAX),
+            size_bytes: i64::try_from(size).unwrap_or(i64::MAX),
+        });
+    }
+    Ok((variants, duration))
+}
+
+async fn read_original(
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    path: &ObjectPath,
+) -> Result<Vec<u8>, object_store::Error> {
+    Ok(store.get(path).await?.bytes().await?.to_vec())
+}

@@ -1,0 +1,6 @@
+//! Media processing: the delivery variants of images, poster frames of videos
+//! and first pages of PDFs.
+
+pub mod poster;
+pub mod stores;
+pub mod variants;
