@@ -35,6 +35,10 @@ pub enum Resource {
     ApiKey,
     /// `agency_not_found` (platform identities naming an agency).
     Agency,
+    /// `operation_not_found`.
+    Operation,
+    /// `media_not_found`.
+    Media,
 }
 
 impl Resource {
@@ -47,6 +51,8 @@ impl Resource {
             Self::WebhookDelivery => "webhook_delivery_not_found",
             Self::ApiKey => "api_key_not_found",
             Self::Agency => "agency_not_found",
+            Self::Operation => "operation_not_found",
+            Self::Media => "media_not_found",
         }
     }
 
@@ -59,6 +65,8 @@ impl Resource {
             Self::WebhookDelivery => "webhook delivery",
             Self::ApiKey => "API key",
             Self::Agency => "agency",
+            Self::Operation => "operation",
+            Self::Media => "media item",
         }
     }
 }
@@ -85,6 +93,18 @@ pub enum ApiError {
     /// 403 `auth.csrf_failed`: a session request without the session's
     /// `X-CSRF-Token`.
     CsrfFailed,
+    /// An upload refused while it streamed: 400 `upload.too_many_files`,
+    /// `upload.unsupported_format`, `upload.no_files`, `upload.malformed`;
+    /// 413 `upload.file_too_large`, `upload.request_too_large`; 408
+    /// `upload.timeout`; 500 `upload.storage_unavailable`.
+    Upload {
+        /// The status.
+        status: StatusCode,
+        /// The code.
+        code: &'static str,
+        /// What went wrong, naming the file when there is one.
+        message: String,
+    },
     /// 410 `endpoint_removed`: a route that existed and was removed, with its
     /// changelog entry and replacement.
     EndpointRemoved {
@@ -193,6 +213,7 @@ impl ApiError {
             | Self::InvalidCredentials => StatusCode::UNAUTHORIZED,
             Self::ScopeDenied(_) | Self::TlsRequired | Self::CsrfFailed => StatusCode::FORBIDDEN,
             Self::EndpointRemoved { .. } => StatusCode::GONE,
+            Self::Upload { status, .. } => *status,
             Self::EndpointNotInScope | Self::NotFound(_) | Self::SectionNotExposed => {
                 StatusCode::NOT_FOUND
             }
@@ -229,6 +250,7 @@ impl ApiError {
             Self::InvalidCredentials => "auth.invalid_credentials",
             Self::CsrfFailed => "auth.csrf_failed",
             Self::EndpointRemoved { .. } => "endpoint_removed",
+            Self::Upload { code, .. } => code,
             Self::TlsRequired => "transport.tls_required",
             Self::EndpointNotInScope => "endpoint_not_in_scope",
             Self::NotFound(resource) => resource.not_found_code(),
@@ -274,6 +296,7 @@ impl ApiError {
             Self::CsrfFailed => {
                 "The X-CSRF-Token header is missing or does not belong to this session.".into()
             }
+            Self::Upload { message, .. } => message.clone().into(),
             Self::EndpointRemoved { replacement, .. } => {
                 format!("This endpoint was removed; use {replacement}.").into()
             }
@@ -451,6 +474,8 @@ impl From<StorageError> for ApiError {
             StorageError::NotFound("user") => Self::NotFound(Resource::User),
             StorageError::NotFound("listing") => Self::NotFound(Resource::Listing),
             StorageError::NotFound("api key") => Self::NotFound(Resource::ApiKey),
+            StorageError::NotFound("operation") => Self::NotFound(Resource::Operation),
+            StorageError::NotFound("media") => Self::NotFound(Resource::Media),
             StorageError::Invalid { field, reason } => Self::field(field, reason),
             StorageError::Fields(fields) => Self::Validation(
                 fields

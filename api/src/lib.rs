@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod metrics;
 pub mod middleware;
+pub mod multipart;
 pub mod ops;
 pub mod pagination;
 pub mod rate_limit;

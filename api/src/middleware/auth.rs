@@ -138,7 +138,7 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 
 /// Looks the key up (in the cache, else by its keyed hash) and checks the
 /// endpoint's scope.
-async fn authenticate(
+pub(crate) async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
@@ -188,6 +188,13 @@ async fn authenticate(
 pub struct Guard {
     state: AppState,
     endpoint: &'static Endpoint,
+}
+
+impl Guard {
+    /// The guard of `endpoint`.
+    pub fn new(state: AppState, endpoint: &'static Endpoint) -> Self {
+        Self { state, endpoint }
+    }
 }
 
 /// Middleware, the per-route chain in the specification's order: authenticate

@@ -35,6 +35,8 @@ pub const MAX_KEY_LEN: usize = 128;
 pub const LEASE: Duration = Duration::from_secs(60);
 /// Largest request body fingerprinted in memory (JSON bodies).
 const MAX_BODY: usize = 1024 * 1024;
+/// Largest multipart body read through to compare a retry (an upload's limit).
+const MAX_MULTIPART_BODY: u64 = 1024 * 1024 * 1024;
 /// Largest response body stored for replay.
 const MAX_STORED_RESPONSE: usize = 4 * 1024 * 1024;
 /// Error codes of requests refused before the endpoint ran: their key is released.
@@ -194,7 +196,13 @@ fn replay(stored: StoredResponse) -> Response {
 
 /// Records the outcome of the request that held the reservation and returns
 /// the response to send.
-async fn record(store: &Store, agency: &AgencyId, key: &str, response: Response) -> Response {
+async fn record(
+    store: &Store,
+    agency: &AgencyId,
+    key: &str,
+    fingerprint: Option<&str>,
+    response: Response,
+) -> Response {
     let status = response.status();
     let error = response.extensions().get::<ErrorBody>().cloned();
     let not_executed = error
@@ -234,11 +242,110 @@ async fn record(store: &Store, agency: &AgencyId, key: &str, response: Response)
             is_error: false,
         },
     };
-    if let Err(err) = store.idempotency().complete(agency, key, &stored).await {
+    let completed = match fingerprint {
+        Some(fingerprint) => {
+            store
+                .idempotency()
+                .complete_with_fingerprint(agency, key, fingerprint, &stored)
+                .await
+        }
+        None => store.idempotency().complete(agency, key, &stored).await,
+    };
+    if let Err(err) = completed {
         // The response is still correct; a retry will run again after the lease.
         tracing::warn!(%err, "could not store an idempotent response");
     }
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Whether the request body is multipart (streamed, never buffered here).
+fn is_multipart(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        })
+}
+
+/// The path the client sent (routers nested under /api/v1 see a stripped one).
+fn sent_path(parts: &axum::http::request::Parts) -> String {
+    parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or_else(|| parts.uri.path().to_owned(), |uri| uri.path().to_owned())
+}
+
+/// Runs a multipart request under its key. Its body is streamed by the
+/// handler, which reports the body's fingerprint; a retry after completion
+/// is read through (hashing only) and compared before it is replayed.
+async fn run_multipart(
+    store: &Store,
+    principal: &Principal,
+    key: String,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let head = fingerprint(
+        &parts.method,
+        &sent_path(&parts),
+        principal.environment.as_str(),
+        b"multipart/form-data",
+    );
+    let agency = &principal.agency_id;
+    match store
+        .idempotency()
+        .reserve_deferred(agency, &key, &head, LEASE)
+        .await
+    {
+        Err(err) => ApiError::internal(err).into_response(),
+        Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
+        Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
+        Ok(Reservation::Recorded {
+            fingerprint: recorded,
+            response,
+        }) => {
+            let request = Request::from_parts(parts, body);
+            match crate::multipart::fingerprint_request(request, MAX_MULTIPART_BODY).await {
+                Ok(body) if format!("{head}:{body}") == recorded => replay(response),
+                Ok(_) => ApiError::IdempotencyKeyConflict.into_response(),
+                Err(err) => err.into_response(),
+            }
+        }
+        Ok(Reservation::Replay(response)) => replay(response),
+        Ok(Reservation::Proceed) => {
+            let mut guard = ReleaseOnDrop {
+                store: store.clone(),
+                agency: agency.clone(),
+                key: key.clone(),
+                armed: true,
+            };
+            let mut request = Request::from_parts(parts, body);
+            request.extensions_mut().insert(IdempotencyKey(key.clone()));
+            let response = next.run(request).await;
+            let full = response
+                .extensions()
+                .get::<crate::multipart::BodyFingerprint>()
+                .map(|body| format!("{head}:{}", body.0));
+            let response = match full {
+                Some(full) => record(store, agency, &key, Some(&full), response).await,
+                // Refused before the body was read through: nothing to replay.
+                None => {
+                    if let Err(err) = store.idempotency().release(agency, &key).await {
+                        tracing::warn!(%err, "could not release an idempotency key");
+                    }
+                    response
+                }
+            };
+            guard.armed = false;
+            response
+        }
+    }
 }
 
 /// Runs the request under its idempotency key (or without, for methods that
@@ -249,16 +356,15 @@ pub async fn run(store: &Store, principal: &Principal, request: Request, next: N
         Ok(None) => return next.run(request).await,
         Err(err) => return err.into_response(),
     };
+    if is_multipart(&request) {
+        return run_multipart(store, principal, key, request, next).await;
+    }
     let (parts, body) = request.into_parts();
     let bytes = match to_bytes(body, MAX_BODY).await {
         Ok(bytes) => bytes,
         Err(_) => return ApiError::PayloadTooLarge.into_response(),
     };
-    // Routers nested under /api/v1 see a stripped path; fingerprint the one the client sent.
-    let path = parts
-        .extensions
-        .get::<OriginalUri>()
-        .map_or_else(|| parts.uri.path().to_owned(), |uri| uri.path().to_owned());
+    let path = sent_path(&parts);
     let fingerprint = fingerprint(&parts.method, &path, principal.environment.as_str(), &bytes);
     if rand::random_ratio(1, 256) {
         // Until a scheduled job does it, old records are purged now and then.
@@ -279,6 +385,8 @@ pub async fn run(store: &Store, principal: &Principal, request: Request, next: N
         Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
         Ok(Reservation::Replay(stored)) => replay(stored),
+        // Only deferred reservations answer this; an ordinary one never does.
+        Ok(Reservation::Recorded { .. }) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::Proceed) => {
             let mut guard = ReleaseOnDrop {
                 store: store.clone(),
@@ -289,7 +397,7 @@ pub async fn run(store: &Store, principal: &Principal, request: Request, next: N
             let mut request = Request::from_parts(parts, Body::from(bytes));
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
             let response = next.run(request).await;
-            let response = record(store, agency, &key, response).await;
+            let response = record(store, agency, &key, None, response).await;
             guard.armed = false;
             response
         }

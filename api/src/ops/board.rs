@@ -5,7 +5,9 @@ use apalis_board::axum::framework::{ApiBuilder, RegisterRoute};
 use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
-use jobs::kinds::{DeliverWebhook, DispatchEvents, Probe, SeedSandbox, SendNotification};
+use jobs::kinds::{
+    DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox, SendNotification,
+};
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
@@ -29,6 +31,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 SeedSandbox::KIND,
                 JobQueue::sqlite_storage::<SeedSandbox>(pool),
             )
+            .register(
+                ProcessMedia::KIND,
+                JobQueue::sqlite_storage::<ProcessMedia>(pool),
+            )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
@@ -47,6 +53,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
             .register(
                 SeedSandbox::KIND,
                 JobQueue::redis_storage::<SeedSandbox>(connection),
+            )
+            .register(
+                ProcessMedia::KIND,
+                JobQueue::redis_storage::<ProcessMedia>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

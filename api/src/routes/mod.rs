@@ -7,6 +7,7 @@ pub mod changelog;
 pub mod denied;
 pub mod developer_keys;
 pub mod listings;
+pub mod media;
 pub mod openapi;
 pub mod preferences;
 pub mod sandbox;
@@ -42,7 +43,8 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(session::router(&state))
         .merge(developer_keys::router(&state))
         .merge(changelog::router(&state))
-        .merge(sandbox::router(&state));
+        .merge(sandbox::router(&state))
+        .merge(media::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();
@@ -54,6 +56,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
             API_PREFIX,
             denied::router().merge(changelog::removed_routes()),
         )
+        .merge(media::progress::alias_router())
         .route(
             "/api/openapi.json",
             get(move || {

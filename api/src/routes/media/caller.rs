@@ -1,0 +1,127 @@
+//! Who uploads: an API key with `media:write`, or a session of the developer
+//! settings (the specification's dual authentication). Keys go through the
+//! ordinary guard (rate limits, idempotency); sessions need their CSRF token
+//! and spend the agency's upload budget and a per-user one.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use storage::Tenant;
+use storage::ids::UserId;
+use utoipa_axum::router::UtoipaMethodRouter;
+
+use crate::endpoints::{Endpoint, UPLOADS};
+use crate::error::ApiError;
+use crate::middleware::auth::{self, Guard, Principal};
+use crate::middleware::session::{CSRF_HEADER, authenticate_session, session_cookie};
+use crate::rate_limit::Bucket;
+use crate::state::AppState;
+
+/// Uploads per user per minute through a session (the specification's other figure).
+const SESSION_UPLOADS_PER_MINUTE: u32 = 50;
+
+/// The uploader: the tenant and the acting user.
+#[derive(Clone, Debug)]
+pub struct MediaCaller {
+    /// Whose media this is.
+    pub tenant: Tenant,
+    /// The user acting (the key's creator or the session's user).
+    pub user: Option<UserId>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for MediaCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        if let Some(principal) = parts.extensions.get::<Principal>() {
+            return Ok(Self {
+                tenant: principal.tenant(),
+                user: principal.acting_user.clone(),
+            });
+        }
+        parts
+            .extensions
+            .get::<MediaCaller>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("route is missing its media guard"))
+    }
+}
+
+#[derive(Clone)]
+struct MediaGuard {
+    state: AppState,
+    endpoint: &'static Endpoint,
+}
+
+/// A key (any key header present, or no session cookie) takes the ordinary
+/// guard; otherwise the session cookie and its CSRF token.
+async fn media_guard(
+    State(guard): State<MediaGuard>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let headers = request.headers();
+    let has_key = headers.contains_key("x-api-key") || headers.contains_key(header::AUTHORIZATION);
+    if has_key || session_cookie(headers).is_none() {
+        let key_guard = Guard::new(guard.state.clone(), guard.endpoint);
+        return auth::guard(State(key_guard), request, next).await;
+    }
+    let session = authenticate_session(&guard.state, request.headers()).await?;
+    let expected = guard
+        .state
+        .store()
+        .derived_keys()
+        .csrf_token(session.id.as_str());
+    let presented = request
+        .headers()
+        .get(CSRF_HEADER)
+        .and_then(|value| value.to_str().ok());
+    if presented.is_none_or(|token| {
+        !bool::from(subtle::ConstantTimeEq::ct_eq(
+            token.as_bytes(),
+            expected.as_bytes(),
+        ))
+    }) {
+        return Err(ApiError::CsrfFailed);
+    }
+    let agency = session.user.agency_id.clone();
+    let buckets = [
+        Bucket {
+            key: format!("agency:{agency}:live:{}", UPLOADS.name),
+            name: UPLOADS.name.to_owned(),
+            limit: UPLOADS.limit,
+        },
+        Bucket {
+            key: format!("session:{}:{}", session.user.id, guard.endpoint.name),
+            name: guard.endpoint.name.to_owned(),
+            limit: SESSION_UPLOADS_PER_MINUTE,
+        },
+    ];
+    let rate_limit_headers = guard.state.rate_limiter().check(&buckets).await?;
+    request.extensions_mut().insert(MediaCaller {
+        tenant: Tenant::new(agency, storage::Environment::Live),
+        user: Some(session.user.id.clone()),
+    });
+    let mut response = next.run(request).await;
+    rate_limit_headers.apply(response.headers_mut());
+    Ok(response)
+}
+
+/// Puts the dual guard in front of the handler(s) of `routes`.
+pub fn media_guarded(
+    state: &AppState,
+    endpoint: &'static Endpoint,
+    (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
+) -> UtoipaMethodRouter<AppState> {
+    let guard = MediaGuard {
+        state: state.clone(),
+        endpoint,
+    };
+    (
+        schemas,
+        paths,
+        method_router.route_layer(from_fn_with_state(guard, media_guard)),
+    )
+}

@@ -1,0 +1,33 @@
+//! Media: uploads (streamed to the object store), their progress as
+//! server-sent events, and signed downloads of stored variants.
+
+pub mod caller;
+pub mod progress;
+pub mod upload;
+
+use axum::extract::DefaultBodyLimit;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::endpoints;
+use crate::state::AppState;
+
+/// The routes of this resource under `/api/v1`.
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    let (schemas, paths, upload) =
+        caller::media_guarded(state, &endpoints::UPLOAD_MEDIA, routes!(upload::upload));
+    let (listing_schemas, listing_paths, upload_to_listing) = caller::media_guarded(
+        state,
+        &endpoints::UPLOAD_MEDIA,
+        routes!(upload::upload_to_listing),
+    );
+    // Uploads enforce their own limits while streaming.
+    OpenApiRouter::new()
+        .routes((schemas, paths, upload.layer(DefaultBodyLimit::disable())))
+        .routes((
+            listing_schemas,
+            listing_paths,
+            upload_to_listing.layer(DefaultBodyLimit::disable()),
+        ))
+        .merge(progress::router(state))
+}

@@ -1,0 +1,598 @@
+//! `POST /media/upload` and `POST /listings/{listing_number}/media`: a
+//! multipart body whose `files` parts stream to the object store as they
+//! arrive. Formats are told by their magic bytes; the limits (200 files, 50 MB
+//! per file, 1 GB per request, 60 seconds) are enforced while streaming; a
+//! refused request leaves no object and no row behind. Each stored file gets
+//! one processing job, and the answer names the operation whose progress the
+//! `progress_url` streams.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::multipart::Field;
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use jobs::PushOptions;
+use jobs::kinds::ProcessMedia;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use storage::Tenant;
+use storage::ids::{ListingId, MediaId, OperationId};
+use storage::media::{MediaItem, MediaType, NewMediaItem, StorageStrategy, UploadOptions};
+use utoipa::ToSchema;
+
+use super::caller::MediaCaller;
+use super::progress::progress_url;
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::extract::ApiPath;
+use crate::multipart::{BodyFingerprint, PartsFingerprint};
+use crate::state::AppState;
+
+/// Most files one request carries.
+pub const MAX_FILES: usize = 200;
+/// Largest file.
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+/// Largest request (all parts together).
+pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024 * 1024;
+/// How long a request may take to arrive.
+pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest value of a non-file field.
+const MAX_FIELD_BYTES: usize = 1024;
+/// Parts the object store uploads at once per file.
+const STORE_CONCURRENCY: usize = 4;
+
+/// One stored file in the answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UploadedFile {
+    /// The media item.
+    pub media_id: String,
+    /// The client's file name.
+    pub filename: String,
+    /// Bytes stored.
+    pub size_bytes: i64,
+    /// Detected from the content: jpeg, png, webp, gif, mp4 or pdf.
+    pub detected_type: String,
+    /// Its IANA media type.
+    pub content_type: String,
+    /// `queued`.
+    pub status: String,
+    /// The operation's progress stream (carries a short-lived token).
+    pub progress_url: String,
+}
+
+/// The answer to an upload.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UploadOut {
+    /// Track the processing with it.
+    pub operation_id: String,
+    /// `processing`.
+    pub status: String,
+    /// The listing the files belong to.
+    pub listing_number: Option<String>,
+    /// Where the objects are kept.
+    pub storage_strategy: String,
+    /// Server-sent events of the operation; the URL carries a token valid for an hour.
+    pub progress_url: String,
+    /// The stored files, in request order.
+    pub files: Vec<UploadedFile>,
+}
+
+fn refused(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::Upload {
+        status,
+        code,
+        message: message.into(),
+    }
+}
+
+fn malformed(err: axum::extract::multipart::MultipartError) -> ApiError {
+    if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "upload.request_too_large",
+            "The request is larger than 1 GB.",
+        );
+    }
+    refused(
+        StatusCode::BAD_REQUEST,
+        "upload.malformed",
+        format!("The multipart body could not be read: {}", err.body_text()),
+    )
+}
+
+/// What the request's fields said, beside its files.
+#[derive(Default)]
+struct Fields {
+    listing_number: Option<String>,
+    storage_strategy: Option<StorageStrategy>,
+    enable_optimization: Option<bool>,
+    related_entity_type: Option<String>,
+    related_entity_id: Option<String>,
+}
+
+/// An upload in progress: what is stored so far, so a refusal can remove it.
+struct Receiving {
+    stores: Vec<Arc<dyn ObjectStore>>,
+    stored: Vec<NewMediaItem>,
+    total: u64,
+    fingerprint: PartsFingerprint,
+    fields: Fields,
+}
+
+impl Receiving {
+    /// Removes every object stored so far (a refused or failed request).
+    async fn discard(&self) {
+        for item in &self.stored {
+            let path = ObjectPath::from(item.object_key.as_str());
+            for store in &self.stores {
+                if let Err(err) = store.delete(&path).await {
+                    tracing::warn!(%err, key = %item.object_key, "could not remove a refused upload's object");
+                }
+            }
+        }
+    }
+}
+
+/// Reads a small text field.
+async fn text_field(field: Field<'_>, receiving: &mut Receiving) -> Result<String, ApiError> {
+    let name = field.name().unwrap_or_default().to_owned();
+    let bytes = field.bytes().await.map_err(malformed)?;
+    receiving.fingerprint.update(&bytes);
+    receiving.total += bytes.len() as u64;
+    if bytes.len() > MAX_FIELD_BYTES {
+        return Err(ApiError::field(
+            name,
+            format!("must be at most {MAX_FIELD_BYTES} bytes"),
+        ));
+    }
+    String::from_utf8(bytes.to_vec()).map_err(|_| ApiError::field(name, "must be UTF-8 text"))
+}
+
+/// Applies one non-file field.
+fn apply_field(fields: &mut Fields, name: &str, value: String) -> Result<(), ApiError> {
+    let value = value.trim().to_owned();
+    match name {
+        "listing_number" => fields.listing_number = Some(value),
+        "storage_strategy" => {
+            fields.storage_strategy = Some(
+                StorageStrategy::parse(&value.to_ascii_lowercase()).ok_or_else(|| {
+                    ApiError::field("storage_strategy", "must be cloud, local or hybrid")
+                })?,
+            );
+        }
+        "enable_optimization" => {
+            fields.enable_optimization = Some(match value.to_ascii_lowercase().as_str() {
+                "true" | "1" => true,
+                "false" | "0" => false,
+                _ => {
+                    return Err(ApiError::field(
+                        "enable_optimization",
+                        "must be true or false",
+                    ));
+                }
+            });
+        }
+        "related_entity_type" => fields.related_entity_type = Some(value),
+        "related_entity_id" => fields.related_entity_id = Some(value),
+        other => return Err(ApiError::field(other, "is not a known field")),
+    }
+    Ok(())
+}
+
+/// Streams one file part to the object store(s), detecting its format from
+/// its first bytes and enforcing the size limits as it goes.
+async fn receive_file(
+    tenant: &Tenant,
+    mut field: Field<'_>,
+    receiving: &mut Receiving,
+) -> Result<(), ApiError> {
+    let filename = field
+        .file_name()
+        .map(str::to_owned)
+        .filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| format!("file-{}", receiving.stored.len() + 1));
+    if receiving.stored.len() == MAX_FILES {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "upload.too_many_files",
+            format!("A request carries at most {MAX_FILES} files."),
+        ));
+    }
+    let id = MediaId::generate();
+    // The first bytes wait here until the format is known.
+    let mut head: Vec<u8> = Vec::with_capacity(MediaType::SNIFF_LEN);
+    let mut writers: Vec<WriteMultipart> = Vec::new();
+    let mut media_type = None;
+    let mut hasher = Sha256::new();
+    let mut size: u64 = 0;
+    let result: Result<(), ApiError> = async {
+        while let Some(chunk) = field.chunk().await.map_err(malformed)? {
+            size += chunk.len() as u64;
+            receiving.total += chunk.len() as u64;
+            if size > MAX_FILE_BYTES {
+                return Err(refused(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "upload.file_too_large",
+                    format!("{filename} is larger than 50 MB."),
+                ));
+            }
+            if receiving.total > MAX_REQUEST_BYTES {
+                return Err(refused(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "upload.request_too_large",
+                    "The request is larger than 1 GB.",
+                ));
+            }
+            hasher.update(&chunk);
+            receiving.fingerprint.update(&chunk);
+            if media_type.is_none() {
+                head.extend_from_slice(&chunk);
+                if head.len() < MediaType::SNIFF_LEN {
+                    continue;
+                }
+                let detected = detect(&head, &filename)?;
+                writers = open_writers(&receiving.stores, tenant, &id, detected).await?;
+                for writer in &mut writers {
+                    writer.write(&head);
+                }
+                head.clear();
+                media_type = Some(detected);
+                continue;
+            }
+            for writer in &mut writers {
+                writer
+                    .wait_for_capacity(STORE_CONCURRENCY)
+                    .await
+                    .map_err(storage_unavailable)?;
+                writer.write(&chunk);
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(err) = result {
+        for writer in writers {
+            let _ = writer.abort().await;
+        }
+        return Err(err);
+    }
+    // A file shorter than the sniffing window is judged on what there is.
+    let media_type = match media_type {
+        Some(kind) => kind,
+        None => {
+            let detected = detect(&head, &filename)?;
+            writers = open_writers(&receiving.stores, tenant, &id, detected).await?;
+            for writer in &mut writers {
+                writer.write(&head);
+            }
+            detected
+        }
+    };
+    for writer in writers {
+        writer.finish().await.map_err(storage_unavailable)?;
+    }
+    receiving.stored.push(NewMediaItem {
+        object_key: storage::media::original_key(tenant, &id, media_type),
+        id,
+        filename,
+        size_bytes: i64::try_from(size).unwrap_or(i64::MAX),
+        media_type,
+        content_sha256: hex::encode(hasher.finalize()),
+    });
+    Ok(())
+}
+
+fn detect(head: &[u8], filename: &str) -> Result<MediaType, ApiError> {
+    MediaType::detect(head).ok_or_else(|| {
+        refused(
+            StatusCode::BAD_REQUEST,
+            "upload.unsupported_format",
+            format!("{filename} is not JPEG, PNG, WebP, GIF, MP4 or PDF (judged by its content)."),
+        )
+    })
+}
+
+fn storage_unavailable(err: object_store::Error) -> ApiError {
+    tracing::error!(%err, "object store write failed");
+    refused(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+        "Storage is unavailable; it is safe to retry with the same idempotency key.",
+    )
+}
+
+async fn open_writers(
+    stores: &[Arc<dyn ObjectStore>],
+    tenant: &Tenant,
+    id: &MediaId,
+    media_type: MediaType,
+) -> Result<Vec<WriteMultipart>, ApiError> {
+    let path = ObjectPath::from(storage::media::original_key(tenant, id, media_type));
+    let mut writers = Vec::with_capacity(stores.len());
+    for store in stores {
+        let upload = store
+            .put_multipart(&path)
+            .await
+            .map_err(storage_unavailable)?;
+        writers.push(WriteMultipart::new(upload));
+    }
+    Ok(writers)
+}
+
+/// Reads every part: files to the store, fields into `receiving.fields`.
+async fn receive(
+    state: &AppState,
+    tenant: &Tenant,
+    mut multipart: Multipart,
+    receiving: &mut Receiving,
+) -> Result<(), ApiError> {
+    while let Some(field) = multipart.next_field().await.map_err(malformed)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        receiving.fingerprint.begin(&name, field.file_name());
+        if name == "files" || name == "files[]" {
+            if receiving.stores.is_empty() {
+                let strategy = receiving
+                    .fields
+                    .storage_strategy
+                    .unwrap_or(StorageStrategy::Cloud);
+                receiving.stores = media_stores(state)?.targets(strategy);
+            }
+            receive_file(tenant, field, receiving).await?;
+        } else {
+            if name == "storage_strategy" && !receiving.stores.is_empty() {
+                return Err(ApiError::field(
+                    "storage_strategy",
+                    "must come before the files: they are stored as they arrive",
+                ));
+            }
+            let value = text_field(field, receiving).await?;
+            apply_field(&mut receiving.fields, &name, value)?;
+        }
+    }
+    if receiving.stored.is_empty() {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "upload.no_files",
+            "The request carries no `files` part.",
+        ));
+    }
+    Ok(())
+}
+
+fn media_stores(state: &AppState) -> Result<&workers::media::stores::MediaStores, ApiError> {
+    state
+        .platform()
+        .media
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no object store is configured"))
+}
+
+/// The listing named by the path or the `listing_number` field (which must
+/// agree), if it is the caller's.
+async fn listing_of(
+    state: &AppState,
+    tenant: &Tenant,
+    from_path: Option<&str>,
+    from_field: Option<&str>,
+) -> Result<Option<(ListingId, String)>, ApiError> {
+    let number = match (from_path, from_field.filter(|n| !n.is_empty())) {
+        (Some(path), Some(field))
+            if storage::listings::normalise_listing_number(path)
+                != storage::listings::normalise_listing_number(field) =>
+        {
+            return Err(ApiError::field(
+                "listing_number",
+                "differs from the listing in the path",
+            ));
+        }
+        (Some(number), _) | (None, Some(number)) => number,
+        (None, None) => return Ok(None),
+    };
+    let listing = state.store().listings().get(tenant, number).await?;
+    Ok(Some((listing.id, listing.listing_number)))
+}
+
+/// Receives, records and queues an upload.
+async fn accept_upload(
+    state: &AppState,
+    caller: &MediaCaller,
+    path_listing: Option<&str>,
+    multipart: Multipart,
+) -> Response {
+    let tenant = &caller.tenant;
+    let mut receiving = Receiving {
+        stores: Vec::new(),
+        stored: Vec::new(),
+        total: 0,
+        fingerprint: PartsFingerprint::default(),
+        fields: Fields::default(),
+    };
+    // Limits hold even if the request is dropped midway: objects of an
+    // unfinished request are removed by the guard below.
+    let received = tokio::time::timeout(
+        UPLOAD_TIMEOUT,
+        receive(state, tenant, multipart, &mut receiving),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(refused(
+            StatusCode::REQUEST_TIMEOUT,
+            "upload.timeout",
+            "The upload took longer than 60 seconds.",
+        ))
+    });
+    let outcome = match received {
+        Ok(()) => record(state, tenant, path_listing, &receiving).await,
+        Err(err) => Err(err),
+    };
+    match outcome {
+        Ok(out) => {
+            let mut response = Json(out).into_response();
+            let fingerprint = std::mem::take(&mut receiving.fingerprint).finish();
+            response
+                .extensions_mut()
+                .insert(BodyFingerprint(fingerprint));
+            response
+        }
+        Err(err) => {
+            receiving.discard().await;
+            err.into_response()
+        }
+    }
+}
+
+/// Writes the rows, queues one job per file and publishes the first state.
+async fn record(
+    state: &AppState,
+    tenant: &Tenant,
+    path_listing: Option<&str>,
+    receiving: &Receiving,
+) -> Result<UploadOut, ApiError> {
+    let fields = &receiving.fields;
+    let listing = listing_of(
+        state,
+        tenant,
+        path_listing,
+        fields.listing_number.as_deref(),
+    )
+    .await?;
+    let strategy = fields.storage_strategy.unwrap_or(StorageStrategy::Cloud);
+    let options = UploadOptions {
+        listing_id: listing.as_ref().map(|(id, _)| id.clone()),
+        storage_strategy: strategy,
+        enable_optimization: fields.enable_optimization.unwrap_or(true),
+        related_entity_type: fields.related_entity_type.clone(),
+        related_entity_id: fields.related_entity_id.clone(),
+    };
+    let operation_id = OperationId::generate();
+    let items = state
+        .store()
+        .media()
+        .create_upload(tenant, &operation_id, &options, &receiving.stored)
+        .await?;
+    queue_processing(state, tenant, &operation_id, &items).await?;
+    let progress_url = progress_url(state, tenant, &operation_id);
+    Ok(UploadOut {
+        operation_id: operation_id.to_string(),
+        status: "processing".to_owned(),
+        listing_number: listing.map(|(_, number)| number),
+        storage_strategy: strategy.as_str().to_owned(),
+        files: items
+            .iter()
+            .map(|item| UploadedFile {
+                media_id: item.id.to_string(),
+                filename: item.filename.clone(),
+                size_bytes: item.size_bytes,
+                detected_type: item.media_type.as_str().to_owned(),
+                content_type: item.media_type.content_type().to_owned(),
+                status: item.status.as_str().to_owned(),
+                progress_url: progress_url.clone(),
+            })
+            .collect(),
+        progress_url,
+    })
+}
+
+async fn queue_processing(
+    state: &AppState,
+    tenant: &Tenant,
+    operation_id: &OperationId,
+    items: &[MediaItem],
+) -> Result<(), ApiError> {
+    let media = state.store().media();
+    let seq = media.next_progress_seq(tenant, operation_id).await?;
+    let snapshot = media.snapshot(tenant, operation_id).await?;
+    state
+        .platform()
+        .progress
+        .publish(
+            tenant,
+            operation_id.as_str(),
+            seq,
+            json!({"event": "queued", "operation": snapshot}),
+        )
+        .await?;
+    let jobs = items
+        .iter()
+        .map(|item| {
+            let job = ProcessMedia {
+                media_id: item.id.to_string(),
+                operation_id: operation_id.to_string(),
+                agency_id: tenant.agency_id.to_string(),
+                is_sandbox: tenant.environment.is_sandbox(),
+            };
+            let options = PushOptions {
+                idempotency_key: Some(format!("media:{}", item.id)),
+                ..PushOptions::default()
+            };
+            (job, options)
+        })
+        .collect();
+    state
+        .platform()
+        .queue
+        .push_many(jobs)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(())
+}
+
+/// Uploads files (to a listing named by the `listing_number` field, or to none).
+#[utoipa::path(
+    post,
+    path = "/media/upload",
+    tag = "media",
+    operation_id = "upload_media",
+    request_body(content_type = "multipart/form-data", description = "Parts: files (repeatable), listing_number, related_entity_type, related_entity_id, storage_strategy (cloud, local, hybrid; before the files), enable_optimization"),
+    responses(
+        (status = 200, description = "Stored; processing started", body = UploadOut),
+        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.no_files, upload.malformed", body = ErrorEnvelope),
+        (status = 401, description = "No key or session", body = ErrorEnvelope),
+        (status = 404, description = "listing_not_found", body = ErrorEnvelope),
+        (status = 408, description = "upload.timeout", body = ErrorEnvelope),
+        (status = 413, description = "upload.file_too_large (over 50 MB), upload.request_too_large (over 1 GB)", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: a bad field", body = ErrorEnvelope),
+        (status = 429, description = "Rate limited", body = ErrorEnvelope),
+        (status = 500, description = "upload.storage_unavailable", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
+)]
+pub async fn upload(
+    State(state): State<AppState>,
+    caller: MediaCaller,
+    multipart: Multipart,
+) -> Response {
+    accept_upload(&state, &caller, None, multipart).await
+}
+
+/// Uploads files to the listing in the path.
+#[utoipa::path(
+    post,
+    path = "/listings/{listing_number}/media",
+    tag = "media",
+    operation_id = "upload_listing_media",
+    params(("listing_number" = String, Path, description = "The listing's number")),
+    request_body(content_type = "multipart/form-data", description = "As POST /media/upload; a listing_number part must name the same listing"),
+    responses(
+        (status = 200, description = "Stored; processing started", body = UploadOut),
+        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.no_files, upload.malformed", body = ErrorEnvelope),
+        (status = 401, description = "No key or session", body = ErrorEnvelope),
+        (status = 404, description = "listing_not_found", body = ErrorEnvelope),
+        (status = 413, description = "upload.file_too_large, upload.request_too_large", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
+)]
+pub async fn upload_to_listing(
+    State(state): State<AppState>,
+    caller: MediaCaller,
+    ApiPath(listing_number): ApiPath<String>,
+    multipart: Multipart,
+) -> Response {
+    accept_upload(&state, &caller, Some(&listing_number), multipart).await
+}
