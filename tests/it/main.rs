@@ -11,6 +11,8 @@ mod envelope;
 mod idempotency;
 mod key_lifecycle;
 mod listings;
+mod media;
+mod object_store;
 mod openapi;
 mod platform;
 mod preferences;

@@ -157,6 +157,12 @@ impl TestAppBuilder {
         let platform = WorkerState::connect(store.clone(), &queue, redis_url.as_deref())
             .await
             .expect("connect the job queue");
+        let media_target = storage::objects::ObjectStoreTarget::from_url(None, db.data_dir())
+            .expect("local media directory");
+        let platform = platform.with_media(
+            workers::media::stores::MediaStores::open(&media_target, db.data_dir())
+                .expect("open the media stores"),
+        );
         let platform = match self.webhooks {
             Some(webhooks) => platform.with_webhooks(webhooks),
             None => platform,

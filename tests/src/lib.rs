@@ -6,6 +6,7 @@ pub mod browser;
 pub mod database;
 pub mod deployment;
 pub mod receiver;
+pub mod s3;
 pub mod services;
 pub mod smtp;
 

@@ -1,0 +1,451 @@
+//! Uploads: multipart streamed to the object store, formats told by content,
+//! every limit and refusal leaving nothing behind, the processing job's six
+//! variants (a corrupt file failing alone), progress as server-sent events
+//! (late subscribers, the token URL, other agencies), idempotent retries,
+//! session uploads with CSRF, and `media.upload.completed` in the outbox.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use storage::api_keys::Scope;
+use storage::events::EventType;
+use tests::{TestApp, backend_tests, idempotency_key};
+
+use crate::listings::Ctx;
+use crate::support::expect_error;
+
+const BOUNDARY: &str = "----listing-api-test-boundary";
+
+/// One part of a multipart body.
+enum Part<'a> {
+    Field(&'a str, &'a str),
+    File(&'a str, &'a str, Vec<u8>),
+}
+
+fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for part in parts {
+        body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
+        match part {
+            Part::Field(name, value) => {
+                body.extend_from_slice(
+                    format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+                        .as_bytes(),
+                );
+            }
+            Part::File(name, filename, bytes) => {
+                body.extend_from_slice(
+                    format!(
+                        "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
+                         Content-Type: application/octet-stream\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                body.extend_from_slice(bytes);
+                body.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+    body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+    body
+}
+
+/// A JPEG of `width`×`height` with a gradient, so it compresses like a photo.
+fn jpeg(width: u32, height: u32) -> Vec<u8> {
+    let image = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
+    });
+    let mut out = Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(image)
+        .write_to(&mut out, image::ImageFormat::Jpeg)
+        .unwrap();
+    out.into_inner()
+}
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let image = image::RgbaImage::from_fn(width, height, |x, _| {
+        image::Rgba([200, (x % 256) as u8, 10, 255])
+    });
+    let mut out = Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgba8(image)
+        .write_to(&mut out, image::ImageFormat::Png)
+        .unwrap();
+    out.into_inner()
+}
+
+/// Files stored under `dir`, recursively.
+fn stored_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                stored_files(&path)
+            } else {
+                vec![path]
+            }
+        })
+        .collect()
+}
+
+struct Media {
+    ctx: Ctx,
+    key: String,
+}
+
+impl Media {
+    async fn new(backend: tests::Backend) -> Self {
+        let ctx = Ctx::with_app(TestApp::builder(backend).with_workers().spawn().await).await;
+        let key = ctx
+            .app
+            .key(
+                &ctx.agency,
+                &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
+            )
+            .await;
+        Self { ctx, key }
+    }
+
+    fn media_dir(&self) -> std::path::PathBuf {
+        self.ctx.app.db.data_dir().join("media")
+    }
+
+    async fn upload_to(
+        &self,
+        path: &str,
+        key: &str,
+        idempotency: &str,
+        body: Vec<u8>,
+    ) -> reqwest::Response {
+        self.ctx
+            .app
+            .client
+            .post(self.ctx.app.url(path))
+            .header("X-API-Key", key)
+            .header("X-Idempotency-Key", idempotency)
+            .header(
+                "Content-Type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn upload(&self, parts: &[Part<'_>]) -> reqwest::Response {
+        self.upload_to(
+            "/api/v1/media/upload",
+            &self.key,
+            &idempotency_key(),
+            multipart(parts),
+        )
+        .await
+    }
+
+    /// Reads a progress stream to its end; returns (event, data) pairs.
+    async fn events(&self, url: &str, key: Option<&str>) -> Vec<(String, Value)> {
+        let mut request = self.ctx.app.client.get(url);
+        if let Some(key) = key {
+            request = request.header("X-API-Key", key);
+        }
+        let response = tokio::time::timeout(Duration::from_secs(60), request.send())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+        let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+            .await
+            .unwrap()
+            .unwrap();
+        text.split("\n\n")
+            .filter_map(|block| {
+                let mut event = None;
+                let mut data = None;
+                for line in block.lines() {
+                    if let Some(name) = line.strip_prefix("event: ") {
+                        event = Some(name.to_owned());
+                    } else if let Some(json) = line.strip_prefix("data: ") {
+                        data = serde_json::from_str(json).ok();
+                    }
+                }
+                Some((event?, data?))
+            })
+            .collect()
+    }
+
+    /// The local form of a progress URL (the base URL may name another host).
+    fn local(&self, url: &str) -> String {
+        let path = url.split_once("/v1/progress/").unwrap().1;
+        self.ctx.app.url(&format!("/v1/progress/{path}"))
+    }
+}
+
+backend_tests! {
+    async fn an_upload_streams_to_the_store_and_gets_six_variants_per_image(backend) {
+        let media = Media::new(backend).await;
+        let number = media.ctx.listing().await;
+        let response = media
+            .upload(&[
+                Part::Field("listing_number", &number),
+                Part::File("files", "front.jpg", jpeg(3000, 2000)),
+                Part::File("files", "plan.png", png(400, 300)),
+            ])
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["listing_number"], number.as_str());
+        assert_eq!(body["storage_strategy"], "cloud");
+        let files = body["files"].as_array().unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0]["detected_type"], "jpeg");
+        assert_eq!(files[1]["detected_type"], "png");
+        assert_eq!(files[1]["filename"], "plan.png");
+        let url = body["progress_url"].as_str().unwrap();
+        assert!(url.contains("/v1/progress/op_") && url.contains("token="), "{url}");
+
+        // Through the token URL, as a browser's EventSource would.
+        let events = media.events(&media.local(url), None).await;
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names.first(), Some(&"snapshot"), "{names:?}");
+        assert_eq!(names.last(), Some(&"completed"), "{names:?}");
+        let (_, last) = events.last().unwrap();
+        assert_eq!(last["operation"]["status"], "completed");
+        for file in last["operation"]["files"].as_array().unwrap() {
+            assert_eq!(file["status"], "ready", "{file}");
+            assert_eq!(file["variants"].as_array().unwrap().len(), 6, "{file}");
+        }
+
+        // The variants are in the store, decodable, at their sizes.
+        let operation = storage::ids::OperationId::parse(body["operation_id"].as_str().unwrap()).unwrap();
+        let items = media.ctx.app.store.media().operation_items(&media.ctx.live(), &operation).await.unwrap();
+        let front = &items[0];
+        let sizes: Vec<(String, i32, i32)> = front.variants.iter().map(|v| (v.name.clone(), v.width, v.height)).collect();
+        for expected in [
+            ("mls", 1275, 850),
+            ("print", 3000, 2000),
+            ("thumbnail", 150, 150),
+            ("web", 2550, 1700),
+            ("webp_thumb", 400, 400),
+            ("webp_web", 2550, 1700),
+        ] {
+            let found = sizes.iter().find(|(name, _, _)| name == expected.0).unwrap();
+            assert_eq!((found.1, found.2), (expected.1, expected.2), "{}", expected.0);
+        }
+        for variant in &front.variants {
+            let bytes = std::fs::read(media.media_dir().join(&variant.object_key)).unwrap();
+            let decoded = image::load_from_memory(&bytes).unwrap();
+            assert_eq!((decoded.width() as i32, decoded.height() as i32), (variant.width, variant.height));
+            let format = image::guess_format(&bytes).unwrap();
+            let expected = if variant.format == "webp" { image::ImageFormat::WebP } else { image::ImageFormat::Jpeg };
+            assert_eq!(format, expected, "{}", variant.name);
+        }
+        // Nothing is upscaled: the small PNG's print is its own size.
+        let plan_print = items[1].variants.iter().find(|v| v.name == "print").unwrap();
+        assert_eq!((plan_print.width, plan_print.height), (400, 300));
+
+        let completed = media.ctx.events_of(EventType::MediaUploadCompleted).await;
+        assert_eq!(completed.len(), 1);
+        let data = &completed[0].data;
+        assert_eq!(data["operation_id"], body["operation_id"]);
+        assert_eq!(data["listing_number"], number.as_str());
+        assert_eq!(data["files"].as_array().unwrap().len(), 2);
+        assert_eq!(data["files"][0]["variants"].as_array().unwrap().len(), 6);
+    }
+
+    async fn a_corrupt_file_fails_alone_with_a_reason(backend) {
+        let media = Media::new(backend).await;
+        let mut truncated = jpeg(800, 600);
+        truncated.truncate(truncated.len() / 3);
+        let response = media
+            .upload(&[
+                Part::File("files", "broken.jpg", truncated),
+                Part::File("files", "good.jpg", jpeg(640, 480)),
+            ])
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        let url = media.local(body["progress_url"].as_str().unwrap());
+        let events = media.events(&url, None).await;
+        let failed: Vec<&Value> = events.iter().filter(|(name, _)| name == "failed").map(|(_, data)| data).collect();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0]["media_id"], body["files"][0]["media_id"]);
+        assert!(!failed[0]["reason"].as_str().unwrap().is_empty());
+        let (_, last) = events.last().unwrap();
+        assert_eq!(last["event"], "completed");
+        let files = last["operation"]["files"].as_array().unwrap();
+        assert_eq!(files[0]["status"], "failed");
+        assert!(files[0]["failure_reason"].is_string());
+        assert_eq!(files[1]["status"], "ready");
+        // A late subscriber gets the current state first, then the end.
+        let late = media.events(&url, None).await;
+        let names: Vec<&str> = late.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["snapshot", "completed"]);
+        assert_eq!(late[0].1["status"], "completed");
+        // Progress through the key, too.
+        let operation_id = body["operation_id"].as_str().unwrap();
+        let with_key = media.events(&media.ctx.app.url(&format!("/api/v1/progress/{operation_id}")), Some(&media.key)).await;
+        assert_eq!(with_key.last().unwrap().0, "completed");
+    }
+
+    async fn refused_uploads_leave_no_object_and_no_row(backend) {
+        let media = Media::new(backend).await;
+        let cases: Vec<(Vec<u8>, StatusCode, &str)> = vec![
+            (multipart(&[Part::Field("listing_number", "")]), StatusCode::BAD_REQUEST, "upload.no_files"),
+            (
+                multipart(&[
+                    Part::File("files", "ok.jpg", jpeg(64, 64)),
+                    Part::File("files", "page.html", b"<html><body>hello</body></html>".to_vec()),
+                ]),
+                StatusCode::BAD_REQUEST,
+                "upload.unsupported_format",
+            ),
+            (
+                multipart(&[
+                    Part::File("files", "ok.jpg", jpeg(64, 64)),
+                    Part::File("files", "huge.jpg", {
+                        let mut big = jpeg(64, 64);
+                        big.resize(50 * 1024 * 1024 + 1, 0);
+                        big
+                    }),
+                ]),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "upload.file_too_large",
+            ),
+            (
+                multipart(&[Part::File("files", "ok.jpg", jpeg(64, 64)), Part::Field("colour", "red")]),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation.failed",
+            ),
+            (
+                multipart(&[Part::Field("storage_strategy", "tape"), Part::File("files", "ok.jpg", jpeg(64, 64))]),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation.failed",
+            ),
+            (
+                multipart(&[Part::File("files", "ok.jpg", jpeg(64, 64)), Part::Field("listing_number", "NOPE234")]),
+                StatusCode::NOT_FOUND,
+                "listing_not_found",
+            ),
+        ];
+        for (body, status, code) in cases {
+            let response = media.upload_to("/api/v1/media/upload", &media.key, &idempotency_key(), body).await;
+            expect_error(response, status, code).await;
+            assert!(stored_files(&media.media_dir()).is_empty(), "{code} left objects behind");
+        }
+        let many: Vec<Part<'_>> = (0..201).map(|i| Part::File("files", if i % 2 == 0 { "a.jpg" } else { "b.jpg" }, jpeg(8, 8))).collect();
+        let response = media.upload(&many).await;
+        expect_error(response, StatusCode::BAD_REQUEST, "upload.too_many_files").await;
+        assert!(stored_files(&media.media_dir()).is_empty());
+        // Another agency's listing is not found, and nothing stays.
+        let other = media.ctx.app.agency().await;
+        let other_ctx_number = {
+            let other_key = media.ctx.app.key(&other, &[Scope::ListingsWrite]).await;
+            let agent = crate::listings::add_user(&media.ctx.app, &other, storage::users::Role::Agent).await;
+            let created = media
+                .ctx
+                .app
+                .client
+                .post(media.ctx.app.url("/api/v1/listings"))
+                .header("X-API-Key", &other_key)
+                .header("X-Idempotency-Key", idempotency_key())
+                .json(&serde_json::json!({"address": "1 Other Road", "owner_user_id": other.owner_id, "agent_one_id": agent}))
+                .send()
+                .await
+                .unwrap();
+            let created: Value = created.json().await.unwrap();
+            created["listing_number"].as_str().unwrap().to_owned()
+        };
+        let response = media
+            .upload_to(
+                &format!("/api/v1/listings/{other_ctx_number}/media"),
+                &media.key,
+                &idempotency_key(),
+                multipart(&[Part::File("files", "ok.jpg", jpeg(32, 32))]),
+            )
+            .await;
+        expect_error(response, StatusCode::NOT_FOUND, "listing_not_found").await;
+        assert!(stored_files(&media.media_dir()).is_empty());
+        assert_eq!(crate::support::sql::count_for_agency(media.ctx.app.store.db(), "media_items", media.ctx.agency.id.as_str()).await, 0);
+        // Without a key, a scope or an idempotency key.
+        let body = multipart(&[Part::File("files", "ok.jpg", jpeg(32, 32))]);
+        let anonymous = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/upload"))
+            .header("Content-Type", format!("multipart/form-data; boundary={BOUNDARY}"))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        expect_error(anonymous, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+        let reader = media.ctx.app.key(&media.ctx.agency, &[Scope::ListingsRead]).await;
+        let response = media.upload_to("/api/v1/media/upload", &reader, &idempotency_key(), body.clone()).await;
+        expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
+        let no_key = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/upload"))
+            .header("X-API-Key", &media.key)
+            .header("Content-Type", format!("multipart/form-data; boundary={BOUNDARY}"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        expect_error(no_key, StatusCode::BAD_REQUEST, "idempotency.missing").await;
+    }
+
+    async fn a_retried_upload_replays_and_a_different_body_conflicts(backend) {
+        let media = Media::new(backend).await;
+        let key = idempotency_key();
+        let body = multipart(&[Part::File("files", "front.jpg", jpeg(320, 200))]);
+        let first = media.upload_to("/api/v1/media/upload", &media.key, &key, body.clone()).await;
+        assert_eq!(first.status(), StatusCode::OK);
+        let first: Value = first.json().await.unwrap();
+        let again = media.upload_to("/api/v1/media/upload", &media.key, &key, body).await;
+        assert_eq!(again.status(), StatusCode::OK);
+        assert_eq!(again.headers()["x-idempotent-replay"], "true");
+        let again: Value = again.json().await.unwrap();
+        assert_eq!(again["operation_id"], first["operation_id"]);
+        let other = multipart(&[Part::File("files", "front.jpg", jpeg(320, 201))]);
+        let conflict = media.upload_to("/api/v1/media/upload", &media.key, &key, other).await;
+        expect_error(conflict, StatusCode::CONFLICT, "idempotency_key_conflict").await;
+        let items = crate::support::sql::count_for_agency(media.ctx.app.store.db(), "media_items", media.ctx.agency.id.as_str()).await;
+        assert_eq!(items, 1, "the replay stored nothing new");
+    }
+
+    async fn progress_of_an_unknown_or_foreign_operation_is_not_found(backend) {
+        let media = Media::new(backend).await;
+        let response = media.upload(&[Part::File("files", "a.jpg", jpeg(64, 64))]).await;
+        let body: Value = response.json().await.unwrap();
+        let operation_id = body["operation_id"].as_str().unwrap();
+        let url = media.local(body["progress_url"].as_str().unwrap());
+        let other = media.ctx.app.agency().await;
+        let other_key = media.ctx.app.key(&other, &[Scope::MediaWrite]).await;
+        let foreign = media.ctx.app.get(&format!("/api/v1/progress/{operation_id}")).header("X-API-Key", &other_key).send().await.unwrap();
+        expect_error(foreign, StatusCode::NOT_FOUND, "operation_not_found").await;
+        let unknown = media.ctx.app.get("/api/v1/progress/op_01JD00000000000000000000ZZ").header("X-API-Key", &media.key).send().await.unwrap();
+        expect_error(unknown, StatusCode::NOT_FOUND, "operation_not_found").await;
+        let tampered = url.replace("token=", "token=x");
+        expect_error(media.ctx.app.client.get(&tampered).send().await.unwrap(), StatusCode::NOT_FOUND, "operation_not_found").await;
+        // A token is for its own operation only.
+        let other_op = url.replace(operation_id, "op_01JD00000000000000000000ZZ");
+        expect_error(media.ctx.app.client.get(&other_op).send().await.unwrap(), StatusCode::NOT_FOUND, "operation_not_found").await;
+        let anonymous = media.ctx.app.get(&format!("/v1/progress/{operation_id}")).send().await.unwrap();
+        expect_error(anonymous, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+    }
+}
