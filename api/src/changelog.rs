@@ -119,13 +119,13 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 9] = [
+pub static ENTRIES: [&Entry; 10] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
         change_type: ChangeType::Added,
         title: "Initial public release",
-        description: "Listings with their status lifecycle, cancellation, sections and orders; scheduling availability; users; the webhook event catalog. Event payloads start at api_version 2026-05-29.",
+        description: "Listings with their status lifecycle, cancellation, sections and orders; media uploads with their progress stream; scheduling availability; users; the webhook event catalog. Event payloads start at api_version 2026-05-29.",
         routes: &[
             "POST /api/v1/listings",
             "GET /api/v1/listings",
@@ -134,6 +134,8 @@ pub static ENTRIES: [&Entry; 9] = [
             "PATCH /api/v1/listings/{listing_number}/status",
             "POST /api/v1/listings/{listing_number}/cancel",
             "PATCH /api/v1/listings/{listing_number}/sections/{section}",
+            "POST /api/v1/media/upload",
+            "GET /api/v1/progress/{operation_id}",
             "GET /api/v1/scheduling/availability",
             "GET /api/v1/users",
             "GET /api/v1/webhooks/events",
@@ -198,6 +200,16 @@ pub static ENTRIES: [&Entry; 9] = [
             "POST /api/v1/agency/sandbox/seed",
             "GET /api/v1/agency/changelog",
         ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_listing_media",
+        date: "2026-11-21",
+        change_type: ChangeType::Added,
+        title: "Uploads against a listing, and media in the listing read",
+        description: "POST /api/v1/listings/{listing_number}/media uploads with the listing in the path; the listing read lists each media item with its six variants and signed download URLs; media.upload.completed is emitted.",
+        routes: &["POST /api/v1/listings/{listing_number}/media"],
         migration: None,
         removal_date: None,
     },

@@ -476,23 +476,78 @@ impl Media<'_> {
         Ok(self.with_variants(vec![row]).await?.remove(0))
     }
 
+    /// Attaches every item's variants, read in one query.
     async fn with_variants(&self, rows: Vec<ItemRow>) -> Result<Vec<MediaItem>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            media_id: MediaId,
+            #[sqlx(flatten)]
+            variant: Variant,
+        }
         let mut items = rows
             .into_iter()
             .map(MediaItem::try_from)
             .collect::<Result<Vec<_>>>()?;
-        for item in &mut items {
-            item.variants = on_pool!(self.store.db(), pool => {
+        if items.is_empty() {
+            return Ok(items);
+        }
+        let ids: Vec<String> = items.iter().map(|item| item.id.to_string()).collect();
+        let ids = serde_json::to_string(&ids).unwrap_or_default();
+        // The ids go in as one JSON array; both backends expand it in SQL.
+        let rows: Vec<Row> = match self.store.db() {
+            crate::Database::Sqlite(sqlite) => {
                 sqlx::query_as(
-                    "select name, object_key, format, width, height, size_bytes from media_variants
-                     where media_id = $1 order by name",
+                    "select media_id, name, object_key, format, width, height, size_bytes
+                     from media_variants where media_id in (select value from json_each($1))
+                     order by media_id, name",
                 )
-                .bind(&item.id)
+                .bind(&ids)
+                .fetch_all(sqlite.pool())
+                .await?
+            }
+            crate::Database::Postgres(pool) => {
+                sqlx::query_as(
+                    "select media_id, name, object_key, format, width, height, size_bytes
+                     from media_variants
+                     where media_id in (select jsonb_array_elements_text($1::jsonb))
+                     order by media_id, name",
+                )
+                .bind(&ids)
                 .fetch_all(pool)
                 .await?
-            });
+            }
+        };
+        for row in rows {
+            if let Some(item) = items.iter_mut().find(|item| item.id == row.media_id) {
+                item.variants.push(row.variant);
+            }
         }
         Ok(items)
+    }
+
+    /// An item by id alone, for a signed download whose signature names the
+    /// item's own tenant (checked by the caller).
+    pub async fn item_by_id(&self, id: &MediaId) -> Result<(Tenant, MediaItem)> {
+        let sql = format!("select agency_id, {ITEM_COLUMNS} from media_items where id = $1");
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            agency_id: crate::ids::AgencyId,
+            #[sqlx(flatten)]
+            item: ItemRow,
+        }
+        let row: Option<Row> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        let row = row.ok_or(StorageError::NotFound("media"))?;
+        let tenant = Tenant::new(
+            row.agency_id,
+            Environment::from_sandbox_flag(row.item.is_sandbox),
+        );
+        let item = self.with_variants(vec![row.item]).await?.remove(0);
+        Ok((tenant, item))
     }
 
     /// Marks an item as being processed (a retry finds it so too).

@@ -449,3 +449,203 @@ backend_tests! {
         expect_error(anonymous, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
     }
 }
+
+/// The listing's media, as its read shows them.
+async fn listing_media(media: &Media, number: &str) -> Vec<Value> {
+    let read = media
+        .ctx
+        .app
+        .get(&format!("/api/v1/listings/{number}"))
+        .header("X-API-Key", &media.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), StatusCode::OK);
+    let read: Value = read.json().await.unwrap();
+    read["media"].as_array().unwrap().clone()
+}
+
+/// Uploads `parts` to the listing and waits for the end of processing.
+async fn upload_and_wait(media: &Media, number: &str, parts: &[Part<'_>]) -> Value {
+    let response = media
+        .upload_to(
+            &format!("/api/v1/listings/{number}/media"),
+            &media.key,
+            &idempotency_key(),
+            multipart(parts),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let events = media
+        .events(&media.local(body["progress_url"].as_str().unwrap()), None)
+        .await;
+    assert_eq!(events.last().unwrap().0, "completed");
+    body
+}
+
+backend_tests! {
+    async fn a_listing_read_shows_media_with_signed_variant_downloads(backend) {
+        let media = Media::new(backend).await;
+        let number = media.ctx.listing().await;
+        upload_and_wait(&media, &number, &[Part::Field("storage_strategy", "hybrid"), Part::File("files", "front.jpg", jpeg(900, 600))]).await;
+        let items = listing_media(&media, &number).await;
+        assert_eq!(items.len(), 1);
+        let item = &items[0];
+        assert_eq!(item["status"], "ready");
+        assert_eq!(item["storage_strategy"], "hybrid");
+        let variants = item["variants"].as_array().unwrap();
+        assert_eq!(variants.len(), 6);
+        let mls = variants.iter().find(|v| v["name"] == "mls").unwrap();
+        let url = mls["url"].as_str().unwrap();
+        let local = media.ctx.app.url(&format!("/api/v1/media/{}", url.split_once("/api/v1/media/").unwrap().1));
+        let download = media.ctx.app.client.get(&local).send().await.unwrap();
+        assert_eq!(download.status(), StatusCode::OK);
+        assert_eq!(download.headers()["content-type"], "image/jpeg");
+        let bytes = download.bytes().await.unwrap();
+        let decoded = image::load_from_memory(&bytes).unwrap();
+        assert_eq!((decoded.width(), decoded.height()), (900, 600));
+        // A changed signature, variant or expiry opens nothing.
+        for tampered in [
+            local.replace("signature=", "signature=x"),
+            local.replace("/variants/mls", "/variants/print"),
+            local.replace("expires=", "expires=9"),
+        ] {
+            let response = media.ctx.app.client.get(&tampered).send().await.unwrap();
+            expect_error(response, StatusCode::NOT_FOUND, "media_not_found").await;
+        }
+    }
+
+    async fn videos_and_pdfs_get_variants_from_a_poster_frame_and_first_page(backend) {
+        let media = Media::new(backend).await;
+        let number = media.ctx.listing().await;
+        let dir = tempfile::tempdir().unwrap();
+        let video = dir.path().join("tour.mp4");
+        let made = std::process::Command::new("ffmpeg")
+            .args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=2:size=320x240:rate=10", "-pix_fmt", "yuv420p"])
+            .arg(&video)
+            .status()
+            .expect("ffmpeg is installed by .ci/run");
+        assert!(made.success());
+        let pdf = minimal_pdf();
+        upload_and_wait(
+            &media,
+            &number,
+            &[
+                Part::File("files", "tour.mp4", std::fs::read(&video).unwrap()),
+                Part::File("files", "brochure.pdf", pdf),
+            ],
+        )
+        .await;
+        let items = listing_media(&media, &number).await;
+        let video_item = items.iter().find(|i| i["detected_type"] == "mp4").unwrap();
+        assert_eq!(video_item["status"], "ready", "{video_item}");
+        assert!((video_item["duration_seconds"].as_f64().unwrap() - 2.0).abs() < 0.2);
+        let print = video_item["variants"].as_array().unwrap().iter().find(|v| v["name"] == "print").unwrap();
+        assert_eq!((print["width"].as_i64(), print["height"].as_i64()), (Some(320), Some(240)));
+        let pdf_item = items.iter().find(|i| i["detected_type"] == "pdf").unwrap();
+        assert_eq!(pdf_item["status"], "ready", "{pdf_item}");
+        assert_eq!(pdf_item["variants"].as_array().unwrap().len(), 6);
+    }
+}
+
+/// A one-page PDF with a filled rectangle, with a correct cross-reference table.
+fn minimal_pdf() -> Vec<u8> {
+    let objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 400 300] /Contents 4 0 R >>".to_owned(),
+        {
+            let stream = "0 0 1 rg 50 50 300 200 re f";
+            format!(
+                "<< /Length {} >>\nstream\n{stream}\nendstream",
+                stream.len()
+            )
+        },
+    ];
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (index, object) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", index + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    pdf.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        pdf.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    pdf.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    pdf
+}
+
+#[tokio::test]
+async fn uploads_to_s3_keep_originals_and_variants_in_the_bucket() {
+    let s3 = tests::s3::S3Server::start().await;
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .with_workers()
+        .media_target(s3.target(Some("agencies")))
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx
+        .app
+        .key(
+            &ctx.agency,
+            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
+        )
+        .await;
+    let media = Media { ctx, key };
+    let number = media.ctx.listing().await;
+    upload_and_wait(
+        &media,
+        &number,
+        &[Part::File("files", "front.jpg", jpeg(640, 480))],
+    )
+    .await;
+    assert!(
+        stored_files(&media.media_dir()).is_empty(),
+        "cloud objects are not in the data directory"
+    );
+    // The server keeps its own metadata files beside the bucket's directory.
+    let in_bucket: Vec<_> = stored_files(&s3.root())
+        .into_iter()
+        .filter(|path| path.to_string_lossy().contains("/media-test/agencies/"))
+        .collect();
+    assert_eq!(
+        in_bucket.len(),
+        7,
+        "the original and six variants: {in_bucket:?}"
+    );
+    let items = listing_media(&media, &number).await;
+    let thumbnail = items[0]["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "thumbnail")
+        .unwrap();
+    let url = thumbnail["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(s3.endpoint()) && url.contains("X-Amz-Signature"),
+        "pre-signed: {url}"
+    );
+    let bytes = tests::app::base_client()
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let decoded = image::load_from_memory(&bytes).unwrap();
+    assert_eq!((decoded.width(), decoded.height()), (150, 150));
+}

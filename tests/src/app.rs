@@ -55,6 +55,7 @@ pub struct TestAppBuilder {
     ops: Option<(String, String)>,
     webhooks: Option<workers::handlers::WebhookDelivery>,
     mail_relay: Option<String>,
+    media_target: Option<storage::objects::ObjectStoreTarget>,
 }
 
 impl TestAppBuilder {
@@ -114,6 +115,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// Keep media in `target` (an S3 bucket, say) instead of the data directory.
+    pub fn media_target(mut self, target: storage::objects::ObjectStoreTarget) -> Self {
+        self.media_target = Some(target);
+        self
+    }
+
     /// E-mail owners through the SMTP relay at `url`.
     pub fn mail_relay(mut self, url: &str) -> Self {
         self.mail_relay = Some(url.to_owned());
@@ -157,8 +164,11 @@ impl TestAppBuilder {
         let platform = WorkerState::connect(store.clone(), &queue, redis_url.as_deref())
             .await
             .expect("connect the job queue");
-        let media_target = storage::objects::ObjectStoreTarget::from_url(None, db.data_dir())
-            .expect("local media directory");
+        let media_target = match self.media_target {
+            Some(target) => target,
+            None => storage::objects::ObjectStoreTarget::from_url(None, db.data_dir())
+                .expect("local media directory"),
+        };
         let platform = platform.with_media(
             workers::media::stores::MediaStores::open(&media_target, db.data_dir())
                 .expect("open the media stores"),
@@ -300,6 +310,7 @@ impl TestApp {
             ops: None,
             webhooks: None,
             mail_relay: None,
+            media_target: None,
         }
     }
 

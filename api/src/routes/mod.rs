@@ -57,6 +57,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
             denied::router().merge(changelog::removed_routes()),
         )
         .merge(media::progress::alias_router())
+        .merge(media::downloads::router())
         .route(
             "/api/openapi.json",
             get(move || {

@@ -6,17 +6,28 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
 use storage::media::StorageStrategy;
-use storage::objects::{LOCAL_MEDIA_DIR, ObjectStoreTarget};
+use storage::objects::{LOCAL_MEDIA_DIR, MediaObjects, ObjectStoreTarget};
 
 /// The two places media objects can live.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct MediaStores {
-    cloud: Arc<dyn ObjectStore>,
+    cloud: MediaObjects,
     local: Arc<dyn ObjectStore>,
     cloud_is_local: bool,
+}
+
+impl std::fmt::Debug for MediaStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaStores")
+            .field("cloud_is_local", &self.cloud_is_local)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MediaStores {
@@ -26,10 +37,11 @@ impl MediaStores {
         std::fs::create_dir_all(&local_dir)?;
         let local: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new_with_prefix(&local_dir)?);
         let cloud_is_local = matches!(target, ObjectStoreTarget::Local(dir) if *dir == local_dir);
-        let cloud = if cloud_is_local {
-            local.clone()
+        let cloud = target.open_media()?;
+        let local = if cloud_is_local {
+            cloud.store().clone()
         } else {
-            target.open()?
+            local
         };
         Ok(Self {
             cloud,
@@ -40,18 +52,19 @@ impl MediaStores {
 
     /// The stores an upload of `strategy` writes to, the one read back first.
     pub fn targets(&self, strategy: StorageStrategy) -> Vec<Arc<dyn ObjectStore>> {
+        let cloud = self.cloud.store().clone();
         match strategy {
-            StorageStrategy::Cloud => vec![self.cloud.clone()],
+            StorageStrategy::Cloud => vec![cloud],
             StorageStrategy::Local => vec![self.local.clone()],
-            StorageStrategy::Hybrid if self.cloud_is_local => vec![self.cloud.clone()],
-            StorageStrategy::Hybrid => vec![self.cloud.clone(), self.local.clone()],
+            StorageStrategy::Hybrid if self.cloud_is_local => vec![cloud],
+            StorageStrategy::Hybrid => vec![cloud, self.local.clone()],
         }
     }
 
     /// Where an item of `strategy` is read from.
     pub fn primary(&self, strategy: StorageStrategy) -> Arc<dyn ObjectStore> {
         if strategy.uses_cloud() {
-            self.cloud.clone()
+            self.cloud.store().clone()
         } else {
             self.local.clone()
         }
@@ -60,6 +73,22 @@ impl MediaStores {
     /// Whether objects of `strategy` are read from local files (served
     /// through the API's signed download route rather than pre-signed URLs).
     pub fn is_local(&self, strategy: StorageStrategy) -> bool {
-        !strategy.uses_cloud() || self.cloud_is_local
+        !strategy.uses_cloud() || self.cloud.is_local()
+    }
+
+    /// A pre-signed download URL of an object kept in S3; `None` when the
+    /// object is read from local files (the API signs its own route then).
+    pub async fn signed_url(
+        &self,
+        strategy: StorageStrategy,
+        key: &str,
+        expires_in: Duration,
+    ) -> Result<Option<url::Url>, object_store::Error> {
+        if self.is_local(strategy) {
+            return Ok(None);
+        }
+        self.cloud
+            .signed_get_url(&ObjectPath::from(key), expires_in)
+            .await
     }
 }

@@ -173,6 +173,8 @@ pub struct ListingDetailOut {
     pub appointment: Option<AppointmentOut>,
     /// The no-fee cancellation window.
     pub cancellation: CancellationOut,
+    /// Uploaded photos, videos and documents with their variants.
+    pub media: Vec<crate::routes::media::downloads::MediaOut>,
 }
 
 fn assigned_users(detail: &ListingDetail) -> Vec<AssignedUserOut> {
@@ -231,6 +233,13 @@ pub async fn read_listing(
         .detail(&principal.tenant(), &listing_number)
         .await?;
     let listing = &detail.listing;
+    let tenant = principal.tenant();
+    let items = state
+        .store()
+        .media()
+        .listing_items(&tenant, &listing.id)
+        .await?;
+    let media = crate::routes::media::downloads::media_out(&state, &tenant, items).await?;
     let out = ListingDetailOut {
         listing: ListingOut::new(listing, state.urls()),
         assigned_users: assigned_users(&detail),
@@ -254,6 +263,7 @@ pub async fn read_listing(
         cancellation: CancellationOut {
             no_fee_cutoff: detail.no_fee_cutoff.map(Timestamp::to_rfc3339),
         },
+        media,
     };
     Ok(Json(out))
 }

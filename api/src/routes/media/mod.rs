@@ -2,6 +2,7 @@
 //! server-sent events, and signed downloads of stored variants.
 
 pub mod caller;
+pub mod downloads;
 pub mod progress;
 pub mod upload;
 
