@@ -136,6 +136,14 @@ pub static UPLOAD_MEDIA: Endpoint = Endpoint {
     key_limit: 20,
 };
 
+/// `POST /media/archive` and `GET /media/archive/{operation_id}`.
+pub static ARCHIVE_MEDIA: Endpoint = Endpoint {
+    name: "archive_media",
+    scope: Scope::MediaWrite,
+    agency_budgets: &[&UPLOADS],
+    key_limit: 60,
+};
+
 /// `GET /progress/{operation_id}`: progress streams of media operations.
 pub static READ_PROGRESS: Endpoint = Endpoint {
     name: "read_progress",
@@ -305,8 +313,9 @@ pub const REPLAYS_PER_ENDPOINT: u32 = 10;
 pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
 
 /// Every endpoint with a per-key budget, for validating overrides.
-pub static ALL: [&Endpoint; 28] = [
+pub static ALL: [&Endpoint; 29] = [
     &UPLOAD_MEDIA,
+    &ARCHIVE_MEDIA,
     &READ_PROGRESS,
     &SEED_SANDBOX,
     &READ_USERS_LIST,

@@ -153,12 +153,31 @@ impl Job for ProcessMedia {
     const DEFAULT_CONCURRENCY: usize = 2;
 }
 
+/// Pack the originals of an archive operation's media into a ZIP in the
+/// object store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildArchive {
+    /// The archive operation (`op_…`).
+    pub operation_id: String,
+    /// The agency (`agc_…`).
+    pub agency_id: String,
+    /// Whether it is sandbox media.
+    pub is_sandbox: bool,
+}
+
+impl Job for BuildArchive {
+    const KIND: &'static str = "media_archive";
+    const MAX_ATTEMPTS: usize = 3;
+    const DEFAULT_CONCURRENCY: usize = 2;
+}
+
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 6] = [
+pub const QUEUES: [&str; 7] = [
     DispatchEvents::KIND,
     DeliverWebhook::KIND,
     SendNotification::KIND,
     ProcessMedia::KIND,
+    BuildArchive::KIND,
     SeedSandbox::KIND,
     Probe::KIND,
 ];
@@ -170,6 +189,7 @@ pub fn default_concurrency(queue: &str) -> usize {
         DispatchEvents::KIND => DispatchEvents::DEFAULT_CONCURRENCY,
         SeedSandbox::KIND => SeedSandbox::DEFAULT_CONCURRENCY,
         ProcessMedia::KIND => ProcessMedia::DEFAULT_CONCURRENCY,
+        BuildArchive::KIND => BuildArchive::DEFAULT_CONCURRENCY,
         _ => Probe::DEFAULT_CONCURRENCY,
     }
 }

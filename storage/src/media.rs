@@ -344,6 +344,8 @@ pub struct MediaOperation {
     pub archive_name: Option<String>,
     /// For a finished archive: its object.
     pub archive_key: Option<String>,
+    /// For a finished archive: its size.
+    pub archive_size_bytes: Option<i64>,
     /// When it started.
     pub created_at: Timestamp,
 }
@@ -355,6 +357,7 @@ type OperationRow = (
     String,
     Option<String>,
     Option<String>,
+    Option<i64>,
     Timestamp,
 );
 
@@ -768,12 +771,121 @@ impl Media<'_> {
         }))
     }
 
+    /// Records an archive of the tenant's `media` (every id must be one of
+    /// the tenant's items; the first that is not comes back as `NotFound`).
+    pub async fn create_archive(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+        archive_name: &str,
+        media: &[MediaId],
+    ) -> Result<()> {
+        for id in media {
+            self.item(tenant, id).await?;
+        }
+        let now = self.store.clock().now();
+        let ids = serde_json::to_string(media).unwrap_or_default();
+        in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "insert into media_operations (id, agency_id, is_sandbox, kind, status, archive_name,
+                     archive_media, created_at)
+                 values ($1, $2, $3, 'archive', 'processing', $4, $5, $6)",
+            )
+            .bind(operation_id)
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(archive_name)
+            .bind(&ids)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The items an archive packs, in the order asked.
+    pub async fn archive_items(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+    ) -> Result<Vec<MediaItem>> {
+        let ids: Option<Option<String>> = on_pool!(self.store.db(), pool => {
+            sqlx::query_scalar(
+                "select archive_media from media_operations
+                 where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'archive'",
+            )
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(operation_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        let ids: Vec<MediaId> = ids
+            .ok_or(StorageError::NotFound("operation"))?
+            .and_then(|text| serde_json::from_str::<Vec<String>>(&text).ok())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|id| MediaId::parse(id))
+            .collect();
+        let mut items = Vec::with_capacity(ids.len());
+        for id in &ids {
+            items.push(self.item(tenant, id).await?);
+        }
+        Ok(items)
+    }
+
+    /// Marks an archive written (its object and size) or failed.
+    pub async fn finish_archive(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+        written: Option<(&str, i64)>,
+    ) -> Result<()> {
+        let now = self.store.clock().now();
+        let (status, key, size) = match written {
+            Some((key, size)) => ("completed", Some(key), Some(size)),
+            None => ("failed", None, None),
+        };
+        crate::db::write_on_pool!(self.store.db(), pool => {
+            sqlx::query(
+                "update media_operations set status = $4, archive_key = $5, archive_size_bytes = $6,
+                     completed_at = $7
+                 where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'archive'",
+            )
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(operation_id)
+            .bind(status)
+            .bind(key)
+            .bind(size)
+            .bind(now)
+            .execute(&mut *pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// An operation by id alone, with its tenant, for a signed download
+    /// whose signature names that tenant (checked by the caller).
+    pub async fn operation_by_id(&self, id: &OperationId) -> Result<(Tenant, MediaOperation)> {
+        let owner: Option<(crate::ids::AgencyId, bool)> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as("select agency_id, is_sandbox from media_operations where id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        let (agency, is_sandbox) = owner.ok_or(StorageError::NotFound("operation"))?;
+        let tenant = Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox));
+        let operation = self.operation(&tenant, id).await?;
+        Ok((tenant, operation))
+    }
+
     /// One of the tenant's operations.
     pub async fn operation(&self, tenant: &Tenant, id: &OperationId) -> Result<MediaOperation> {
         let row: Option<OperationRow> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(
-                "select id, kind, status, archive_name, archive_key, created_at from media_operations
-                 where agency_id = $1 and is_sandbox = $2 and id = $3",
+                "select id, kind, status, archive_name, archive_key, archive_size_bytes, created_at
+                 from media_operations where agency_id = $1 and is_sandbox = $2 and id = $3",
             )
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())
@@ -781,7 +893,7 @@ impl Media<'_> {
             .fetch_optional(pool)
             .await?
         });
-        let (id, kind, status, archive_name, archive_key, created_at) =
+        let (id, kind, status, archive_name, archive_key, archive_size_bytes, created_at) =
             row.ok_or(StorageError::NotFound("operation"))?;
         Ok(MediaOperation {
             id,
@@ -789,6 +901,7 @@ impl Media<'_> {
             status,
             archive_name,
             archive_key,
+            archive_size_bytes,
             created_at,
         })
     }

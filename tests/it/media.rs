@@ -649,3 +649,128 @@ async fn uploads_to_s3_keep_originals_and_variants_in_the_bucket() {
     let decoded = image::load_from_memory(&bytes).unwrap();
     assert_eq!((decoded.width(), decoded.height()), (150, 150));
 }
+
+backend_tests! {
+    async fn an_archive_zips_the_originals_and_is_downloadable_when_written(backend) {
+        let media = Media::new(backend).await;
+        let front = jpeg(320, 240);
+        let pdf = minimal_pdf();
+        let response = media
+            .upload(&[
+                Part::File("files", "front.jpg", front.clone()),
+                Part::File("files", "front.jpg", jpeg(64, 64)),
+                Part::File("files", "brochure.pdf", pdf.clone()),
+            ])
+            .await;
+        let uploaded: Value = response.json().await.unwrap();
+        let ids: Vec<Value> = uploaded["files"].as_array().unwrap().iter().map(|f| f["media_id"].clone()).collect();
+        let archive = |body: Value| {
+            media
+                .ctx
+                .app
+                .client
+                .post(media.ctx.app.url("/api/v1/media/archive"))
+                .header("X-API-Key", &media.key)
+                .header("X-Idempotency-Key", idempotency_key())
+                .json(&body)
+                .send()
+        };
+        let queued = archive(serde_json::json!({"file_ids": ids, "archive_name": "Elm Street photos"})).await.unwrap();
+        assert_eq!(queued.status(), StatusCode::ACCEPTED);
+        let queued: Value = queued.json().await.unwrap();
+        assert_eq!(queued["status"], "processing");
+        let events = media.events(&media.local(queued["progress_url"].as_str().unwrap()), None).await;
+        assert_eq!(events.last().unwrap().0, "completed", "{events:?}");
+        let operation_id = queued["operation_id"].as_str().unwrap();
+        let read = media
+            .ctx
+            .app
+            .get(&format!("/api/v1/media/archive/{operation_id}"))
+            .header("X-API-Key", &media.key)
+            .send()
+            .await
+            .unwrap();
+        let read: Value = read.json().await.unwrap();
+        assert_eq!(read["status"], "completed");
+        let url = read["download_url"].as_str().unwrap();
+        let local = media.ctx.app.url(&format!("/api/v1/media/{}", url.split_once("/api/v1/media/").unwrap().1));
+        let download = media.ctx.app.client.get(&local).send().await.unwrap();
+        assert_eq!(download.status(), StatusCode::OK);
+        assert_eq!(download.headers()["content-type"], "application/zip");
+        let bytes = download.bytes().await.unwrap();
+        assert_eq!(read["size_bytes"].as_u64().unwrap() as usize, bytes.len());
+        let mut zip = zip::ZipArchive::new(Cursor::new(bytes.to_vec())).unwrap();
+        let names: Vec<String> = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().unwrap().to_string()).collect();
+        assert_eq!(names, ["front.jpg", "front (2).jpg", "brochure.pdf"]);
+        let mut first = Vec::new();
+        std::io::Read::read_to_end(&mut zip.by_name("front.jpg").unwrap(), &mut first).unwrap();
+        assert_eq!(first, front);
+        let mut document = Vec::new();
+        std::io::Read::read_to_end(&mut zip.by_name("brochure.pdf").unwrap(), &mut document).unwrap();
+        assert_eq!(document, pdf);
+        let tampered = local.replace("signature=", "signature=x");
+        expect_error(media.ctx.app.client.get(&tampered).send().await.unwrap(), StatusCode::NOT_FOUND, "operation_not_found").await;
+
+        // Refusals name the field; another agency's media is not the caller's.
+        let other = media.ctx.app.agency().await;
+        let other_key = media.ctx.app.key(&other, &[Scope::MediaWrite]).await;
+        let foreign = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/archive"))
+            .header("X-API-Key", &other_key)
+            .header("X-Idempotency-Key", idempotency_key())
+            .json(&serde_json::json!({"file_ids": [ids[0]], "archive_name": "x"}))
+            .send()
+            .await
+            .unwrap();
+        let body = expect_error(foreign, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+        assert!(body["error"]["details"]["fields"]["file_ids[0]"].is_string());
+        let unreadable = media.ctx.app.get(&format!("/api/v1/media/archive/{operation_id}")).header("X-API-Key", &other_key).send().await.unwrap();
+        expect_error(unreadable, StatusCode::NOT_FOUND, "operation_not_found").await;
+        for (body, field) in [
+            (serde_json::json!({"file_ids": [], "archive_name": "x"}), "file_ids"),
+            (serde_json::json!({"file_ids": [ids[0]], "archive_name": "../etc"}), "archive_name"),
+            (serde_json::json!({"file_ids": ["med_nope"], "archive_name": "x"}), "file_ids[0]"),
+        ] {
+            let body = expect_error(archive(body).await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+            assert!(body["error"]["details"]["fields"][field].is_string(), "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_session_uploads_with_its_csrf_token() {
+    let media = Media::new(tests::Backend::Sqlite).await;
+    let email = crate::sessions::owner_login(&media.ctx.app, &media.ctx.agency).await;
+    let signed = crate::sessions::sign_in(&media.ctx.app, &email).await;
+    let body = multipart(&[Part::File("files", "front.jpg", jpeg(64, 64))]);
+    let request = || {
+        media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/upload"))
+            .header(
+                "Content-Type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(body.clone())
+    };
+    let without_token = signed.cookie_only(request()).send().await.unwrap();
+    expect_error(without_token, StatusCode::FORBIDDEN, "auth.csrf_failed").await;
+    assert!(stored_files(&media.media_dir()).is_empty());
+    let response = signed.send(request()).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().contains_key("x-rate-limit-limit"));
+    let uploaded: Value = response.json().await.unwrap();
+    assert_eq!(uploaded["files"][0]["detected_type"], "jpeg");
+    let events = media
+        .events(
+            &media.local(uploaded["progress_url"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(events.last().unwrap().0, "completed");
+}

@@ -16,12 +16,14 @@ use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
 use jobs::kinds::{
-    DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox, SendNotification,
+    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
+    SendNotification,
 };
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
 use crate::handlers::WorkerState;
+use crate::handlers::archive::build_archive;
 use crate::handlers::deliver::deliver_webhook;
 use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
@@ -198,6 +200,7 @@ pub async fn run(
             SendNotification::KIND => consume!(SendNotification, send_notification),
             SeedSandbox::KIND => consume!(SeedSandbox, seed_sandbox),
             ProcessMedia::KIND => consume!(ProcessMedia, process_media),
+            BuildArchive::KIND => consume!(BuildArchive, build_archive),
             Probe::KIND => consume!(Probe, run_probe),
             other => anyhow::bail!("no handler for queue {other}"),
         };

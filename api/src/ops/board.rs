@@ -6,7 +6,8 @@ use apalis_board::axum::sse::TracingBroadcaster;
 use apalis_board::axum::ui::ServeUI;
 use axum::{Extension, Router};
 use jobs::kinds::{
-    DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox, SendNotification,
+    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
+    SendNotification,
 };
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
@@ -35,6 +36,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 ProcessMedia::KIND,
                 JobQueue::sqlite_storage::<ProcessMedia>(pool),
             )
+            .register(
+                BuildArchive::KIND,
+                JobQueue::sqlite_storage::<BuildArchive>(pool),
+            )
             .register(Probe::KIND, JobQueue::sqlite_storage::<Probe>(pool))
             .build(),
         QueueBackend::Redis(connection) => ApiBuilder::new(Router::new())
@@ -57,6 +62,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
             .register(
                 ProcessMedia::KIND,
                 JobQueue::redis_storage::<ProcessMedia>(connection),
+            )
+            .register(
+                BuildArchive::KIND,
+                JobQueue::redis_storage::<BuildArchive>(connection),
             )
             .register(Probe::KIND, JobQueue::redis_storage::<Probe>(connection))
             .build(),

@@ -58,6 +58,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         )
         .merge(media::progress::alias_router())
         .merge(media::downloads::router())
+        .merge(media::archive::download_router())
         .route(
             "/api/openapi.json",
             get(move || {

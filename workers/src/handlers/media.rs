@@ -43,7 +43,7 @@ impl From<object_store::Error> for JobError {
 }
 
 /// Publishes one progress state of the operation, with its snapshot.
-async fn publish(
+pub(crate) async fn publish(
     state: &WorkerState,
     tenant: &Tenant,
     operation: &OperationId,

@@ -1,5 +1,6 @@
 //! The job handlers, one module per kind, and what they share.
 
+pub mod archive;
 pub mod deliver;
 pub mod dispatch;
 pub mod maintenance;

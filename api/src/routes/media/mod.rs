@@ -1,6 +1,7 @@
 //! Media: uploads (streamed to the object store), their progress as
 //! server-sent events, and signed downloads of stored variants.
 
+pub mod archive;
 pub mod caller;
 pub mod downloads;
 pub mod progress;
@@ -31,4 +32,5 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
             upload_to_listing.layer(DefaultBodyLimit::disable()),
         ))
         .merge(progress::router(state))
+        .merge(archive::router(state))
 }

@@ -1,0 +1,4 @@
+-- The media items an archive operation packs, in order (a JSON array of ids),
+-- and the storage strategy its ZIP is written with.
+alter table media_operations add column archive_media text;
+alter table media_operations add column archive_size_bytes integer;

@@ -1,0 +1,215 @@
+//! `media_archive`: packs the originals of an archive operation's media into
+//! one ZIP and writes it to the object store. The ZIP is built in a scratch
+//! file (one original in memory at a time, at most 50 MB) and streamed to the
+//! store in parts, so an archive of any size never sits in memory. Images and
+//! videos are stored as they are (already compressed); PDFs are deflated.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
+use jobs::Job;
+use jobs::kinds::BuildArchive;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, WriteMultipart};
+use serde_json::json;
+use storage::ids::{AgencyId, OperationId};
+use storage::media::{MediaType, StorageStrategy};
+use storage::{Environment, Tenant};
+use tokio::io::AsyncReadExt;
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipWriter};
+
+use super::media::publish;
+use super::{JobError, WorkerState, begin, observe, settle};
+
+/// Bytes read from the scratch file per store write.
+const UPLOAD_CHUNK: usize = 5 * 1024 * 1024;
+
+/// Runs one archive.
+pub async fn build_archive(
+    job: BuildArchive,
+    state: Data<WorkerState>,
+    task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let attempt = begin::<BuildArchive>(&state, &task_id, &attempt).await?;
+    let started = Instant::now();
+    let result = run(&job, &state, attempt).await;
+    observe(BuildArchive::KIND, started, &result);
+    settle::<BuildArchive>(attempt, result)
+}
+
+/// The object key of an archive.
+pub fn archive_key(tenant: &Tenant, operation: &OperationId, name: &str) -> String {
+    format!(
+        "{}/{}/archives/{operation}/{name}.zip",
+        tenant.agency_id,
+        tenant.environment.as_str()
+    )
+}
+
+/// A scratch file removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A name for `filename` not yet used in the archive (`photo (2).jpg`).
+fn unique_name(filename: &str, used: &mut HashSet<String>) -> String {
+    let clean: String = filename
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '\\' | '\0') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let (stem, extension) = match clean.rsplit_once('.') {
+        Some((stem, extension)) if !stem.is_empty() => (stem.to_owned(), format!(".{extension}")),
+        _ => (clean.clone(), String::new()),
+    };
+    let mut candidate = clean;
+    let mut counter = 2;
+    while !used.insert(candidate.clone()) {
+        candidate = format!("{stem} ({counter}){extension}");
+        counter += 1;
+    }
+    candidate
+}
+
+async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+    let agency = AgencyId::parse(&job.agency_id)
+        .ok_or_else(|| JobError("archive job for a malformed agency id".to_owned()))?;
+    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
+    let operation = OperationId::parse(&job.operation_id)
+        .ok_or_else(|| JobError("archive job with a malformed operation id".to_owned()))?;
+    let stores = state
+        .media
+        .as_ref()
+        .ok_or_else(|| JobError("no object store is configured".to_owned()))?;
+    let record = state.store.media().operation(&tenant, &operation).await?;
+    if record.status != "processing" {
+        return Ok(());
+    }
+    let name = record.archive_name.unwrap_or_else(|| "archive".to_owned());
+    let items = state
+        .store
+        .media()
+        .archive_items(&tenant, &operation)
+        .await?;
+    publish(state, &tenant, &operation, "processing", json!({})).await?;
+    let scratch = Scratch(std::env::temp_dir().join(format!("listing-api-{operation}.zip")));
+    let file = std::fs::File::create(&scratch.0)
+        .map_err(|err| JobError(format!("scratch file: {err}")))?;
+    let mut writer = ZipWriter::new(file);
+    let mut used = HashSet::new();
+    for item in &items {
+        let original = stores
+            .primary(item.storage_strategy)
+            .get(&ObjectPath::from(item.object_key.as_str()))
+            .await?
+            .bytes()
+            .await?;
+        let entry = unique_name(&item.filename, &mut used);
+        let method = if item.media_type == MediaType::Pdf {
+            CompressionMethod::Deflated
+        } else {
+            CompressionMethod::Stored
+        };
+        writer = tokio::task::spawn_blocking(move || {
+            let options = SimpleFileOptions::default()
+                .compression_method(method)
+                .large_file(original.len() > u32::MAX as usize / 2);
+            writer.start_file(entry, options)?;
+            writer.write_all(&original)?;
+            Ok::<_, zip::result::ZipError>(writer)
+        })
+        .await
+        .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
+        .map_err(|err| JobError(format!("archive entry: {err}")))?;
+        publish(
+            state,
+            &tenant,
+            &operation,
+            "file_done",
+            json!({"media_id": item.id}),
+        )
+        .await?;
+    }
+    tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
+        .map_err(|err| JobError(format!("archive: {err}")))?;
+    let key = archive_key(&tenant, &operation, &name);
+    let size = upload(stores.targets(StorageStrategy::Cloud), &scratch.0, &key).await?;
+    state
+        .store
+        .media()
+        .finish_archive(&tenant, &operation, Some((&key, size)))
+        .await?;
+    tracing::info!(operation_id = %operation, files = items.len(), size, attempt, "archive written");
+    publish(
+        state,
+        &tenant,
+        &operation,
+        "completed",
+        json!({"size_bytes": size}),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Streams the finished ZIP to the store(s) in parts; returns its size.
+async fn upload(
+    stores: Vec<std::sync::Arc<dyn object_store::ObjectStore>>,
+    path: &std::path::Path,
+    key: &str,
+) -> Result<i64, JobError> {
+    let mut size = 0;
+    for store in stores {
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|err| JobError(format!("scratch file: {err}")))?;
+        let mut writer = WriteMultipart::new(store.put_multipart(&ObjectPath::from(key)).await?);
+        let mut buffer = vec![0u8; UPLOAD_CHUNK];
+        size = 0;
+        loop {
+            let read = file
+                .read(&mut buffer)
+                .await
+                .map_err(|err| JobError(format!("scratch file: {err}")))?;
+            if read == 0 {
+                break;
+            }
+            size += read as i64;
+            writer.wait_for_capacity(2).await?;
+            writer.write(&buffer[..read]);
+        }
+        writer.finish().await?;
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_are_unique_and_path_free() {
+        let mut used = HashSet::new();
+        assert_eq!(unique_name("front.jpg", &mut used), "front.jpg");
+        assert_eq!(unique_name("front.jpg", &mut used), "front (2).jpg");
+        assert_eq!(unique_name("front.jpg", &mut used), "front (3).jpg");
+        assert_eq!(unique_name("../etc/passwd", &mut used), ".._etc_passwd");
+        assert_eq!(unique_name("README", &mut used), "README");
+        assert_eq!(unique_name("README", &mut used), "README (2)");
+    }
+}
