@@ -31,6 +31,7 @@ struct Inner {
     rate_limiter: RateLimiter,
     key_cache: KeyCache,
     revocation_redis_url: Option<String>,
+    upload_limits: crate::routes::media::upload::UploadLimits,
 }
 
 impl AppState {
@@ -46,6 +47,7 @@ impl AppState {
                 rate_limiter,
                 key_cache: KeyCache::default(),
                 revocation_redis_url: None,
+                upload_limits: Default::default(),
             }),
         }
     }
@@ -57,6 +59,23 @@ impl AppState {
             inner.revocation_redis_url = Some(url);
         }
         self
+    }
+
+    /// Uploads under `limits` instead of the specification's (tests).
+    /// Call it before the state is shared; a shared state is left unchanged.
+    pub fn with_upload_limits(
+        mut self,
+        limits: crate::routes::media::upload::UploadLimits,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.upload_limits = limits;
+        }
+        self
+    }
+
+    /// The upload limits.
+    pub fn upload_limits(&self) -> crate::routes::media::upload::UploadLimits {
+        self.inner.upload_limits
     }
 
     /// The Redis revocations are announced on, if any.

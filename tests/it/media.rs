@@ -8,6 +8,7 @@ use std::io::Cursor;
 use std::path::Path;
 use std::time::Duration;
 
+use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::Value;
 use storage::api_keys::Scope;
@@ -773,4 +774,97 @@ async fn a_session_uploads_with_its_csrf_token() {
         )
         .await;
     assert_eq!(events.last().unwrap().0, "completed");
+}
+
+#[tokio::test]
+async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
+    let limits = api::routes::media::upload::UploadLimits {
+        max_files: 3,
+        max_file_bytes: 1024 * 1024,
+        max_request_bytes: 2 * 1024 * 1024 + 512 * 1024,
+        timeout: Duration::from_secs(2),
+    };
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .upload_limits(limits)
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
+    let media = Media { ctx, key };
+    let file = |bytes: usize| {
+        let mut content = jpeg(16, 16);
+        content.resize(bytes, 7);
+        content
+    };
+    let cases = [
+        (
+            multipart(
+                &(0..4)
+                    .map(|_| Part::File("files", "a.jpg", file(1000)))
+                    .collect::<Vec<_>>(),
+            ),
+            StatusCode::BAD_REQUEST,
+            "upload.too_many_files",
+        ),
+        (
+            multipart(&[
+                Part::File("files", "a.jpg", file(1000)),
+                Part::File("files", "big.jpg", file(1024 * 1024 + 1)),
+            ]),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "upload.file_too_large",
+        ),
+        (
+            multipart(
+                &(0..3)
+                    .map(|_| Part::File("files", "a.jpg", file(1024 * 1024)))
+                    .collect::<Vec<_>>(),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "upload.request_too_large",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let response = media
+            .upload_to("/api/v1/media/upload", &media.key, &idempotency_key(), body)
+            .await;
+        expect_error(response, status, code).await;
+        assert!(
+            stored_files(&media.media_dir()).is_empty(),
+            "{code} left objects behind"
+        );
+    }
+    // A body that stalls past the timeout, after one whole file arrived.
+    let complete = multipart(&[
+        Part::File("files", "a.jpg", file(2000)),
+        Part::File("files", "b.jpg", file(2000)),
+    ]);
+    let (first, rest) = complete.split_at(2500);
+    let (first, rest) = (first.to_vec(), rest.to_vec());
+    let chunks = futures::stream::iter(vec![first, rest]).then(|chunk| async move {
+        if chunk.len() < 2500 {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        Ok::<_, std::io::Error>(chunk)
+    });
+    let stalled = media
+        .ctx
+        .app
+        .client
+        .post(media.ctx.app.url("/api/v1/media/upload"))
+        .header("X-API-Key", &media.key)
+        .header("X-Idempotency-Key", idempotency_key())
+        .header(
+            "Content-Type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    expect_error(stalled, StatusCode::REQUEST_TIMEOUT, "upload.timeout").await;
+    assert!(
+        stored_files(&media.media_dir()).is_empty(),
+        "the timed-out upload's first file was removed"
+    );
 }

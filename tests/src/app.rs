@@ -56,6 +56,7 @@ pub struct TestAppBuilder {
     webhooks: Option<workers::handlers::WebhookDelivery>,
     mail_relay: Option<String>,
     media_target: Option<storage::objects::ObjectStoreTarget>,
+    upload_limits: Option<api::routes::media::upload::UploadLimits>,
 }
 
 impl TestAppBuilder {
@@ -112,6 +113,12 @@ impl TestAppBuilder {
     /// Deliver webhooks with these settings (default: production's strict policy).
     pub fn webhooks(mut self, webhooks: workers::handlers::WebhookDelivery) -> Self {
         self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Uploads under `limits` instead of the specification's.
+    pub fn upload_limits(mut self, limits: api::routes::media::upload::UploadLimits) -> Self {
+        self.upload_limits = Some(limits);
         self
     }
 
@@ -183,6 +190,9 @@ impl TestAppBuilder {
         let mut state = AppState::new(platform.clone(), urls, rate_limiter);
         if let Some(url) = &redis_url {
             state = state.with_revocation_channel(url.clone());
+        }
+        if let Some(limits) = self.upload_limits {
+            state = state.with_upload_limits(limits);
         }
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
@@ -311,6 +321,7 @@ impl TestApp {
             webhooks: None,
             mail_relay: None,
             media_target: None,
+            upload_limits: None,
         }
     }
 

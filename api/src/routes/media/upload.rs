@@ -33,14 +33,38 @@ use crate::extract::ApiPath;
 use crate::multipart::{BodyFingerprint, PartsFingerprint};
 use crate::state::AppState;
 
-/// Most files one request carries.
-pub const MAX_FILES: usize = 200;
-/// Largest file.
-pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
-/// Largest request (all parts together).
-pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024 * 1024;
-/// How long a request may take to arrive.
-pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// The specification's upload limits; tests lower them to exercise each one
+/// without gigabytes of traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Most files one request carries (200).
+    pub max_files: usize,
+    /// Largest file (50 MB).
+    pub max_file_bytes: u64,
+    /// Largest request, all parts together (1 GB).
+    pub max_request_bytes: u64,
+    /// How long a request may take to arrive (60 seconds).
+    pub timeout: Duration,
+}
+
+impl Default for UploadLimits {
+    fn default() -> Self {
+        Self {
+            max_files: 200,
+            max_file_bytes: 50 * 1024 * 1024,
+            max_request_bytes: 1024 * 1024 * 1024,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+fn megabytes(bytes: u64) -> String {
+    if bytes >= 1024 * 1024 * 1024 {
+        format!("{} GB", bytes / (1024 * 1024 * 1024))
+    } else {
+        format!("{} MB", bytes / (1024 * 1024))
+    }
+}
 /// Longest value of a non-file field.
 const MAX_FIELD_BYTES: usize = 1024;
 /// Parts the object store uploads at once per file.
@@ -117,6 +141,7 @@ struct Fields {
 
 /// An upload in progress: what is stored so far, so a refusal can remove it.
 struct Receiving {
+    limits: UploadLimits,
     stores: Vec<Arc<dyn ObjectStore>>,
     stored: Vec<NewMediaItem>,
     total: u64,
@@ -196,11 +221,12 @@ async fn receive_file(
         .map(str::to_owned)
         .filter(|name| !name.trim().is_empty())
         .unwrap_or_else(|| format!("file-{}", receiving.stored.len() + 1));
-    if receiving.stored.len() == MAX_FILES {
+    let limits = receiving.limits;
+    if receiving.stored.len() == limits.max_files {
         return Err(refused(
             StatusCode::BAD_REQUEST,
             "upload.too_many_files",
-            format!("A request carries at most {MAX_FILES} files."),
+            format!("A request carries at most {} files.", limits.max_files),
         ));
     }
     let id = MediaId::generate();
@@ -214,18 +240,24 @@ async fn receive_file(
         while let Some(chunk) = field.chunk().await.map_err(malformed)? {
             size += chunk.len() as u64;
             receiving.total += chunk.len() as u64;
-            if size > MAX_FILE_BYTES {
+            if size > limits.max_file_bytes {
                 return Err(refused(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "upload.file_too_large",
-                    format!("{filename} is larger than 50 MB."),
+                    format!(
+                        "{filename} is larger than {}.",
+                        megabytes(limits.max_file_bytes)
+                    ),
                 ));
             }
-            if receiving.total > MAX_REQUEST_BYTES {
+            if receiving.total > limits.max_request_bytes {
                 return Err(refused(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "upload.request_too_large",
-                    "The request is larger than 1 GB.",
+                    format!(
+                        "The request is larger than {}.",
+                        megabytes(limits.max_request_bytes)
+                    ),
                 ));
             }
             hasher.update(&chunk);
@@ -405,7 +437,9 @@ async fn accept_upload(
     multipart: Multipart,
 ) -> Response {
     let tenant = &caller.tenant;
+    let limits = state.upload_limits();
     let mut receiving = Receiving {
+        limits,
         stores: Vec::new(),
         stored: Vec::new(),
         total: 0,
@@ -415,7 +449,7 @@ async fn accept_upload(
     // Limits hold even if the request is dropped midway: objects of an
     // unfinished request are removed by the guard below.
     let received = tokio::time::timeout(
-        UPLOAD_TIMEOUT,
+        limits.timeout,
         receive(state, tenant, multipart, &mut receiving),
     )
     .await
@@ -423,7 +457,10 @@ async fn accept_upload(
         Err(refused(
             StatusCode::REQUEST_TIMEOUT,
             "upload.timeout",
-            "The upload took longer than 60 seconds.",
+            format!(
+                "The upload took longer than {} seconds.",
+                limits.timeout.as_secs()
+            ),
         ))
     });
     let outcome = match received {
