@@ -361,6 +361,17 @@ type OperationRow = (
     Timestamp,
 );
 
+/// An item waiting for its processing job.
+#[derive(Clone, Debug)]
+pub struct QueuedItem {
+    /// The item.
+    pub media_id: MediaId,
+    /// Its upload.
+    pub operation_id: OperationId,
+    /// Whose it is.
+    pub tenant: Tenant,
+}
+
 /// Media repository; see [`Store::media`].
 pub struct Media<'a> {
     pub(crate) store: &'a Store,
@@ -551,6 +562,29 @@ impl Media<'_> {
         );
         let item = self.with_variants(vec![row.item]).await?.remove(0);
         Ok((tenant, item))
+    }
+
+    /// Items of any tenant still queued since before `before` (their job
+    /// was never pushed, or lost), oldest first.
+    pub async fn queued_before(&self, before: Timestamp, limit: u32) -> Result<Vec<QueuedItem>> {
+        let rows: Vec<(MediaId, OperationId, crate::ids::AgencyId, bool)> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(
+                "select id, operation_id, agency_id, is_sandbox from media_items
+                 where status = 'queued' and created_at < $1 order by created_at limit $2",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(media_id, operation_id, agency, is_sandbox)| QueuedItem {
+                media_id,
+                operation_id,
+                tenant: Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox)),
+            })
+            .collect())
     }
 
     /// Marks an item as being processed (a retry finds it so too).

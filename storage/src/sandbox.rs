@@ -167,10 +167,12 @@ impl Sandbox<'_> {
                             .await?;
                         }
                         // Uploaded media stay the developer's, no longer on the fixture.
-                        sqlx::query("update media_items set listing_id = null where listing_id = $1")
-                            .bind(&id)
-                            .execute(&mut *tx)
-                            .await?;
+                        sqlx::query(
+                            "update media_items set listing_id = null where listing_id = $1",
+                        )
+                        .bind(&id)
+                        .execute(&mut *tx)
+                        .await?;
                         sqlx::query(
                             "update listings set status = $2, address = $3, owner_user_id = $4,
                                  agent_one_id = $4, agent_two_id = null, package = $5, notes = $6,

@@ -868,3 +868,60 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         "the timed-out upload's first file was removed"
     );
 }
+
+#[tokio::test]
+async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .clock(clock.clone())
+        .with_workers()
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
+    // An upload whose rows committed but whose job push never happened.
+    let id = storage::ids::MediaId::generate();
+    let key = storage::media::original_key(&tenant, &id, storage::media::MediaType::Jpeg);
+    let dir = app.db.data_dir().join("media");
+    std::fs::create_dir_all(dir.join(&key).parent().unwrap()).unwrap();
+    std::fs::write(dir.join(&key), jpeg(200, 100)).unwrap();
+    let operation = storage::ids::OperationId::generate();
+    let options = storage::media::UploadOptions {
+        listing_id: None,
+        storage_strategy: storage::media::StorageStrategy::Cloud,
+        enable_optimization: true,
+        related_entity_type: None,
+        related_entity_id: None,
+    };
+    let item = storage::media::NewMediaItem {
+        id: id.clone(),
+        filename: "lost.jpg".into(),
+        size_bytes: 1,
+        media_type: storage::media::MediaType::Jpeg,
+        content_sha256: String::new(),
+        object_key: key,
+    };
+    app.store
+        .media()
+        .create_upload(&tenant, &operation, &options, &[item])
+        .await
+        .unwrap();
+    let sweep = workers::handlers::maintenance::Maintenance::SweepMedia;
+    assert_eq!(
+        sweep.run(app.state.platform()).await.unwrap(),
+        0,
+        "not stale yet"
+    );
+    clock.advance_seconds(301);
+    assert_eq!(sweep.run(app.state.platform()).await.unwrap(), 1);
+    let ready = tests::deployment::eventually(
+        Duration::from_secs(30),
+        "the swept item processed",
+        || async {
+            let item = app.store.media().item(&tenant, &id).await.unwrap();
+            (item.status == storage::media::MediaStatus::Ready).then_some(item)
+        },
+    )
+    .await;
+    assert_eq!(ready.variants.len(), 6);
+}

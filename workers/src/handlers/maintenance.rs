@@ -11,7 +11,7 @@ use apalis_cron::Tick;
 use jobs::PushOptions;
 use jobs::admin::QueueAdmin;
 use jobs::dispatch::dispatch_jobs;
-use jobs::kinds::{DeliverWebhook, SendNotification};
+use jobs::kinds::{DeliverWebhook, ProcessMedia, SendNotification};
 use storage::Timestamp;
 
 use super::{JobError, WorkerState, observe};
@@ -35,8 +35,12 @@ pub enum Maintenance {
     PurgeDeliveries,
     /// Delete sessions a week after they ended or expired.
     PurgeSessions,
+    /// Push media items still queued a while after their upload (their push was lost).
+    SweepMedia,
 }
 
+/// A media item still queued this long after its upload is pushed again.
+pub const MEDIA_QUEUED_SWEEP_SECONDS: i64 = 300;
 /// A delivery attempt this far past due is pushed again by the sweep.
 pub const DELIVERY_OVERDUE_SECONDS: i64 = 60;
 /// How long finished deliveries and their attempts stay readable.
@@ -56,7 +60,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 8] = [
+    pub const ALL: [Maintenance; 9] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -65,6 +69,7 @@ impl Maintenance {
         Self::SweepDeliveries,
         Self::PurgeDeliveries,
         Self::PurgeSessions,
+        Self::SweepMedia,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -78,6 +83,7 @@ impl Maintenance {
             Self::SweepDeliveries => "webhook_delivery_sweep",
             Self::PurgeDeliveries => "webhook_delivery_purge",
             Self::PurgeSessions => "session_purge",
+            Self::SweepMedia => "media_sweep",
         }
     }
 
@@ -92,6 +98,7 @@ impl Maintenance {
             Self::SweepDeliveries => "20/30 * * * * *",
             Self::PurgeDeliveries => "50 35 * * * *",
             Self::PurgeSessions => "40 50 * * * *",
+            Self::SweepMedia => "10 * * * * *",
         }
     }
 
@@ -109,6 +116,36 @@ impl Maintenance {
         Ok(match self {
             Self::ExpireRotatedKeys => store.api_keys().expire_rotated().await?,
             Self::PurgeSessions => store.sessions().purge().await?,
+            Self::SweepMedia => {
+                let stale = store
+                    .media()
+                    .queued_before(now.plus_seconds(-MEDIA_QUEUED_SWEEP_SECONDS), SWEEP_BATCH)
+                    .await?;
+                let count = stale.len() as u64;
+                if count > 0 {
+                    tracing::info!(count, "pushing media items whose job was lost");
+                    // The same idempotency key as the upload's push: a job
+                    // still in the queue is not pushed twice.
+                    let jobs = stale
+                        .into_iter()
+                        .map(|queued| {
+                            let options = PushOptions {
+                                idempotency_key: Some(format!("media:{}", queued.media_id)),
+                                ..PushOptions::default()
+                            };
+                            let job = ProcessMedia {
+                                media_id: queued.media_id.to_string(),
+                                operation_id: queued.operation_id.to_string(),
+                                agency_id: queued.tenant.agency_id.to_string(),
+                                is_sandbox: queued.tenant.environment.is_sandbox(),
+                            };
+                            (job, options)
+                        })
+                        .collect();
+                    state.queue.push_many(jobs).await?;
+                }
+                count
+            }
             Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
             Self::SweepOutbox => {
                 let missed = store

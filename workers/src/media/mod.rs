@@ -3,4 +3,6 @@
 
 pub mod poster;
 pub mod stores;
+#[cfg(test)]
+mod variant_tests;
 pub mod variants;
