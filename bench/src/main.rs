@@ -2,6 +2,7 @@
 
 mod fixture;
 mod jobs;
+mod media;
 mod process;
 mod scenarios;
 mod servers;
@@ -72,6 +73,25 @@ enum Command {
         #[arg(long)]
         body: PathBuf,
     },
+    /// Six image variants of a 24 MP JPEG: our engine vs libvips (`vips_six.sh parallel`).
+    Variants(media::VariantArgs),
+    /// (child) Render the six variants of one file and write them.
+    VariantsRun {
+        /// The image.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where the variants are written.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The API's RSS growth during one streamed 1 GB upload to POST /api/v1/media/upload.
+    Upload(media::UploadArgs),
+    /// (child) Stream one multipart upload and print the answer.
+    UploadClient(media::UploadClientArgs),
+    /// The API's RSS with 10,000 open progress streams (server-sent events).
+    Sse(media::SseArgs),
+    /// (child) Open progress streams and hold them until stdin closes.
+    SseClient(media::SseClientArgs),
     /// (child) One-row transactions on a SQLite file with the store's settings.
     RawSqlite {
         /// Data directory.
@@ -85,6 +105,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The variant engine's child runs without an async runtime, so its peak
+    // RSS is the engine's and the binary's alone.
+    if let Command::VariantsRun { input, out } = &cli.command {
+        return match media::variants_run(input, out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Child servers run on one pinned core: one worker thread is all it can use.
     let single_core = matches!(
         cli.command,
@@ -94,6 +125,8 @@ fn main() -> ExitCode {
             | Command::JobConsumer { .. }
             | Command::WebhookReceiver { .. }
             | Command::WebhookSender(_)
+            | Command::UploadClient(_)
+            | Command::SseClient(_)
     );
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if single_core {
@@ -123,6 +156,14 @@ fn main() -> ExitCode {
                 data_dir,
                 redis_url,
             } => jobs::consume(args, queue, data_dir, redis_url).await,
+            Command::Variants(args) => {
+                tokio::task::spawn_blocking(move || media::variants(args)).await?
+            }
+            Command::VariantsRun { input, out } => media::variants_run(&input, &out),
+            Command::Upload(args) => media::upload(args).await,
+            Command::UploadClient(args) => media::upload_client(args).await,
+            Command::Sse(args) => media::sse(args).await,
+            Command::SseClient(args) => media::sse_client(args).await,
             Command::ServeApp { data_dir, stack } => servers::serve_app(&data_dir, &stack).await,
             Command::ServeBare { body } => servers::serve_bare(&body).await,
             Command::RawSqlite { data_dir, seconds } => {
