@@ -258,6 +258,10 @@ pub struct MediaItem {
     pub failure_reason: Option<String>,
     /// A video's length.
     pub duration_seconds: Option<f64>,
+    /// The related entity's type, as the upload gave it.
+    pub related_entity_type: Option<String>,
+    /// The related entity's id, as the upload gave it.
+    pub related_entity_id: Option<String>,
     /// Its variants, by name order of creation.
     pub variants: Vec<Variant>,
 }
@@ -296,11 +300,13 @@ struct ItemRow {
     status: String,
     failure_reason: Option<String>,
     duration_seconds: Option<f64>,
+    related_entity_type: Option<String>,
+    related_entity_id: Option<String>,
 }
 
 const ITEM_COLUMNS: &str = "id, operation_id, is_sandbox, listing_id, position, filename, size_bytes, \
      media_type, content_sha256, object_key, storage_strategy, enable_optimization, status, \
-     failure_reason, duration_seconds";
+     failure_reason, duration_seconds, related_entity_type, related_entity_id";
 
 impl TryFrom<ItemRow> for MediaItem {
     type Error = StorageError;
@@ -326,6 +332,8 @@ impl TryFrom<ItemRow> for MediaItem {
             enable_optimization: row.enable_optimization,
             failure_reason: row.failure_reason,
             duration_seconds: row.duration_seconds,
+            related_entity_type: row.related_entity_type,
+            related_entity_id: row.related_entity_id,
             variants: Vec::new(),
         })
     }
@@ -951,6 +959,8 @@ fn upload_event_data(
     json!({
         "operation_id": operation_id,
         "listing_number": listing_number,
+        "related_entity_type": first.and_then(|item| item.related_entity_type.as_deref()),
+        "related_entity_id": first.and_then(|item| item.related_entity_id.as_deref()),
         "storage_strategy": first.map(|item| item.storage_strategy.as_str()),
         "files": items.iter().map(|item| json!({
             "file_id": item.id,

@@ -264,6 +264,10 @@ backend_tests! {
         assert_eq!(data["listing_number"], number.as_str());
         assert_eq!(data["files"].as_array().unwrap().len(), 2);
         assert_eq!(data["files"][0]["variants"].as_array().unwrap().len(), 6);
+        let schema = EventType::MediaUploadCompleted.catalog_entry().data_schema();
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let problems: Vec<String> = validator.iter_errors(data).map(|e| e.to_string()).collect();
+        assert!(problems.is_empty(), "the event matches its catalog schema: {problems:?}");
     }
 
     async fn a_corrupt_file_fails_alone_with_a_reason(backend) {
@@ -489,12 +493,26 @@ backend_tests! {
     async fn a_listing_read_shows_media_with_signed_variant_downloads(backend) {
         let media = Media::new(backend).await;
         let number = media.ctx.listing().await;
-        upload_and_wait(&media, &number, &[Part::Field("storage_strategy", "hybrid"), Part::File("files", "front.jpg", jpeg(900, 600))]).await;
+        upload_and_wait(
+            &media,
+            &number,
+            &[
+                Part::Field("storage_strategy", "hybrid"),
+                Part::Field("related_entity_type", "room"),
+                Part::Field("related_entity_id", "kitchen"),
+                Part::File("files", "front.jpg", jpeg(900, 600)),
+            ],
+        )
+        .await;
         let items = listing_media(&media, &number).await;
         assert_eq!(items.len(), 1);
         let item = &items[0];
         assert_eq!(item["status"], "ready");
         assert_eq!(item["storage_strategy"], "hybrid");
+        assert_eq!((item["related_entity_type"].as_str(), item["related_entity_id"].as_str()), (Some("room"), Some("kitchen")));
+        let completed = media.ctx.events_of(EventType::MediaUploadCompleted).await;
+        assert_eq!(completed[0].data["related_entity_type"], "room");
+        assert_eq!(completed[0].data["storage_strategy"], "hybrid");
         let variants = item["variants"].as_array().unwrap();
         assert_eq!(variants.len(), 6);
         let mls = variants.iter().find(|v| v["name"] == "mls").unwrap();

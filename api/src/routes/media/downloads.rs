@@ -70,6 +70,10 @@ pub struct MediaOut {
     pub duration_seconds: Option<f64>,
     /// cloud, local or hybrid.
     pub storage_strategy: String,
+    /// The related entity's type, as the upload gave it.
+    pub related_entity_type: Option<String>,
+    /// The related entity's id, as the upload gave it.
+    pub related_entity_id: Option<String>,
     /// The delivery variants, once ready.
     pub variants: Vec<VariantOut>,
 }
@@ -146,6 +150,8 @@ pub async fn media_out(
             failure_reason: item.failure_reason,
             duration_seconds: item.duration_seconds,
             storage_strategy: item.storage_strategy.as_str().to_owned(),
+            related_entity_type: item.related_entity_type,
+            related_entity_id: item.related_entity_id,
             variants,
         });
     }
