@@ -345,10 +345,6 @@ pub static ALL: [&Endpoint; 29] = [
     &TEST_WEBHOOK_ENDPOINT,
 ];
 
-/// Endpoint names the specification budgets but whose routes other parts of the
-/// API serve (uploads); overrides may name them.
-pub static OTHER_BUDGETED_NAMES: [&str; 0] = [];
-
 /// Every agency-level budget, for validating an agency's overrides.
 pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [
     &LISTING_CREATES,
@@ -364,5 +360,5 @@ pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [
 
 /// Whether `name` is an endpoint name a key's override may refer to.
 pub fn is_budgeted_name(name: &str) -> bool {
-    ALL.iter().any(|e| e.name == name) || OTHER_BUDGETED_NAMES.contains(&name)
+    ALL.iter().any(|e| e.name == name)
 }

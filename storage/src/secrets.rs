@@ -187,6 +187,16 @@ impl DerivedKeys {
         encode_token(&hmac_sha256(&self.url_signing, message.as_bytes()))
     }
 
+    /// Whether `signature` is [`Self::url_signature`] of `message`, compared
+    /// in constant time.
+    pub fn verify_url_signature(&self, message: &str, signature: &str) -> bool {
+        let expected = self.url_signature(message);
+        bool::from(subtle::ConstantTimeEq::ct_eq(
+            expected.as_bytes(),
+            signature.as_bytes(),
+        ))
+    }
+
     /// The key that signs pagination cursors.
     pub fn cursor_signing_key(&self) -> &[u8] {
         &self.cursor_signing

@@ -309,6 +309,7 @@ backend_tests! {
         let media = Media::new(backend).await;
         let cases: Vec<(Vec<u8>, StatusCode, &str)> = vec![
             (multipart(&[Part::Field("listing_number", "")]), StatusCode::BAD_REQUEST, "upload.no_files"),
+            (b"no parts here at all".to_vec(), StatusCode::BAD_REQUEST, "upload.malformed"),
             (
                 multipart(&[
                     Part::File("files", "ok.jpg", jpeg(64, 64)),
@@ -350,6 +351,20 @@ backend_tests! {
             expect_error(response, status, code).await;
             assert!(stored_files(&media.media_dir()).is_empty(), "{code} left objects behind");
         }
+        // Not multipart at all (no boundary).
+        let plain = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/upload"))
+            .header("X-API-Key", &media.key)
+            .header("X-Idempotency-Key", idempotency_key())
+            .header("Content-Type", "multipart/form-data")
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        expect_error(plain, StatusCode::BAD_REQUEST, "upload.malformed").await;
         let many: Vec<Part<'_>> = (0..201).map(|i| Part::File("files", if i % 2 == 0 { "a.jpg" } else { "b.jpg" }, jpeg(8, 8))).collect();
         let response = media.upload(&many).await;
         expect_error(response, StatusCode::BAD_REQUEST, "upload.too_many_files").await;

@@ -105,7 +105,7 @@ pub fn clear_cookie() -> HeaderValue {
 }
 
 /// Whether `headers` carry the CSRF token of `session`.
-fn csrf_matches(state: &AppState, session: &Session, headers: &HeaderMap) -> bool {
+pub(crate) fn csrf_matches(state: &AppState, session: &Session, headers: &HeaderMap) -> bool {
     let expected = state.store().derived_keys().csrf_token(session.id.as_str());
     headers
         .get(CSRF_HEADER)

@@ -79,6 +79,58 @@ fn assert_signed_delivery(received: &Received, secret: &str) -> Value {
     envelope
 }
 
+/// Records `count` deliveries to `endpoint` whose last attempt failed for
+/// good, in its own pool; returns the notification the failures raised, if any.
+async fn record_failed_deliveries(
+    ctx: &Ctx,
+    endpoint: &WebhookEndpoint,
+    count: usize,
+) -> Option<String> {
+    let webhooks = ctx.app.store.webhooks();
+    let mut notification = None;
+    for _ in 0..count {
+        let now = ctx.app.store.clock().now();
+        let template = storage::webhooks::Delivery {
+            id: String::new(),
+            endpoint_id: endpoint.id.clone(),
+            agency_id: endpoint.agency_id.clone(),
+            kind: DeliveryKind::Event,
+            replay_of: None,
+            event_id: ulid::Ulid::generate().to_string(),
+            event_type: "listing.created".into(),
+            api_version: "2026-05-29".into(),
+            occurred_at: now,
+            is_sandbox: endpoint.pool == storage::Environment::Sandbox,
+            data: json!({}),
+            status: storage::webhooks::DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: None,
+            created_at: now,
+            completed_at: None,
+        };
+        let delivery = webhooks
+            .create_manual(endpoint, DeliveryKind::Event, &template)
+            .await
+            .unwrap();
+        let attempt = Attempt {
+            attempt: 5,
+            nonce: ulid::Ulid::generate().to_string(),
+            started_at: now,
+            duration_ms: 1,
+            outcome: "http_error".into(),
+            status_code: Some(500),
+            response_excerpt: None,
+            error: None,
+        };
+        let recorded = webhooks
+            .record_attempt(&delivery, &attempt, AfterAttempt::Failed)
+            .await
+            .unwrap();
+        notification = notification.or(recorded.notification_id);
+    }
+    notification
+}
+
 backend_tests! {
     async fn an_event_is_delivered_signed_with_the_envelope(backend) {
         let ctx = Ctx::new(backend).await;
@@ -220,38 +272,7 @@ backend_tests! {
         let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id).await.unwrap().unwrap();
         // Forty-nine deliveries that already failed for good.
         let webhooks = ctx.app.store.webhooks();
-        for _ in 0..49 {
-            let template = storage::webhooks::Delivery {
-                id: String::new(),
-                endpoint_id: endpoint.id.clone(),
-                agency_id: endpoint.agency_id.clone(),
-                kind: DeliveryKind::Event,
-                replay_of: None,
-                event_id: ulid::Ulid::generate().to_string(),
-                event_type: "listing.created".into(),
-                api_version: "2026-05-29".into(),
-                occurred_at: ctx.app.store.clock().now(),
-                is_sandbox: false,
-                data: json!({}),
-                status: storage::webhooks::DeliveryStatus::Pending,
-                attempts: 0,
-                next_attempt_at: None,
-                created_at: ctx.app.store.clock().now(),
-                completed_at: None,
-            };
-            let delivery = webhooks.create_manual(&endpoint, DeliveryKind::Event, &template).await.unwrap();
-            let attempt = Attempt {
-                attempt: 5,
-                nonce: ulid::Ulid::generate().to_string(),
-                started_at: ctx.app.store.clock().now(),
-                duration_ms: 1,
-                outcome: "http_error".into(),
-                status_code: Some(500),
-                response_excerpt: None,
-                error: None,
-            };
-            webhooks.record_attempt(&delivery, &attempt, AfterAttempt::Failed).await.unwrap();
-        }
+        record_failed_deliveries(&ctx, &endpoint, 49).await;
         let before = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
         assert_eq!(before["consecutive_failures"], 49);
         assert_eq!(before["status"], "enabled");
@@ -482,41 +503,7 @@ backend_tests! {
         let tenant = storage::Tenant::new(ctx.agency.id.clone(), storage::Environment::Sandbox);
         let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&tenant, &endpoint_id).await.unwrap().unwrap();
         let webhooks = ctx.app.store.webhooks();
-        let mut notification = None;
-        for _ in 0..50 {
-            let now = ctx.app.store.clock().now();
-            let template = storage::webhooks::Delivery {
-                id: String::new(),
-                endpoint_id: endpoint.id.clone(),
-                agency_id: endpoint.agency_id.clone(),
-                kind: DeliveryKind::Event,
-                replay_of: None,
-                event_id: ulid::Ulid::generate().to_string(),
-                event_type: "listing.created".into(),
-                api_version: "2026-05-29".into(),
-                occurred_at: now,
-                is_sandbox: true,
-                data: json!({}),
-                status: storage::webhooks::DeliveryStatus::Pending,
-                attempts: 0,
-                next_attempt_at: None,
-                created_at: now,
-                completed_at: None,
-            };
-            let delivery = webhooks.create_manual(&endpoint, DeliveryKind::Event, &template).await.unwrap();
-            let attempt = Attempt {
-                attempt: 5,
-                nonce: ulid::Ulid::generate().to_string(),
-                started_at: now,
-                duration_ms: 1,
-                outcome: "http_error".into(),
-                status_code: Some(500),
-                response_excerpt: None,
-                error: None,
-            };
-            let recorded = webhooks.record_attempt(&delivery, &attempt, AfterAttempt::Failed).await.unwrap();
-            notification = notification.or(recorded.notification_id);
-        }
+        let notification = record_failed_deliveries(&ctx, &endpoint, 50).await;
         let notification_id = notification.expect("the fiftieth failure raises a notification");
         ctx.app
             .state

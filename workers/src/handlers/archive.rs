@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
@@ -22,7 +21,7 @@ use tokio::io::AsyncReadExt;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
-use super::media::publish;
+use super::media::{ScratchFile, publish};
 use super::{JobError, WorkerState, begin, observe, settle};
 
 /// Bytes read from the scratch file per store write.
@@ -49,15 +48,6 @@ pub fn archive_key(tenant: &Tenant, operation: &OperationId, name: &str) -> Stri
         tenant.agency_id,
         tenant.environment.as_str()
     )
-}
-
-/// A scratch file removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// A name for `filename` not yet used in the archive (`photo (2).jpg`).
@@ -106,7 +96,7 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .archive_items(&tenant, &operation)
         .await?;
     publish(state, &tenant, &operation, "processing", json!({})).await?;
-    let scratch = Scratch(std::env::temp_dir().join(format!("listing-api-{operation}.zip")));
+    let scratch = ScratchFile(std::env::temp_dir().join(format!("listing-api-{operation}.zip")));
     let file = std::fs::File::create(&scratch.0)
         .map_err(|err| JobError(format!("scratch file: {err}")))?;
     let mut writer = ZipWriter::new(file);

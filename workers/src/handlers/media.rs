@@ -159,8 +159,9 @@ impl From<Unprocessable> for ItemError {
     }
 }
 
-/// A temporary copy of an original for the external tools, removed on drop.
-struct ScratchFile(PathBuf);
+/// A temporary file (a copy of an original for the external tools, an
+/// archive being built), removed on drop.
+pub(crate) struct ScratchFile(pub(crate) PathBuf);
 
 impl Drop for ScratchFile {
     fn drop(&mut self) {

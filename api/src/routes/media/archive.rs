@@ -297,14 +297,10 @@ async fn download(
         .operation_by_id(&id)
         .await
         .map_err(|_| not_found())?;
-    let expected = state
-        .store()
-        .derived_keys()
-        .url_signature(&signature_message(&tenant, &id, query.expires));
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(
-        expected.as_bytes(),
-        query.signature.as_bytes(),
-    )) {
+    if !state.store().derived_keys().verify_url_signature(
+        &signature_message(&tenant, &id, query.expires),
+        &query.signature,
+    ) {
         return Err(not_found());
     }
     let key = operation.archive_key.ok_or_else(not_found)?;

@@ -15,7 +15,7 @@ use utoipa_axum::router::UtoipaMethodRouter;
 use crate::endpoints::{Endpoint, UPLOADS};
 use crate::error::ApiError;
 use crate::middleware::auth::{self, Guard, Principal};
-use crate::middleware::session::{CSRF_HEADER, authenticate_session, session_cookie};
+use crate::middleware::session::{authenticate_session, csrf_matches, session_cookie};
 use crate::rate_limit::Bucket;
 use crate::state::AppState;
 
@@ -69,21 +69,7 @@ async fn media_guard(
         return auth::guard(State(key_guard), request, next).await;
     }
     let session = authenticate_session(&guard.state, request.headers()).await?;
-    let expected = guard
-        .state
-        .store()
-        .derived_keys()
-        .csrf_token(session.id.as_str());
-    let presented = request
-        .headers()
-        .get(CSRF_HEADER)
-        .and_then(|value| value.to_str().ok());
-    if presented.is_none_or(|token| {
-        !bool::from(subtle::ConstantTimeEq::ct_eq(
-            token.as_bytes(),
-            expected.as_bytes(),
-        ))
-    }) {
+    if !csrf_matches(&guard.state, &session, request.headers()) {
         return Err(ApiError::CsrfFailed);
     }
     let agency = session.user.agency_id.clone();

@@ -183,14 +183,10 @@ async fn download(
         Err(storage::StorageError::NotFound(_)) => return Err(not_found),
         Err(err) => return Err(err.into()),
     };
-    let expected = state
-        .store()
-        .derived_keys()
-        .url_signature(&signature_message(&tenant, &id, &name, query.expires));
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(
-        expected.as_bytes(),
-        query.signature.as_bytes(),
-    )) {
+    if !state.store().derived_keys().verify_url_signature(
+        &signature_message(&tenant, &id, &name, query.expires),
+        &query.signature,
+    ) {
         return Err(not_found);
     }
     let variant = item

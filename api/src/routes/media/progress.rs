@@ -89,16 +89,11 @@ fn tenant_of_token(state: &AppState, operation_id: &str, token: &str) -> Option<
         return None;
     }
     let tenant = Tenant::new(agency, environment);
-    let expected =
-        state
-            .store()
-            .derived_keys()
-            .url_signature(&token_message(&tenant, operation_id, expires));
-    bool::from(subtle::ConstantTimeEq::ct_eq(
-        expected.as_bytes(),
-        signature.as_bytes(),
-    ))
-    .then_some(tenant)
+    state
+        .store()
+        .derived_keys()
+        .verify_url_signature(&token_message(&tenant, operation_id, expires), signature)
+        .then_some(tenant)
 }
 
 /// Query of the progress stream.

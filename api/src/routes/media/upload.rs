@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::multipart::Field;
+use axum::extract::multipart::{Field, MultipartRejection};
 use axum::extract::{Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -112,6 +112,18 @@ fn refused(status: StatusCode, code: &'static str, message: impl Into<String>) -
         code,
         message: message.into(),
     }
+}
+
+/// A body that is not `multipart/form-data` with a boundary at all.
+fn not_multipart(rejection: &MultipartRejection) -> ApiError {
+    refused(
+        StatusCode::BAD_REQUEST,
+        "upload.malformed",
+        format!(
+            "The body must be multipart/form-data with a boundary: {}",
+            rejection.body_text()
+        ),
+    )
 }
 
 fn malformed(err: axum::extract::multipart::MultipartError) -> ApiError {
@@ -602,9 +614,12 @@ async fn queue_processing(
 pub async fn upload(
     State(state): State<AppState>,
     caller: MediaCaller,
-    multipart: Multipart,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {
-    accept_upload(&state, &caller, None, multipart).await
+    match multipart {
+        Ok(multipart) => accept_upload(&state, &caller, None, multipart).await,
+        Err(rejection) => not_multipart(&rejection).into_response(),
+    }
 }
 
 /// Uploads files to the listing in the path.
@@ -629,7 +644,10 @@ pub async fn upload_to_listing(
     State(state): State<AppState>,
     caller: MediaCaller,
     ApiPath(listing_number): ApiPath<String>,
-    multipart: Multipart,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {
-    accept_upload(&state, &caller, Some(&listing_number), multipart).await
+    match multipart {
+        Ok(multipart) => accept_upload(&state, &caller, Some(&listing_number), multipart).await,
+        Err(rejection) => not_multipart(&rejection).into_response(),
+    }
 }
