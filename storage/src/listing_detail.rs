@@ -40,6 +40,8 @@ pub struct ListingDetail {
     pub people: Vec<Person>,
     /// The last instant to cancel without a fee (none without a scheduled shoot).
     pub no_fee_cutoff: Option<Timestamp>,
+    /// Its uploaded media with their variants, oldest first.
+    pub media: Vec<crate::media::MediaItem>,
 }
 
 #[derive(Deserialize)]
@@ -187,6 +189,7 @@ impl DetailRow {
             orders,
             appointment,
             listing,
+            media: Vec::new(),
         })
     }
 }

@@ -545,8 +545,13 @@ impl Listings<'_> {
             return Ok(detail);
         }
         let generation = cache.generation();
-        let detail =
-            Arc::new(crate::listing_detail::fetch(self.store.db(), tenant, &number).await?);
+        let mut detail = crate::listing_detail::fetch(self.store.db(), tenant, &number).await?;
+        detail.media = self
+            .store
+            .media()
+            .listing_items(tenant, &detail.listing.id)
+            .await?;
+        let detail = Arc::new(detail);
         cache.put(tenant, &number, detail.clone(), generation, now);
         Ok(detail)
     }

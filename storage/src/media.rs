@@ -436,7 +436,16 @@ impl Media<'_> {
                 .await?;
             }
         });
+        self.changed(tenant);
         self.operation_items(tenant, operation_id).await
+    }
+
+    /// A listing read shows media: forget the agency's cached reads after a
+    /// change (other processes see it within the cache's one-second TTL).
+    fn changed(&self, tenant: &Tenant) {
+        self.store
+            .listing_cache()
+            .invalidate_agency(&tenant.agency_id);
     }
 
     /// The items of one of the tenant's operations, in upload order, with variants.
@@ -643,6 +652,7 @@ impl Media<'_> {
             .execute(&mut *tx)
             .await?;
         });
+        self.changed(tenant);
         Ok(())
     }
 
@@ -677,6 +687,7 @@ impl Media<'_> {
             .execute(&mut *pool)
             .await?;
         });
+        self.changed(tenant);
         Ok(())
     }
 

@@ -233,13 +233,9 @@ pub async fn read_listing(
         .detail(&principal.tenant(), &listing_number)
         .await?;
     let listing = &detail.listing;
-    let tenant = principal.tenant();
-    let items = state
-        .store()
-        .media()
-        .listing_items(&tenant, &listing.id)
-        .await?;
-    let media = crate::routes::media::downloads::media_out(&state, &tenant, items).await?;
+    let media =
+        crate::routes::media::downloads::media_out(&state, &principal.tenant(), &detail.media)
+            .await?;
     let out = ListingDetailOut {
         listing: ListingOut::new(listing, state.urls()),
         assigned_users: assigned_users(&detail),

@@ -90,7 +90,7 @@ fn signature_message(tenant: &Tenant, id: &MediaId, name: &str, expires: i64) ->
 pub async fn media_out(
     state: &AppState,
     tenant: &Tenant,
-    items: Vec<MediaItem>,
+    items: &[MediaItem],
 ) -> Result<Vec<MediaOut>, ApiError> {
     let now = state.store().clock().now();
     let expires = now.as_unix_seconds() + DOWNLOAD_URL_SECONDS;
@@ -143,15 +143,15 @@ pub async fn media_out(
         }
         out.push(MediaOut {
             media_id: item.id.to_string(),
-            filename: item.filename,
+            filename: item.filename.clone(),
             detected_type: item.media_type.as_str().to_owned(),
             size_bytes: item.size_bytes,
             status: item.status.as_str().to_owned(),
-            failure_reason: item.failure_reason,
+            failure_reason: item.failure_reason.clone(),
             duration_seconds: item.duration_seconds,
             storage_strategy: item.storage_strategy.as_str().to_owned(),
-            related_entity_type: item.related_entity_type,
-            related_entity_id: item.related_entity_id,
+            related_entity_type: item.related_entity_type.clone(),
+            related_entity_id: item.related_entity_id.clone(),
             variants,
         });
     }

@@ -64,25 +64,23 @@ pub fn progress_url(state: &AppState, tenant: &Tenant, operation_id: &OperationI
         expires,
     ));
     format!(
-        "{}/v1/progress/{operation_id}?token={}.{}.{}.{expires}.{signature}",
+        "{}/v1/progress/{operation_id}?token={}.{}.{expires}.{signature}",
         state.urls().base_url,
         tenant.agency_id,
         tenant.environment.as_str(),
-        operation_id.as_str().len(),
     )
 }
 
 /// The tenant a token was issued to, if it is genuine, unexpired and for
-/// this operation. Format: `<agency>.<environment>.<len>.<expires>.<signature>`.
+/// this operation. Format: `<agency>.<environment>.<expires>.<signature>`.
 fn tenant_of_token(state: &AppState, operation_id: &str, token: &str) -> Option<Tenant> {
-    let mut parts = token.splitn(5, '.');
+    let mut parts = token.splitn(4, '.');
     let agency = AgencyId::parse(parts.next()?)?;
     let environment = match parts.next()? {
         "live" => Environment::Live,
         "sandbox" => Environment::Sandbox,
         _ => return None,
     };
-    let _length = parts.next()?;
     let expires: i64 = parts.next()?.parse().ok()?;
     let signature = parts.next()?;
     if expires < state.store().clock().now().as_unix_seconds() {
