@@ -145,9 +145,11 @@ impl Idempotency<'_> {
                 } else {
                     row.fingerprint == fingerprint
                 };
-                if row.created_at <= expired_before || (orphaned && same_request) {
+                if row.created_at <= expired_before || orphaned {
                     // A record past its 24 hours is gone as far as clients are
-                    // concerned; an orphaned reservation of the same request is taken over.
+                    // concerned; an orphaned reservation is taken over by
+                    // whatever comes next (the crashed request never answered,
+                    // so no client holds a result the key must protect).
                     sqlx::query(
                         "update idempotency_records
                          set fingerprint = $3, state = 'in_flight', lease_expires_at = $4, created_at = $5,

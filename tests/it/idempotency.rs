@@ -1,13 +1,13 @@
 //! Idempotent requests: required keys, replay, conflicts, concurrency, leases,
 //! released keys, which outcomes are stored, and scoping per agency.
 
-use std::time::Duration;
-
 use futures::future::join_all;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
+use storage::api_keys::Scope;
+use storage::users::Role;
 use storage::{Clock, Timestamp};
-use tests::{Backend, TestApp, backend_tests};
+use tests::{TestApp, backend_tests};
 
 use crate::listings::Ctx;
 use crate::support::{expect_error, expect_ok, sql};
@@ -174,71 +174,122 @@ backend_tests! {
     }
 }
 
-/// An orphaned reservation (its request's process died) frees the key after the
-/// lease, not after 24 hours; and records are purged after 24 hours.
-#[tokio::test]
-async fn leases_expire_and_old_records_are_purged() {
-    let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
-    let ctx = Ctx::with_app(
-        TestApp::builder(Backend::Sqlite)
-            .clock(clock.clone())
-            .spawn()
-            .await,
-    )
-    .await;
-    let body = ctx.new_listing();
-    let fingerprint = api::middleware::idempotency::fingerprint(
-        &Method::POST,
-        "/api/v1/listings",
-        "live",
-        serde_json::to_vec(&body).unwrap().as_slice(),
-    );
-    let reservation = ctx
-        .app
-        .store
-        .idempotency()
-        .reserve(
-            &ctx.agency.id,
-            "orphan",
-            &fingerprint,
-            Duration::from_secs(60),
+/// A PUT or DELETE by `key`, with `idempotency_key` when given.
+async fn send_unsafe(
+    app: &TestApp,
+    method: Method,
+    key: &str,
+    path: &str,
+    idempotency_key: Option<&str>,
+    body: Option<Value>,
+) -> Response {
+    let mut request = app
+        .client
+        .request(method, app.url(path))
+        .header("X-API-Key", key);
+    if let Some(idempotency_key) = idempotency_key {
+        request = request.header("X-Idempotency-Key", idempotency_key);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().await.unwrap()
+}
+
+backend_tests! {
+    /// PUT and DELETE run without a key; given one, a retry is replayed (not
+    /// run again) and a different request under it conflicts.
+    async fn puts_and_deletes_honour_a_key_when_present(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let key = app.key_acting_for(&agency, &owner, &[Scope::UsersRead, Scope::UsersWrite]).await;
+        let role_path = format!("/api/v1/users/{agent}/role");
+        let set_role = |idempotency_key: Option<&'static str>, role: &'static str| {
+            send_unsafe(&app, Method::PUT, &key, &role_path, idempotency_key, Some(json!({ "role": role })))
+        };
+
+        let unkeyed = expect_ok(set_role(None, "photographer").await).await;
+        assert_eq!(unkeyed["role"], "photographer");
+        let first = set_role(Some("put-role"), "viewer").await;
+        assert!(!replayed(&first));
+        assert_eq!(expect_ok(first).await["role"], "viewer");
+        expect_ok(set_role(None, "agent").await).await;
+        let retried = set_role(Some("put-role"), "viewer").await;
+        assert!(replayed(&retried));
+        assert_eq!(expect_ok(retried).await["role"], "viewer");
+        let user = app.store.users().by_id(&agent).await.unwrap();
+        assert_eq!(user.role, Role::Agent, "the replay ran nothing");
+        expect_error(set_role(Some("put-role"), "photographer").await, StatusCode::CONFLICT, "idempotency_key_conflict").await;
+
+        let first_assistant = app.user_managed_by(&agency, Role::Assistant, &owner).await;
+        let second_assistant = app.user_managed_by(&agency, Role::Assistant, &owner).await;
+        let unkeyed = send_unsafe(&app, Method::DELETE, &key, &format!("/api/v1/users/team/{first_assistant}"), None, None).await;
+        assert_eq!(expect_ok(unkeyed).await["is_active"], false);
+        let path = format!("/api/v1/users/team/{second_assistant}");
+        let removed = expect_ok(send_unsafe(&app, Method::DELETE, &key, &path, Some("delete-assistant"), None).await).await;
+        let retried = send_unsafe(&app, Method::DELETE, &key, &path, Some("delete-assistant"), None).await;
+        assert!(replayed(&retried));
+        assert_eq!(expect_ok(retried).await, removed);
+    }
+}
+
+backend_tests! {
+    /// An orphaned reservation (its request's process died) frees the key after
+    /// the lease, not after 24 hours, whatever the next request carries; and
+    /// records are purged after 24 hours.
+    async fn leases_expire_and_old_records_are_purged(backend) {
+        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+        let ctx = Ctx::with_app(TestApp::builder(backend).clock(clock.clone()).spawn().await).await;
+        let body = ctx.new_listing();
+        let fingerprint = api::middleware::idempotency::fingerprint(
+            &Method::POST,
+            "/api/v1/listings",
+            "live",
+            serde_json::to_vec(&body).unwrap().as_slice(),
+        );
+        let lease = api::middleware::idempotency::LEASE;
+        for key in ["orphan", "orphan-other-body"] {
+            let reservation = ctx
+                .app
+                .store
+                .idempotency()
+                .reserve(&ctx.agency.id, key, &fingerprint, lease)
+                .await
+                .unwrap();
+            assert_eq!(reservation, storage::idempotency::Reservation::Proceed);
+        }
+
+        let in_progress = create_with(&ctx, "orphan", &body).await;
+        assert_eq!(in_progress.headers()["retry-after"], "5");
+        expect_error(in_progress, StatusCode::CONFLICT, "idempotency_key_in_progress").await;
+        // Still held a second before the lease ends: an upload may take that long.
+        clock.advance_seconds(i64::try_from(lease.as_secs()).unwrap() - 1);
+        expect_error(
+            create_with(&ctx, "orphan", &body).await,
+            StatusCode::CONFLICT,
+            "idempotency_key_in_progress",
         )
-        .await
-        .unwrap();
-    assert_eq!(reservation, storage::idempotency::Reservation::Proceed);
+        .await;
+        clock.advance_seconds(2);
+        let taken_over = create_with(&ctx, "orphan", &body).await;
+        assert_eq!(taken_over.status(), StatusCode::CREATED);
+        // The crashed request's body is unknown to the retry: an orphaned key
+        // is free for a different request too, not a conflict for 24 hours.
+        let mut other = ctx.new_listing();
+        other["notes"] = serde_json::json!("a different request");
+        let taken_over = create_with(&ctx, "orphan-other-body", &other).await;
+        assert_eq!(taken_over.status(), StatusCode::CREATED);
+        assert_eq!(listings_total(&ctx).await, 2);
 
-    expect_error(
-        create_with(&ctx, "orphan", &body).await,
-        StatusCode::CONFLICT,
-        "idempotency_key_in_progress",
-    )
-    .await;
-    clock.advance_seconds(61);
-    let taken_over = create_with(&ctx, "orphan", &body).await;
-    assert_eq!(taken_over.status(), StatusCode::CREATED);
-
-    assert_eq!(
-        ctx.app
-            .store
-            .idempotency()
-            .purge_expired(100)
-            .await
-            .unwrap(),
-        0
-    );
-    clock.advance_seconds(24 * 3600);
-    assert_eq!(
-        ctx.app
-            .store
-            .idempotency()
-            .purge_expired(100)
-            .await
-            .unwrap(),
-        1
-    );
-    // After 24 hours the key starts over: a new listing.
-    let reused = create_with(&ctx, "orphan", &body).await;
-    assert_eq!(reused.status(), StatusCode::CREATED);
-    assert!(!replayed(&reused));
-    assert_eq!(listings_total(&ctx).await, 2);
+        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap(), 0);
+        clock.advance_seconds(24 * 3600);
+        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap(), 2);
+        // After 24 hours the key starts over: a new listing.
+        let reused = create_with(&ctx, "orphan", &body).await;
+        assert_eq!(reused.status(), StatusCode::CREATED);
+        assert!(!replayed(&reused));
+        assert_eq!(listings_total(&ctx).await, 3);
+    }
 }

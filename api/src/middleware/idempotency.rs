@@ -31,8 +31,10 @@ use crate::error::{ApiError, ErrorBody};
 pub const HEADER: &str = "x-idempotency-key";
 /// Longest key accepted.
 pub const MAX_KEY_LEN: usize = 128;
-/// How long a reservation outlives a crash of the request holding it.
-pub const LEASE: Duration = Duration::from_secs(60);
+/// How long a reservation outlives a crash of the request holding it: longer
+/// than any request may run (an upload has 60 seconds to arrive, then stores
+/// its rows and queues its jobs), so a slow request is never taken over.
+pub const LEASE: Duration = Duration::from_secs(300);
 /// Largest request body fingerprinted in memory (JSON bodies).
 const MAX_BODY: usize = 1024 * 1024;
 /// Largest multipart body read through to compare a retry (an upload's limit).
