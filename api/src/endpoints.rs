@@ -362,3 +362,104 @@ pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [
 pub fn is_budgeted_name(name: &str) -> bool {
     ALL.iter().any(|e| e.name == name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(name: &str) -> &'static Endpoint {
+        ALL.iter()
+            .copied()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("no endpoint {name}"))
+    }
+
+    fn agency_budgets(name: &str) -> Vec<(&'static str, u32)> {
+        endpoint(name)
+            .agency_budgets
+            .iter()
+            .map(|b| (b.name, b.limit))
+            .collect()
+    }
+
+    /// The specification's per-key, per-endpoint table, entry by entry.
+    #[test]
+    fn per_key_budgets_are_the_specifications() {
+        let table = [
+            ("cancel_listing", 100),
+            ("create_listing", 200),
+            ("get_availability", 600),
+            ("get_listing_orders", 300),
+            ("get_webhook_catalog", 60),
+            ("read_listing_single", 600),
+            ("read_listings_list", 300),
+            ("read_user_single", 600),
+            ("read_users_list", 300),
+            ("update_listing_status", 200),
+            ("update_section", 200),
+            ("upload_media", 20),
+        ];
+        for (name, limit) in table {
+            assert_eq!(endpoint(name).key_limit, limit, "{name}");
+        }
+    }
+
+    /// The specification's agency-level table: which endpoints spend which
+    /// shared budget, and how large it is.
+    #[test]
+    fn agency_budgets_are_the_specifications() {
+        assert_eq!(
+            agency_budgets("create_listing"),
+            [
+                ("agency_listing_creates", 200),
+                ("agency_listing_writes", 200)
+            ]
+        );
+        for read in [
+            "read_listings_list",
+            "read_listing_single",
+            "get_listing_orders",
+        ] {
+            assert_eq!(
+                agency_budgets(read),
+                [("agency_listing_reads", 500)],
+                "{read}"
+            );
+        }
+        for write in ["update_listing_status", "cancel_listing", "update_section"] {
+            assert_eq!(
+                agency_budgets(write),
+                [("agency_listing_writes", 200)],
+                "{write}"
+            );
+        }
+        assert_eq!(agency_budgets("upload_media"), [("agency_uploads", 100)]);
+        assert_eq!(
+            agency_budgets("get_availability"),
+            [("agency_availability", 300)]
+        );
+        assert_eq!(agency_budgets("read_users_list"), [("agency_users", 200)]);
+        assert_eq!(
+            agency_budgets("get_webhook_catalog"),
+            [("agency_webhook_catalog", 60)]
+        );
+        assert_eq!(SANDBOX_BUDGET.limit, 500);
+    }
+
+    #[test]
+    fn endpoint_names_are_unique_and_every_budget_is_listed() {
+        let mut names: Vec<_> = ALL.iter().map(|e| e.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+        for endpoint in ALL {
+            for budget in endpoint.agency_budgets {
+                assert!(
+                    AGENCY_BUDGETS.contains(budget),
+                    "{} spends an unlisted budget",
+                    endpoint.name
+                );
+            }
+        }
+    }
+}

@@ -155,15 +155,30 @@ async fn an_operator_can_set_an_agency_budget() {
 #[tokio::test]
 async fn sandbox_traffic_has_its_own_agency_budget() {
     let ctx = Ctx::new(Backend::Sqlite).await;
-    let sandbox_keys = [ctx.sandbox_key().await, ctx.sandbox_key().await];
+    let scopes = [Scope::ListingsRead, Scope::UsersRead];
+    let mut sandbox_keys = Vec::new();
+    for _ in 0..2 {
+        let key = ctx
+            .app
+            .key_with(&ctx.agency, &scopes, Environment::Sandbox, KeyFormat::Ma)
+            .await;
+        sandbox_keys.push(key);
+    }
     let started = Instant::now();
     let mut admitted = 0u32;
     let refused = loop {
-        // Two keys, so the per-key budget (300) is not what stops us.
+        // Two keys, so no per-key budget is what stops us; listing reads
+        // first, then user reads: one sandbox budget across both, while each
+        // route's own agency budget (500 and 200) has room left.
         let key = &sandbox_keys[(admitted % 2) as usize];
+        let path = if admitted < 350 {
+            "/api/v1/listings?limit=1"
+        } else {
+            "/api/v1/users?limit=1"
+        };
         let response = ctx
             .app
-            .get("/api/v1/listings?limit=1")
+            .get(path)
             .header("X-API-Key", key)
             .send()
             .await
