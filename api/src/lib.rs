@@ -48,3 +48,13 @@ pub fn transport_policy(args: &config::ServeArgs) -> TransportPolicy {
         args.trusted_proxies.clone(),
     )
 }
+
+/// The transport policy of the ops listener: the same rule as the public one,
+/// for its own address (it is served with the same certificate).
+pub fn ops_transport_policy(args: &config::ServeArgs) -> TransportPolicy {
+    TransportPolicy::for_listener(
+        args.ops_listen,
+        args.tls_cert.is_some(),
+        args.trusted_proxies.clone(),
+    )
+}

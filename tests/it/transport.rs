@@ -77,3 +77,110 @@ async fn a_trusted_proxy_forwarding_https_is_served() {
     let bare = app.get("/api/openapi.json").send().await.unwrap();
     expect_error(bare, StatusCode::FORBIDDEN, "transport.tls_required").await;
 }
+
+const OPS_USER: &str = "ops";
+const OPS_PASSWORD: &str = "correct-horse-battery";
+
+/// The ops listener carries credentials and job data: it is served over the
+/// same certificate and refuses plain HTTP on a reachable address like the
+/// public listener; only the health probes answer over any transport.
+#[tokio::test]
+async fn the_ops_listener_follows_the_transport_rule() {
+    let app = TestApp::builder(Backend::Sqlite)
+        .tls()
+        .with_ops(OPS_USER, OPS_PASSWORD)
+        .spawn()
+        .await;
+    let ops_url = app.ops_url.clone().expect("ops listener");
+    assert!(ops_url.starts_with("https://"));
+    let queues = app
+        .client
+        .get(format!("{ops_url}/ops/api/queues"))
+        .basic_auth(OPS_USER, Some(OPS_PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(queues.status(), StatusCode::OK);
+
+    let app = TestApp::builder(Backend::Sqlite)
+        .transport(TransportPolicy::ForwardedHttpsOnly {
+            trusted_proxies: vec![],
+        })
+        .with_ops(OPS_USER, OPS_PASSWORD)
+        .spawn()
+        .await;
+    let ops_url = app.ops_url.clone().expect("ops listener");
+    for path in ["/ops/api/queues", "/metrics", "/ops/"] {
+        let response = app
+            .client
+            .get(format!("{ops_url}{path}"))
+            .basic_auth(OPS_USER, Some(OPS_PASSWORD))
+            .send()
+            .await
+            .unwrap();
+        expect_error(response, StatusCode::FORBIDDEN, "transport.tls_required").await;
+    }
+    let health = app
+        .client
+        .get(format!("{ops_url}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+}
+
+/// A browser resends remembered basic credentials with a form posted from any
+/// page: ops actions from another site are refused, the ops page's own are not.
+#[tokio::test]
+async fn ops_actions_from_another_site_are_refused() {
+    let app = TestApp::builder(Backend::Sqlite)
+        .with_ops(OPS_USER, OPS_PASSWORD)
+        .spawn()
+        .await;
+    let ops_url = app.ops_url.clone().expect("ops listener");
+    let pause = format!(
+        "{ops_url}/ops/api/queues/{}/pause",
+        <jobs::kinds::Probe as jobs::Job>::KIND
+    );
+    let post = |headers: &[(&'static str, String)]| {
+        let mut request = app
+            .client
+            .post(&pause)
+            .basic_auth(OPS_USER, Some(OPS_PASSWORD));
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        request.send()
+    };
+    let forged = post(&[("Origin", "https://elsewhere.example".to_owned())])
+        .await
+        .unwrap();
+    expect_error(forged, StatusCode::FORBIDDEN, "permission_denied").await;
+    let forged = post(&[("Sec-Fetch-Site", "cross-site".to_owned())])
+        .await
+        .unwrap();
+    expect_error(forged, StatusCode::FORBIDDEN, "permission_denied").await;
+    let queues = app
+        .client
+        .get(format!("{ops_url}/ops/api/queues"))
+        .basic_auth(OPS_USER, Some(OPS_PASSWORD))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    assert!(
+        !queues.to_string().contains("\"paused\":true"),
+        "nothing was paused: {queues}"
+    );
+
+    let own_page = post(&[
+        ("Origin", ops_url.clone()),
+        ("Sec-Fetch-Site", "same-origin".to_owned()),
+    ])
+    .await
+    .unwrap();
+    assert!(own_page.status().is_success(), "{}", own_page.status());
+    assert!(post(&[]).await.unwrap().status().is_success());
+}

@@ -81,6 +81,7 @@ impl TestAppBuilder {
             heartbeat: std::time::Duration::from_secs(1),
             poll: std::time::Duration::from_millis(50),
             shutdown_timeout: std::time::Duration::from_secs(5),
+            fetch_batch: None,
             schedules: true,
         });
         self
@@ -194,6 +195,7 @@ impl TestAppBuilder {
         if let Some(limits) = self.upload_limits {
             state = state.with_upload_limits(limits);
         }
+        let ops_transport = self.transport.clone();
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
         let (tls, client) = match &self.tls {
             None => (None, base_client().build().expect("client")),
@@ -212,6 +214,7 @@ impl TestAppBuilder {
                 )
             }
         };
+        let ops_tls = tls.clone();
         let (shutdown, on_shutdown) = watch::channel(false);
         let mut server_stop = on_shutdown.clone();
         tokio::spawn(async move {
@@ -232,18 +235,21 @@ impl TestAppBuilder {
                     state.clone(),
                     api::ops::OpsAuth::new(Some(account)),
                     api::metrics::install(),
+                    ops_transport,
                 );
+                let scheme = if ops_tls.is_some() { "https" } else { "http" };
                 let mut ops_stop = on_shutdown.clone();
                 tokio::spawn(async move {
                     let stopped = async move {
                         let _ = ops_stop.wait_for(|stop| *stop).await;
                     };
-                    if let Err(err) = api::server::serve(ops_listener, ops_app, None, stopped).await
+                    if let Err(err) =
+                        api::server::serve(ops_listener, ops_app, ops_tls, stopped).await
                     {
                         eprintln!("test ops listener stopped: {err:#}");
                     }
                 });
-                Some(format!("http://{ops_addr}"))
+                Some(format!("{scheme}://{ops_addr}"))
             }
         };
         if let Some(settings) = self.workers {

@@ -68,7 +68,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let ops_listener = std::net::TcpListener::bind(args.ops_listen)
         .with_context(|| format!("binding the ops listener {}", args.ops_listen))?;
     let ops_auth = OpsAuth::new(args.ops_basic_auth()?);
-    let ops_app = ops::router(state.clone(), ops_auth, metrics);
+    let ops_app = ops::router(
+        state.clone(),
+        ops_auth,
+        metrics,
+        crate::ops_transport_policy(&args),
+    );
 
     let (stop, stop_flag) = watch::channel(false);
     tokio::spawn(async move {
@@ -88,8 +93,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         in_process_workers = !args.no_workers,
         "serving the Media Agency Listing API"
     );
-    let public = server::serve(listener, app, tls, stopped(stop_flag.clone()));
-    let ops = server::serve(ops_listener, ops_app, None, stopped(stop_flag.clone()));
+    let public = server::serve(listener, app, tls.clone(), stopped(stop_flag.clone()));
+    let ops = server::serve(ops_listener, ops_app, tls, stopped(stop_flag.clone()));
     let workers = async {
         if args.no_workers {
             return Ok(());

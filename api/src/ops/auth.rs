@@ -3,7 +3,7 @@
 //! else is 401 with a basic-auth challenge, so a browser asks for it.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -96,9 +96,37 @@ fn challenge() -> Response {
     response
 }
 
+/// Whether a request that changes something comes from another site's page.
+/// A browser resends remembered basic credentials with any request to the
+/// listener, so a form elsewhere could otherwise pause a queue or discard a
+/// job; browsers name the initiating site in `Sec-Fetch-Site` and `Origin`.
+fn cross_site(method: &Method, headers: &HeaderMap) -> bool {
+    if method.is_safe() {
+        return false;
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = header("sec-fetch-site") {
+        return !matches!(site, "same-origin" | "none");
+    }
+    match (header("origin"), header(header::HOST.as_str())) {
+        (Some(origin), Some(host)) => {
+            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            !origin_host.eq_ignore_ascii_case(host)
+        }
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// Middleware: lets operators through.
 pub(super) async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let headers = request.headers();
+    if cross_site(request.method(), headers) {
+        return ApiError::Forbidden(
+            "Ops actions are accepted only from the ops pages' own origin.".into(),
+        )
+        .into_response();
+    }
     let allowed = match presented_basic(headers) {
         Some((user, password)) => guard.auth.basic_matches(&user, &password),
         None => match presented_key(headers) {
@@ -124,6 +152,45 @@ mod tests {
         assert!(!auth.basic_matches("ops", "wrong"));
         assert!(!auth.basic_matches("root", "correct-horse-battery"));
         assert!(!OpsAuth::new(None).basic_matches("ops", "correct-horse-battery"));
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn actions_from_another_site_are_refused() {
+        let post = Method::POST;
+        assert!(!cross_site(
+            &post,
+            &headers(&[("sec-fetch-site", "same-origin")])
+        ));
+        assert!(!cross_site(&post, &headers(&[("sec-fetch-site", "none")])));
+        assert!(cross_site(
+            &post,
+            &headers(&[("sec-fetch-site", "cross-site")])
+        ));
+        assert!(cross_site(
+            &post,
+            &headers(&[("sec-fetch-site", "same-site")])
+        ));
+        let same = headers(&[
+            ("origin", "https://ops.example:8081"),
+            ("host", "ops.example:8081"),
+        ]);
+        assert!(!cross_site(&post, &same));
+        let other = headers(&[
+            ("origin", "https://evil.example"),
+            ("host", "ops.example:8081"),
+        ]);
+        assert!(cross_site(&post, &other));
+        // Scripts and curl send neither header; reads are never refused.
+        assert!(!cross_site(&post, &HeaderMap::new()));
+        assert!(!cross_site(&Method::GET, &other));
     }
 
     #[test]

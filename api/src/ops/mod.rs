@@ -28,8 +28,13 @@ pub struct OpsState {
     metrics: PrometheusHandle,
 }
 
-/// The ops application, behind `auth`.
-pub fn router(app: AppState, auth: OpsAuth, metrics: PrometheusHandle) -> Router {
+/// The ops application, behind `auth`, on a listener with `transport`'s policy.
+pub fn router(
+    app: AppState,
+    auth: OpsAuth,
+    metrics: PrometheusHandle,
+    transport: TransportPolicy,
+) -> Router {
     let guard = auth::Guard {
         app: app.clone(),
         auth,
@@ -59,11 +64,13 @@ pub fn router(app: AppState, auth: OpsAuth, metrics: PrometheusHandle) -> Router
             app: app.clone(),
             metrics: state_metrics,
         });
-    let router = routes
+    let guarded = routes
         .merge(dashboard)
-        .layer(from_fn_with_state(guard, auth::require))
-        .merge(probes);
-    // Operators get the same request ids, envelope and access log; the
-    // listener is loopback unless configured otherwise, so plain HTTP is served.
-    crate::middleware::apply(router, TransportPolicy::ServeAll)
+        .layer(from_fn_with_state(guard, auth::require));
+    // Operators get the same request ids, envelope and access log, and the
+    // public listener's transport rule: credentials and job data never cross
+    // a reachable address in plain HTTP. Probes reveal nothing and come from
+    // the orchestrator on the host, so they are answered over any transport.
+    crate::middleware::apply(guarded, transport)
+        .merge(crate::middleware::apply(probes, TransportPolicy::ServeAll))
 }
