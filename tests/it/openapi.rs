@@ -112,3 +112,112 @@ async fn the_legacy_host_gets_the_same_api() {
         .unwrap();
     expect_error(response, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
 }
+
+/// Every route the issues name is in the document, and every key-authenticated
+/// operation documents what the shared guard adds: the idempotency header and
+/// its outcomes on changes, and the rate limits' 429 everywhere.
+#[tokio::test]
+async fn every_route_is_documented_with_its_request_guarantees() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let doc = document(&app, None).await;
+    let paths = doc["paths"].as_object().unwrap();
+    let routes = [
+        ("post", "/listings"),
+        ("get", "/listings"),
+        ("get", "/listings/{listing_number}"),
+        ("get", "/listings/{listing_number}/orders"),
+        ("patch", "/listings/{listing_number}/status"),
+        ("post", "/listings/{listing_number}/cancel"),
+        ("patch", "/listings/{listing_number}/sections/{section}"),
+        ("post", "/listings/{listing_number}/media"),
+        ("post", "/media/upload"),
+        ("post", "/media/archive"),
+        ("get", "/media/archive/{operation_id}"),
+        ("get", "/progress/{operation_id}"),
+        ("get", "/users"),
+        ("post", "/users"),
+        ("get", "/users/{user_id}"),
+        ("get", "/users/{user_id}/preferences"),
+        ("patch", "/users/{user_id}/preferences"),
+        ("get", "/users/{user_id}/can-edit"),
+        ("post", "/users/batch-can-edit"),
+        ("put", "/users/{user_id}/status"),
+        ("put", "/users/{user_id}/role"),
+        ("post", "/users/{user_id}/impersonate"),
+        ("delete", "/users/team/{assistant_id}"),
+        ("get", "/scheduling/availability"),
+        ("post", "/agency/sandbox/seed"),
+        ("get", "/agency/changelog"),
+        ("get", "/agency/api-keys"),
+        ("post", "/agency/api-keys"),
+        ("post", "/session"),
+        ("delete", "/session"),
+        ("get", "/webhooks/events"),
+        ("post", "/webhooks/endpoints"),
+        ("get", "/webhooks/endpoints"),
+        ("get", "/webhooks/endpoints/{endpoint_id}"),
+        ("patch", "/webhooks/endpoints/{endpoint_id}"),
+        ("delete", "/webhooks/endpoints/{endpoint_id}"),
+        ("post", "/webhooks/endpoints/{endpoint_id}/rotate-secret"),
+        ("post", "/webhooks/endpoints/{endpoint_id}/test"),
+        ("post", "/webhooks/deliveries/{delivery_id}/replay"),
+    ];
+    for (method, path) in routes {
+        let full = format!("/api/v1{path}");
+        assert!(
+            paths.get(&full).and_then(|item| item.get(method)).is_some(),
+            "{method} {full} is documented"
+        );
+    }
+
+    let idempotency_header = |operation: &Value| {
+        operation["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "X-Idempotency-Key" && p["in"] == "header")
+            .cloned()
+    };
+    let create = &paths["/api/v1/listings"]["post"];
+    let header = idempotency_header(create).expect("the idempotency header");
+    assert_eq!(header["required"], true);
+    assert!(
+        create["responses"]["400"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("idempotency.missing")
+    );
+    assert!(
+        create["responses"]["409"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("idempotency_key_conflict")
+    );
+    let status = &paths["/api/v1/listings/{listing_number}/status"]["patch"];
+    let conflict = status["responses"]["409"]["description"].as_str().unwrap();
+    assert!(
+        conflict.contains("no_op_transition") && conflict.contains("idempotency_key_in_progress"),
+        "the handler's own 409s and the guard's: {conflict}"
+    );
+    let role = &paths["/api/v1/users/{user_id}/role"]["put"];
+    assert_eq!(
+        idempotency_header(role).expect("honoured on PUT")["required"],
+        false
+    );
+    let read = &paths["/api/v1/listings/{listing_number}"]["get"];
+    assert!(
+        idempotency_header(read).is_none(),
+        "safe methods never look at it"
+    );
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().unwrap() {
+            if operation["security"].to_string().contains("api_key") {
+                assert_eq!(
+                    operation["responses"]["429"]["content"]["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ErrorEnvelope",
+                    "{method} {path} documents its 429"
+                );
+            }
+        }
+    }
+}

@@ -50,6 +50,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .split_for_parts();
     let doc = openapi::with_servers(doc, state.urls());
     let doc = openapi::with_deprecations(doc);
+    let doc = openapi::with_request_guarantees(doc);
     let document: Arc<str> = Arc::from(doc.to_json().unwrap_or_else(|_| "{}".to_owned()));
     let router = routes
         .nest(

@@ -2,9 +2,11 @@
 //! with the servers, the security schemes and the error envelope, and served at
 //! `/api/openapi.json` on every host.
 
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::server::Server;
-use utoipa::openapi::{OpenApi, ServerBuilder};
+use utoipa::openapi::{Content, OpenApi, Ref, RefOr, Required, ResponseBuilder, ServerBuilder};
 use utoipa::{Modify, OpenApi as _};
 
 use crate::error::{ErrorEnvelope, ErrorObject};
@@ -99,6 +101,103 @@ pub fn with_deprecations(mut doc: OpenApi) -> OpenApi {
         };
         if let Some(operation) = operation {
             operation.deprecated = Some(utoipa::openapi::Deprecated::True);
+        }
+    }
+    doc
+}
+
+/// Whether an operation is reached with an API key, and so through the shared
+/// guard: rate limits on every method, idempotency on the unsafe ones.
+fn takes_api_key(operation: &Operation) -> bool {
+    operation.security.iter().flatten().any(|requirement| {
+        serde_json::to_value(requirement)
+            .ok()
+            .and_then(|value| value.as_object().map(|o| o.contains_key("api_key")))
+            .unwrap_or(false)
+    })
+}
+
+/// Adds `description` as the response for `status`, or appends it to the one
+/// the handler already documents.
+fn add_error(operation: &mut Operation, status: &str, description: &str) {
+    match operation.responses.responses.get_mut(status) {
+        Some(RefOr::T(response)) => {
+            if !response.description.contains(description) {
+                response.description = format!("{}; {description}", response.description);
+            }
+        }
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            let response = ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    Content::new(Some(Ref::from_schema_name("ErrorEnvelope"))),
+                )
+                .build();
+            operation
+                .responses
+                .responses
+                .insert(status.to_owned(), RefOr::T(response));
+        }
+    }
+}
+
+/// Documents what the shared guard adds to every key-authenticated operation:
+/// the `X-Idempotency-Key` header (required on POST and PATCH, honoured on PUT
+/// and DELETE) with its 400 and 409 outcomes, and the 429 of the rate limits.
+pub fn with_request_guarantees(mut doc: OpenApi) -> OpenApi {
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            (&mut item.get, None),
+            (&mut item.post, Some(Required::True)),
+            (&mut item.patch, Some(Required::True)),
+            (&mut item.put, Some(Required::False)),
+            (&mut item.delete, Some(Required::False)),
+        ];
+        for (operation, idempotency) in operations {
+            let Some(operation) = operation.as_mut().filter(|o| takes_api_key(o)) else {
+                continue;
+            };
+            add_error(
+                operation,
+                "429",
+                "rate_limit.exceeded: a budget is spent; Retry-After gives the seconds to wait",
+            );
+            let Some(required) = idempotency else {
+                continue;
+            };
+            let header = ParameterBuilder::new()
+                .name("X-Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(required.clone())
+                .description(Some(
+                    "At most 128 characters. The same key with the same request within 24 \
+                     hours replays the first response (X-Idempotent-Replay: true).",
+                ))
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .max_length(Some(crate::middleware::idempotency::MAX_KEY_LEN)),
+                ))
+                .build();
+            operation
+                .parameters
+                .get_or_insert_with(Vec::new)
+                .push(RefOr::T(header));
+            if required == Required::True {
+                add_error(
+                    operation,
+                    "400",
+                    "idempotency.missing: no X-Idempotency-Key",
+                );
+            }
+            add_error(
+                operation,
+                "409",
+                "idempotency_key_conflict: the key was used for another request; \
+                 idempotency_key_in_progress: its first request still runs (Retry-After: 5)",
+            );
         }
     }
     doc
