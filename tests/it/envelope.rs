@@ -316,3 +316,102 @@ async fn request_ids_are_echoed_when_well_formed_and_minted_otherwise() {
     let minted = no_header.headers()["x-request-id"].to_str().unwrap();
     assert!(ulid::Ulid::from_string(minted).is_ok());
 }
+
+/// Keys, passwords, session cookies and CSRF tokens never reach the log, even
+/// at its most verbose; every line logged for a request carries its id.
+#[tokio::test]
+async fn credentials_are_never_logged_and_request_lines_carry_the_request_id() {
+    const PASSWORD: &str = "Corr3ct-Horse!";
+    const NEW_PASSWORD: &str = "An0ther-Secret#";
+    let logs = Captured::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .finish();
+    // This test's runtime is single-threaded, so the server's tasks log here.
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let agency = app.agency().await;
+    let key = app
+        .key_acting_for(
+            &agency,
+            &agency.owner_id,
+            &[Scope::UsersRead, Scope::UsersWrite],
+        )
+        .await;
+    let by_header = app
+        .get("/api/v1/users")
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    expect_ok(by_header).await;
+    let by_bearer = app
+        .get("/api/v1/users")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    expect_ok(by_bearer).await;
+    let in_query = app
+        .get(&format!("/api/v1/users?api_key={key}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_query.status(), StatusCode::UNAUTHORIZED);
+    let created = app
+        .client
+        .post(app.url("/api/v1/users"))
+        .header("X-API-Key", &key)
+        .header("X-Idempotency-Key", tests::idempotency_key())
+        .json(&serde_json::json!({
+            "email": format!("{}@example.com", ulid::Ulid::generate()).to_lowercase(),
+            "name": "Casey Logged",
+            "role": "agent",
+            "password": NEW_PASSWORD,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+
+    let email = crate::sessions::owner_login(&app, &agency).await;
+    let refused = app
+        .client
+        .post(app.url("/api/v1/session"))
+        .json(&serde_json::json!({ "email": email, "password": "Wr0ng-Password!" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let signed = crate::sessions::sign_in(&app, &email).await;
+    let session = signed
+        .send(app.get("/api/v1/session"))
+        .send()
+        .await
+        .unwrap();
+    expect_ok(session).await;
+
+    let log = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let cookie_secret = signed.cookie.split_once('=').map(|(_, v)| v).unwrap();
+    for (what, secret) in [
+        ("API key", key.as_str()),
+        ("password", PASSWORD),
+        ("new user's password", NEW_PASSWORD),
+        ("session cookie", cookie_secret),
+        ("CSRF token", signed.csrf.as_str()),
+    ] {
+        assert!(!log.contains(secret), "the {what} was logged");
+    }
+    let request_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("finished processing request"))
+        .collect();
+    assert!(request_lines.len() >= 7, "the access log: {log}");
+    for line in request_lines {
+        assert!(line.contains("request_id="), "no request id: {line}");
+    }
+}

@@ -241,3 +241,39 @@ backend_tests! {
         assert_eq!(sweep(100).await, again, "still undispatched after the interval: offered again");
     }
 }
+
+/// The embedded profile's SQLite file: WAL, foreign keys enforced, a busy
+/// timeout, and full fsync on commit, on every pooled connection.
+#[tokio::test]
+async fn sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout() {
+    let (store, _db) = store(tests::Backend::Sqlite).await;
+    let storage::db::Database::Sqlite(sqlite) = store.db() else {
+        panic!("an SQLite store");
+    };
+    // Several connections at once, so more than the first one is checked.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut connection = sqlite.pool().acquire().await.unwrap();
+        let journal: String = sqlx::query_scalar("pragma journal_mode")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        assert_eq!(journal, "wal");
+        let foreign_keys: i64 = sqlx::query_scalar("pragma foreign_keys")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        assert_eq!(foreign_keys, 1);
+        let busy_timeout: i64 = sqlx::query_scalar("pragma busy_timeout")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        assert!(busy_timeout >= 1000, "busy timeout {busy_timeout} ms");
+        let synchronous: i64 = sqlx::query_scalar("pragma synchronous")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL");
+        held.push(connection);
+    }
+}
