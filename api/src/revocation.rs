@@ -38,23 +38,32 @@ pub async fn announce(state: &AppState, key: &ApiKeyId) {
 
 /// Forgets, in this process, every key revoked anywhere; reconnects after a
 /// lost connection.
+///
+/// A revocation published while this process is not subscribed is lost, so
+/// the whole key cache is cleared whenever the subscription ends, whether the
+/// message stream failed or simply ended (redis 1.x ends it quietly when the
+/// connection drops), and again once a new subscription is in place, since a
+/// request served in between may have cached a key revoked meanwhile.
 pub fn spawn_listener(redis_url: String, state: AppState) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(err) = listen(&redis_url, &state).await {
-                tracing::warn!(%err, "revocation listener lost Redis; reconnecting");
-                // Keys revoked meanwhile could still be cached: forget them all.
-                state.key_cache().clear();
+            match listen(&redis_url, &state).await {
+                Ok(()) => tracing::warn!("revocation listener's subscription ended; reconnecting"),
+                Err(err) => tracing::warn!(%err, "revocation listener lost Redis; reconnecting"),
             }
+            state.key_cache().clear();
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     })
 }
 
+/// Subscribes and forgets every announced key until the subscription ends.
 async fn listen(redis_url: &str, state: &AppState) -> Result<(), redis::RedisError> {
     let client = redis::Client::open(redis_url)?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(CHANNEL).await?;
+    // Announcements made before this point never reach us: start afresh.
+    state.key_cache().clear();
     let mut messages = pubsub.on_message();
     while let Some(message) = messages.next().await {
         let Ok(payload) = message.get_payload::<String>() else {

@@ -8,6 +8,8 @@ use reqwest::StatusCode;
 use storage::api_keys::Scope;
 use tests::deployment::{Deployment, eventually, serve};
 use tests::{Backend, TestApp, backend_tests};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 use crate::support::{expect_error, expect_ok};
 
@@ -163,4 +165,150 @@ async fn rotate_key_prints_the_new_key_once_and_both_work() {
         expect_ok(response).await;
     }
     assert!(server.process.terminate(Duration::from_secs(30)).success());
+}
+
+/// A TCP relay in front of the test Redis whose connections a test can cut,
+/// as a network outage or a Redis restart would, without disturbing the
+/// Redis other tests share.
+struct Relay {
+    /// `redis://127.0.0.1:PORT` of the relay.
+    url: String,
+    /// Bumped to drop every open connection.
+    cut: watch::Sender<u64>,
+}
+
+impl Relay {
+    async fn to(redis_url: &str) -> Self {
+        let upstream = reqwest::Url::parse(redis_url).expect("Redis URL");
+        let target = format!(
+            "{}:{}",
+            upstream.host_str().expect("Redis host"),
+            upstream.port().unwrap_or(6379)
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let mut url = upstream.clone();
+        url.set_port(Some(listener.local_addr().expect("relay address").port()))
+            .expect("relay port");
+        let (cut, _) = watch::channel(0u64);
+        let cuts = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    // Either side closing, or a cut, drops both sockets.
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Self {
+            url: url.to_string(),
+            cut,
+        }
+    }
+
+    /// Drops every connection open now (new ones are relayed again).
+    fn cut(&self) {
+        self.cut.send_modify(|generation| *generation += 1);
+    }
+}
+
+/// The status `key` gets on `GET /users` from `app`.
+async fn status_of(app: &TestApp, key: &str) -> StatusCode {
+    app.get(USERS)
+        .header("X-API-Key", key)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn a_lost_subscription_forgets_every_cached_key_before_resubscribing() {
+    // A standing clock: the cache's 30 seconds never run out by themselves.
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let app = TestApp::builder(Backend::Postgres)
+        .clock(clock)
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let relay = Relay::to(&tests::services::redis_url()).await;
+    let listener = api::revocation::spawn_listener(relay.url.clone(), app.state.clone());
+
+    // Subscribed: an announced revocation is honoured at once.
+    let probe = app.key(&agency, &[Scope::UsersRead]).await;
+    expect_ok(
+        app.get(USERS)
+            .header("X-API-Key", &probe)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let probe_id = app
+        .store
+        .api_keys()
+        .find_by_plaintext(&probe)
+        .await
+        .unwrap()
+        .unwrap()
+        .key
+        .id;
+    app.store
+        .api_keys()
+        .revoke(&agency.id, &probe_id)
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the listener subscribing",
+        || async {
+            api::revocation::publish(&tests::services::redis_url(), &probe_id)
+                .await
+                .unwrap();
+            (status_of(&app, &probe).await == StatusCode::UNAUTHORIZED).then_some(())
+        },
+    )
+    .await;
+
+    // A key cached, then revoked while its announcement is lost (the
+    // database changes, nothing is published): the cache still accepts it.
+    let key = app.key(&agency, &[Scope::UsersRead]).await;
+    assert_eq!(status_of(&app, &key).await, StatusCode::OK);
+    let key_id = app
+        .store
+        .api_keys()
+        .find_by_plaintext(&key)
+        .await
+        .unwrap()
+        .unwrap()
+        .key
+        .id;
+    app.store
+        .api_keys()
+        .revoke(&agency.id, &key_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(&app, &key).await,
+        StatusCode::OK,
+        "served from the cache"
+    );
+
+    // The connection drops; the message stream just ends. The process may
+    // have missed announcements, so it forgets every cached key.
+    relay.cut();
+    eventually(
+        Duration::from_secs(5),
+        "the cache cleared after the lost subscription",
+        || async { (status_of(&app, &key).await == StatusCode::UNAUTHORIZED).then_some(()) },
+    )
+    .await;
+    listener.abort();
 }

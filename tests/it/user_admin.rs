@@ -1,10 +1,11 @@
 //! `GET /users/{user_id}/can-edit`, `POST /users/batch-can-edit` and
-//! `PUT /users/{user_id}/role`.
+//! `PUT /users/{user_id}/role`, status, team removal and user creation (with
+//! and without the trailing slash); sandbox keys read people, never change them.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use storage::Environment;
-use storage::api_keys::Scope;
+use storage::api_keys::{KeyFormat, Scope};
 use storage::ids::UserId;
 use storage::users::Role;
 use tests::{TestApp, backend_tests};
@@ -283,4 +284,190 @@ backend_tests! {
         let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({ "email": "j@example.com", "role": "agent", "manager_id": other.owner_id }))).await;
         expect_error(response, StatusCode::BAD_REQUEST, "validation.invalid_value").await;
     }
+}
+
+/// The user's fields and preferences as a live reader sees them.
+async fn snapshot(app: &TestApp, key: &str, user: &UserId) -> (Value, Value) {
+    let fields = expect_ok(
+        send(
+            app,
+            Method::GET,
+            key,
+            &format!("/api/v1/users/{user}"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    let preferences = expect_ok(
+        send(
+            app,
+            Method::GET,
+            key,
+            &format!("/api/v1/users/{user}/preferences"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    (fields, preferences)
+}
+
+backend_tests! {
+    async fn sandbox_keys_read_people_but_never_change_them(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let agent = app.user_managed_by(&agency, Role::Agent, &owner).await;
+        let assistant = app.user_managed_by(&agency, Role::Assistant, &agent).await;
+        let live = app.key_acting_for(&agency, &owner, &ALL).await;
+        let sandbox = app.key_with(&agency, &ALL, Environment::Sandbox, KeyFormat::Sk).await;
+        let before = [snapshot(&app, &live, &agent).await, snapshot(&app, &live, &assistant).await];
+        let people = expect_ok(send(&app, Method::GET, &live, "/api/v1/users", None).await).await;
+
+        let email = format!("{}@example.com", ulid::Ulid::generate());
+        let changes = [
+            (Method::POST, "/api/v1/users".to_owned(), Some(json!({ "email": email, "role": "agent" }))),
+            (Method::POST, "/api/v1/users/".to_owned(), Some(json!({ "email": email, "role": "agent" }))),
+            (Method::PUT, format!("/api/v1/users/{agent}/status"), Some(json!({ "status": "suspended" }))),
+            (Method::PUT, format!("/api/v1/users/{agent}/role"), Some(json!({ "role": "viewer" }))),
+            (Method::DELETE, format!("/api/v1/users/team/{assistant}"), None),
+            (Method::PATCH, format!("/api/v1/users/{agent}/preferences"), Some(json!({ "theme": "dark" }))),
+        ];
+        for (method, path, body) in &changes {
+            let response = send(&app, method.clone(), &sandbox, path, body.clone()).await;
+            let error = expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+            let message = error["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("Sandbox keys cannot change people"), "{method} {path}: {error}");
+        }
+
+        // Nothing changed, and no event was written in either environment.
+        let after = [snapshot(&app, &live, &agent).await, snapshot(&app, &live, &assistant).await];
+        assert_eq!(before, after);
+        let listed = expect_ok(send(&app, Method::GET, &live, "/api/v1/users", None).await).await;
+        assert_eq!(listed["items"], people["items"], "no user was created");
+        for environment in [Environment::Live, Environment::Sandbox] {
+            let tenant = storage::Tenant::new(agency.id.clone(), environment);
+            let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+            assert!(
+                events.iter().all(|e| !e.event_type.starts_with("user.")),
+                "{environment:?}: {:?}",
+                events.iter().map(|e| &e.event_type).collect::<Vec<_>>()
+            );
+        }
+
+        // Reads stay open to sandbox keys.
+        let reads = [
+            "/api/v1/users".to_owned(),
+            format!("/api/v1/users/{agent}"),
+            format!("/api/v1/users/{agent}/preferences"),
+            format!("/api/v1/users/{agent}/can-edit"),
+        ];
+        for path in &reads {
+            expect_ok(send(&app, Method::GET, &sandbox, path, None).await).await;
+        }
+        let batch = send(&app, Method::POST, &sandbox, "/api/v1/users/batch-can-edit", Some(json!({ "user_ids": [agent] }))).await;
+        expect_ok(batch).await;
+
+        // The same changes with the live key go through.
+        for (method, path, body) in changes.iter().skip(1) {
+            let response = send(&app, method.clone(), &live, path, body.clone()).await;
+            assert!(response.status().is_success(), "{method} {path}: {}", response.status());
+        }
+        let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+        assert!(events.iter().any(|e| e.event_type == "user.deactivated"));
+    }
+
+    async fn users_are_created_with_and_without_the_trailing_slash(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner_key = app.key_acting_for(&agency, &agency.owner_id, &ALL).await;
+        for path in ["/api/v1/users", "/api/v1/users/"] {
+            let email = format!("{}@example.com", ulid::Ulid::generate()).to_lowercase();
+            let response = send(&app, Method::POST, &owner_key, path, Some(json!({ "email": email, "role": "viewer" }))).await;
+            assert_eq!(response.status(), StatusCode::CREATED, "{path}");
+            let created: Value = response.json().await.unwrap();
+            assert_eq!(created["email"], email.as_str(), "{path}");
+            let read = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{}", created["id"].as_str().unwrap()), None).await).await;
+            assert_eq!(read["role"], "viewer", "{path}");
+            // Both spellings are guarded alike.
+            let reader = app.key_acting_for(&agency, &agency.owner_id, &[Scope::UsersRead]).await;
+            let response = send(&app, Method::POST, &reader, path, Some(json!({ "email": "x@example.com", "role": "viewer" }))).await;
+            expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
+            let response = app.client.post(app.url(path)).json(&json!({})).send().await.unwrap();
+            expect_error(response, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+        }
+    }
+
+    async fn another_administrator_is_neither_suspended_nor_demoted(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner = agency.owner_id.clone();
+        let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let owner_role = app.store.users().get(&tenant, &owner).await.unwrap().role;
+        assert!(owner_role.is_administrator());
+        let peer = app.user_managed_by(&agency, owner_role, &owner).await;
+        let owner_key = app.key_acting_for(&agency, &owner, &ALL).await;
+        let before = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{peer}"), None).await).await;
+        assert_eq!(before["role"], owner_role.as_str());
+
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{peer}/status"), Some(json!({ "status": "suspended" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+        let response = send(&app, Method::PUT, &owner_key, &format!("/api/v1/users/{peer}/role"), Some(json!({ "role": "agent" }))).await;
+        expect_error(response, StatusCode::FORBIDDEN, "permission_denied").await;
+
+        let after = expect_ok(send(&app, Method::GET, &owner_key, &format!("/api/v1/users/{peer}"), None).await).await;
+        assert_eq!(before, after, "nothing changed");
+        assert_eq!(after["is_active"], true);
+        let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+        assert!(events.iter().all(|e| e.event_type != "user.deactivated"));
+    }
+
+    async fn passwords_are_stored_as_argon2id_and_every_rule_fails_alike(backend) {
+        let app = TestApp::spawn(backend).await;
+        let agency = app.agency().await;
+        let owner_key = app.key_acting_for(&agency, &agency.owner_id, &ALL).await;
+        let email = format!("{}@example.com", ulid::Ulid::generate());
+        let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
+            "email": email, "role": "agent", "password": "Corr3ct-Horse",
+        }))).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let created: Value = response.json().await.unwrap();
+        let hash = stored_password_hash(&app, created["id"].as_str().unwrap()).await;
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert!(!hash.contains("Corr3ct"));
+
+        // Each rule on its own: too short, no upper case, no lower case, no
+        // digit, no special character. Every one is the same 400, naming
+        // only the password.
+        for password in ["Sh0rt!", "lowercase1!", "UPPERCASE1!", "NoDigits!!", "NoSpecial12"] {
+            let email = format!("{}@example.com", ulid::Ulid::generate());
+            let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
+                "email": email, "role": "agent", "password": password,
+            }))).await;
+            let error = expect_error(response, StatusCode::BAD_REQUEST, "validation.invalid_value").await;
+            let fields = error["error"]["details"]["fields"].as_object().unwrap();
+            assert_eq!(fields.keys().collect::<Vec<_>>(), ["password"], "{password}: {error}");
+            assert!(fields["password"].is_string(), "{password}: {error}");
+            assert!(!error.to_string().contains(password), "the password is not echoed");
+        }
+    }
+}
+
+/// The password hash stored for `user_id`.
+async fn stored_password_hash(app: &TestApp, user_id: &str) -> String {
+    let sql = "select password_hash from users where id = $1";
+    match app.store.db() {
+        storage::Database::Sqlite(sqlite) => {
+            sqlx::query_scalar(sql)
+                .bind(user_id)
+                .fetch_one(sqlite.pool())
+                .await
+        }
+        storage::Database::Postgres(pool) => {
+            sqlx::query_scalar(sql).bind(user_id).fetch_one(pool).await
+        }
+    }
+    .unwrap()
 }

@@ -1,6 +1,6 @@
 //! `GET` and `PATCH /users/{user_id}/preferences`: a user's five display
 //! preferences, defaults applied. Readable and changeable by the user, an
-//! agency administrator, or the user's manager.
+//! agency administrator, or the user's manager; changed with live keys only.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::user_admin::{acting_user, agency_user, may_edit};
+use super::user_admin::{acting_user, agency_user, may_edit, refuse_sandbox};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiPath};
@@ -196,7 +196,7 @@ fn validate(patch: PreferencesPatch) -> Result<PreferenceChanges, ApiError> {
         (status = 200, description = "The five preferences after the change", body = PreferencesOut),
         (status = 400, description = "validation.invalid_value: a value outside its field's set (details.fields)", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks users:write, or its user may not change these preferences", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks users:write or is a sandbox key, or its user may not change these preferences", body = ErrorEnvelope),
         (status = 404, description = "user_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: an unknown field or a value of the wrong type", body = ErrorEnvelope),
     ),
@@ -208,6 +208,7 @@ async fn update_preferences(
     ApiPath(user_id): ApiPath<String>,
     ApiJson(patch): ApiJson<PreferencesPatch>,
 ) -> Result<Json<PreferencesOut>, ApiError> {
+    refuse_sandbox(&principal)?;
     let user = agency_user(&state, &principal, &user_id).await?;
     authorize(&state, &principal, &user).await?;
     let changes = validate(patch)?;

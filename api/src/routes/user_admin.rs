@@ -1,13 +1,16 @@
 //! Who may change whom: `GET /users/{user_id}/can-edit`, its batch form
-//! `POST /users/batch-can-edit`, and `PUT /users/{user_id}/role`.
+//! `POST /users/batch-can-edit`, `PUT /users/{user_id}/role` and `/status`,
+//! `POST /users` (also `/users/`) and `DELETE /users/team/{assistant_id}`.
 //!
 //! A key acts as the user who created it. That user may edit themself, the
 //! users they manage, and, as an agency administrator (the agency's owner
-//! role or a platform role), anyone of the agency.
+//! role or a platform role), anyone of the agency. Sandbox keys read people
+//! but never change them.
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
+use storage::Environment;
 use storage::ids::UserId;
 use storage::users::{Role, User};
 use utoipa::ToSchema;
@@ -48,6 +51,12 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
             &endpoints::CREATE_USER,
             routes!(create_user),
         ))
+        // The specification writes `POST /users/`; both spellings create a
+        // user, behind the same guard (the slash form is not documented twice).
+        .route(
+            "/users/",
+            guarded(state, &endpoints::CREATE_USER, routes!(create_user)).2,
+        )
         .routes(guarded(
             state,
             &endpoints::REMOVE_TEAM_MEMBER,
@@ -65,6 +74,18 @@ pub(crate) async fn acting_user(state: &AppState, principal: &Principal) -> Opti
         .await
         .ok()?;
     user.is_active.then_some(user)
+}
+
+/// Refuses a change to people made with a sandbox key. People belong to the
+/// agency, not to an environment, so such a change would reach real users
+/// while its events went to the sandbox outbox, unseen by live webhooks.
+pub(crate) fn refuse_sandbox(principal: &Principal) -> Result<(), ApiError> {
+    if principal.environment == Environment::Sandbox {
+        return Err(ApiError::Forbidden(
+            "Sandbox keys cannot change people; use a live key.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `caller` may edit `target`.
@@ -213,7 +234,7 @@ pub struct RoleIn {
     responses(
         (status = 200, description = "The user with the new role", body = UserOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks users:write; or its user is no administrator, or the target is the caller or an administrator", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks users:write or is a sandbox key; or its user is no administrator, or the target is the caller or an administrator", body = ErrorEnvelope),
         (status = 404, description = "user_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: not a role, or an owner or platform role", body = ErrorEnvelope),
     ),
@@ -225,6 +246,7 @@ async fn update_role(
     ApiPath(user_id): ApiPath<String>,
     ApiJson(body): ApiJson<RoleIn>,
 ) -> Result<Json<UserOut>, ApiError> {
+    refuse_sandbox(&principal)?;
     let target = agency_user(&state, &principal, &user_id).await?;
     let role = Role::parse(body.role.trim()).ok_or_else(|| {
         ApiError::field("role", "must be photographer, agent, assistant or viewer")
@@ -283,7 +305,7 @@ pub struct StatusIn {
     responses(
         (status = 200, description = "The user with its new state", body = UserOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks users:write; or its user is no administrator, or the target is the caller or an administrator", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks users:write or is a sandbox key; or its user is no administrator, or the target is the caller or an administrator", body = ErrorEnvelope),
         (status = 404, description = "user_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: status is not active or suspended", body = ErrorEnvelope),
     ),
@@ -295,6 +317,7 @@ async fn update_status(
     ApiPath(user_id): ApiPath<String>,
     ApiJson(body): ApiJson<StatusIn>,
 ) -> Result<Json<UserOut>, ApiError> {
+    refuse_sandbox(&principal)?;
     let target = agency_user(&state, &principal, &user_id).await?;
     let active = match body.status.trim().to_ascii_lowercase().as_str() {
         "active" => true,
@@ -341,7 +364,7 @@ async fn update_status(
     responses(
         (status = 200, description = "The assistant as it now is", body = UserOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks users:write, or its user is neither the manager nor an administrator", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks users:write or is a sandbox key, or its user is neither the manager nor an administrator", body = ErrorEnvelope),
         (status = 404, description = "user_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: the user is not an assistant", body = ErrorEnvelope),
     ),
@@ -352,6 +375,7 @@ async fn remove_from_team(
     principal: Principal,
     ApiPath(assistant_id): ApiPath<String>,
 ) -> Result<Json<UserOut>, ApiError> {
+    refuse_sandbox(&principal)?;
     let target = agency_user(&state, &principal, &assistant_id).await?;
     if target.role != Role::Assistant {
         return Err(ApiError::field("assistant_id", "is not an assistant"));
@@ -422,7 +446,8 @@ pub struct AccountOut {
     pub password_reset_required: bool,
 }
 
-/// Creates a user in the caller's agency (administrators only).
+/// Creates a user in the caller's agency (administrators only). Also served
+/// at `POST /users/`, the specification's spelling.
 #[utoipa::path(
     post,
     path = "/users",
@@ -433,7 +458,7 @@ pub struct AccountOut {
         (status = 201, description = "The account; never its password", body = AccountOut),
         (status = 400, description = "validation.invalid_value: an invalid email, password, role or manager, or an email already taken (details.fields)", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks users:write, or its user is no administrator", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks users:write or is a sandbox key, or its user is no administrator", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: an unknown field or a value of the wrong type", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []))
@@ -443,6 +468,7 @@ async fn create_user(
     principal: Principal,
     ApiJson(body): ApiJson<UserIn>,
 ) -> Result<(axum::http::StatusCode, Json<AccountOut>), ApiError> {
+    refuse_sandbox(&principal)?;
     let caller = acting_user(&state, &principal).await;
     let Some(caller) = caller.filter(|c| c.role.is_administrator()) else {
         return Err(ApiError::Forbidden(
