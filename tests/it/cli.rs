@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::Value;
-use tests::deployment::{Deployment, serve};
+use serde_json::{Value, json};
+use storage::ids::AgencyId;
+use storage::webhooks::{EndpointEnvironment, NewEndpoint};
+use storage::{Environment, Tenant};
+use tests::deployment::{Deployment, eventually, serve};
 use tests::{Backend, backend_tests};
 
 use crate::support::expect_ok;
@@ -141,6 +144,190 @@ backend_tests! {
         assert!(!server.process.log_text().contains(&secret), "a webhook secret was logged");
     }
 
+    async fn operators_update_webhook_endpoints_under_the_routes_checks(backend) {
+        let deployment = Deployment::new(backend).await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let store = deployment.store().await;
+        let agency = AgencyId::parse(&agency_id).unwrap();
+        let (endpoint, _) = store
+            .webhooks()
+            .create(
+                &Tenant::new(agency.clone(), Environment::Live),
+                new_endpoint("https://localhost:9/old", EndpointEnvironment::Live),
+            )
+            .await
+            .unwrap();
+        let id = endpoint.id;
+        let get = || deployment.admin_ok(&["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id]);
+
+        // Every field at once; aliases come back canonical, duplicates once.
+        let updated = deployment.admin_ok(&update_args(&agency_id, &id, &[
+            "--url", "https://localhost:9/new",
+            "--event-type", "listing.section_modified",
+            "--event-types", "invoice.payment_made,listing.created,listing.section_updated",
+            "--name", "  CRM feed ",
+            "--environment", "Both",
+            "--webhook-allow-private-networks",
+        ]));
+        assert_eq!(updated.as_object().unwrap().len(), 1, "{updated}");
+        let endpoint = &updated["endpoint"];
+        assert_eq!(endpoint["id"], id.as_str());
+        assert_eq!(endpoint["url"], "https://localhost:9/new");
+        assert_eq!(endpoint["event_types"], json!(["listing.section_updated", "invoice.paid", "listing.created"]));
+        assert_eq!(endpoint["name"], "CRM feed");
+        assert_eq!(endpoint["environment"], "both");
+        assert_eq!(get(), updated, "stored as printed");
+        let live_only = deployment.admin_ok(&update_args(&agency_id, &id, &["--environment", "Live events only"]));
+        assert_eq!(live_only["endpoint"]["environment"], "live");
+        let updated = deployment.admin_ok(&update_args(&agency_id, &id, &["--environment", "both"]));
+
+        // Refused values change nothing: the route's checks, as validation.failed.
+        let long_name = "x".repeat(201);
+        for refused in [
+            ["--url", "http://localhost:9/plain"],
+            ["--url", "https://user:pw@localhost:9/x"],
+            ["--url", "not a url"],
+            ["--event-type", "listing.exploded"],
+            ["--event-types", "listing.created,listing.exploded"],
+            ["--event-type", "webhook.test_fire"],
+            ["--event-types", ","],
+            ["--environment", "staging"],
+            ["--name", long_name.as_str()],
+        ] {
+            let mut extra = refused.to_vec();
+            extra.push("--webhook-allow-private-networks");
+            deployment.admin_err(&update_args(&agency_id, &id, &extra), "validation.failed");
+        }
+        // A valid field beside a refused one is not applied either.
+        deployment.admin_err(
+            &update_args(&agency_id, &id, &["--name", "half", "--event-type", "listing.exploded"]),
+            "validation.failed",
+        );
+        // Without the development flag the strict address policy of `api
+        // serve` applies: loopback, private and link-local hosts are refused.
+        for url in ["https://localhost:9/strict", "https://10.0.0.8/hooks", "https://169.254.169.254/latest"] {
+            deployment.admin_err(&update_args(&agency_id, &id, &["--url", url]), "validation.failed");
+        }
+        // Nothing to change, or update flags on another action.
+        deployment.admin_err(&update_args(&agency_id, &id, &[]), "validation.failed");
+        deployment.admin_err(
+            &["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id, "--name", "x"],
+            "validation.failed",
+        );
+        assert_eq!(get(), updated, "nothing changed");
+
+        // An empty name clears it; --all-event-types subscribes to every type.
+        let cleared = deployment.admin_ok(&update_args(&agency_id, &id, &["--name", "", "--all-event-types"]));
+        assert_eq!(cleared["endpoint"]["name"], Value::Null);
+        assert_eq!(cleared["endpoint"]["event_types"], Value::Null);
+        assert_eq!(cleared["endpoint"]["url"], "https://localhost:9/new");
+
+        // Unknown endpoints are not found, before their values are judged;
+        // so is another environment's or another agency's endpoint.
+        let unknown = "whe_01JD3Q8W5T7X2Z9Y4V6R1N0M8K";
+        deployment.admin_err(&update_args(&agency_id, unknown, &["--name", "x"]), "webhook_endpoint_not_found");
+        deployment.admin_err(&update_args(&agency_id, unknown, &["--url", "http://x"]), "webhook_endpoint_not_found");
+        let mut sandboxed = update_args(&agency_id, &id, &["--name", "x"]);
+        sandboxed.push("--sandbox");
+        deployment.admin_err(&sandboxed, "webhook_endpoint_not_found");
+        let other = deployment.admin_ok(&["create-agency", "--name", "Other"]);
+        deployment.admin_err(
+            &update_args(other["agency_id"].as_str().unwrap(), &id, &["--name", "x"]),
+            "webhook_endpoint_not_found",
+        );
+
+        // A sandbox endpoint hears sandbox events only, as with a sandbox key.
+        let (sandbox_endpoint, _) = store
+            .webhooks()
+            .create(
+                &Tenant::new(agency, Environment::Sandbox),
+                new_endpoint("https://localhost:9/sandbox", EndpointEnvironment::Sandbox),
+            )
+            .await
+            .unwrap();
+        let mut widen = update_args(&agency_id, &sandbox_endpoint.id, &["--environment", "both"]);
+        widen.push("--sandbox");
+        deployment.admin_err(&widen, "validation.failed");
+        let mut rename = update_args(&agency_id, &sandbox_endpoint.id, &["--name", "sandbox feed", "--environment", "Sandbox events only"]);
+        rename.push("--sandbox");
+        let renamed = deployment.admin_ok(&rename);
+        assert_eq!(renamed["endpoint"]["name"], "sandbox feed");
+        assert_eq!(renamed["endpoint"]["environment"], "sandbox");
+
+        // Conflicting flags are a usage error: status 2.
+        let usage = deployment.admin(&update_args(&agency_id, &id, &["--all-event-types", "--event-type", "listing.created"]));
+        assert_eq!(usage.status.code(), Some(2));
+    }
+
+    async fn operators_read_the_receivers_answer_in_the_delivery_log(backend) {
+        let receiver = tests::receiver::WebhookReceiver::start().await;
+        let answer: String = (0..1500u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        receiver.answer_with_body(500, answer.clone());
+        let deployment = Deployment::new(backend).await;
+        let certs = tempfile::tempdir().unwrap();
+        let ca = write_pem(certs.path(), "receiver.pem", &receiver.cert_pem);
+        let client = tests::app::base_client().build().unwrap();
+        let server = serve(
+            &deployment,
+            &["--webhook-allow-private-networks", "--webhook-ca-cert", ca.to_str().unwrap()],
+            &client,
+            "http",
+        )
+        .await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let owner = agency["owner_user_id"].as_str().unwrap().to_owned();
+        let key = deployment.admin_ok(&[
+            "create-key", "--agency", &agency_id, "--name", "hooks",
+            "--scopes", "listings:read,listings:write,webhooks:read,webhooks:write",
+        ]);
+        let key = key["key"].as_str().unwrap().to_owned();
+        let post = |path: &str, body: Value| {
+            client
+                .post(format!("{}/api/v1{path}", server.base_url))
+                .header("X-API-Key", &key)
+                .header("X-Idempotency-Key", tests::idempotency_key())
+                .json(&body)
+                .send()
+        };
+        let response = post("/webhooks/endpoints", json!({ "url": receiver.url, "event_types": ["listing.created"] })).await.unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let created: Value = response.json().await.unwrap();
+        let id = created["id"].as_str().unwrap().to_owned();
+        let response = post("/listings", json!({"address": "1 Main St", "owner_user_id": owner, "agent_one_id": owner})).await.unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        receiver.wait_for(1, Duration::from_secs(30)).await;
+
+        // The retry is 30 seconds away: the log holds still at one attempt.
+        let log = eventually(Duration::from_secs(30), "the first attempt in the admin log", || async {
+            let log = deployment.admin_ok(&["webhook-endpoints", "deliveries", "--agency", &agency_id, "--endpoint", &id]);
+            (log["items"][0]["attempts"].as_array().is_some_and(|a| !a.is_empty())).then_some(log)
+        })
+        .await;
+        let delivery = &log["items"][0];
+        assert_eq!(delivery["event_type"], "listing.created");
+        assert_eq!(delivery["status"], "retrying");
+        let attempt = &delivery["attempts"][0];
+        assert_eq!(attempt["outcome"], "http_error", "{attempt}");
+        assert_eq!(attempt["status_code"], 500);
+        assert!(attempt["duration_ms"].as_u64().is_some(), "{attempt}");
+        assert_eq!(attempt["response_excerpt"], &answer[..1024], "the first KiB of the answer");
+
+        // The API's delivery read shows the same attempt.
+        let read = expect_ok(
+            client
+                .get(format!("{}/api/v1/webhooks/deliveries/{}", server.base_url, delivery["id"].as_str().unwrap()))
+                .header("X-API-Key", &key)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(read["attempt_log"][0]["response_excerpt"], attempt["response_excerpt"]);
+        assert_eq!(read["attempt_log"][0]["duration_ms"], attempt["duration_ms"]);
+    }
+
     async fn payment_and_shoot_commands_drive_a_listing(backend) {
         let deployment = Deployment::new(backend).await;
         let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
@@ -200,6 +387,31 @@ backend_tests! {
         }
         deployment.admin_ok(&["create-agency", "--name", "After migrate"]);
     }
+}
+
+/// A stored endpoint at `url`, named "old", receiving listing.created.
+fn new_endpoint(url: &str, environment: EndpointEnvironment) -> NewEndpoint {
+    NewEndpoint {
+        name: Some("old".into()),
+        url: url.into(),
+        event_types: Some(vec!["listing.created".into()]),
+        environment,
+        created_by: None,
+    }
+}
+
+/// `webhook-endpoints update` of `endpoint` with `extra` flags.
+fn update_args<'a>(agency: &'a str, endpoint: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "webhook-endpoints",
+        "update",
+        "--agency",
+        agency,
+        "--endpoint",
+        endpoint,
+    ];
+    args.extend_from_slice(extra);
+    args
 }
 
 fn write_pem(dir: &Path, name: &str, text: &str) -> PathBuf {

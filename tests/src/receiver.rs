@@ -1,14 +1,16 @@
 //! A real HTTPS webhook receiver on loopback: a self-signed certificate,
-//! answers chosen by the test, and every delivery recorded byte for byte.
+//! answers (status, headers, body) chosen by the test, and every delivery
+//! recorded byte for byte.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
 use axum::routing::any;
 use tokio::sync::{Notify, watch};
 
@@ -39,10 +41,50 @@ impl Received {
     }
 }
 
+/// How the receiver answers one request.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// The response body.
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// `status` with an empty body.
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// `status` with `body` (sent as `text/plain`).
+    pub fn with_body(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "text/plain; charset=utf-8".into())],
+            body: body.into(),
+        }
+    }
+
+    /// A redirect: `status` (301, 302, 307, 308…) with `Location: location`.
+    pub fn redirect(status: u16, location: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("location".into(), location.to_owned())],
+            body: Vec::new(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Behaviour {
-    scripted: VecDeque<u16>,
-    status: Option<u16>,
+    scripted: VecDeque<Answer>,
+    answer: Option<Answer>,
     delay: Option<Duration>,
 }
 
@@ -59,19 +101,20 @@ pub struct WebhookReceiver {
     pub url: String,
     /// The certificate deliveries must trust.
     pub cert_pem: String,
+    key_pem: String,
     shared: Shared,
     _stop: watch::Sender<bool>,
 }
 
-async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    let (status, delay) = {
+async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let (answer, delay) = {
         let mut behaviour = shared.behaviour.lock().expect("receiver state");
-        let status = behaviour
+        let answer = behaviour
             .scripted
             .pop_front()
-            .or(behaviour.status)
-            .unwrap_or(200);
-        (status, behaviour.delay)
+            .or_else(|| behaviour.answer.clone())
+            .unwrap_or_else(|| Answer::status(200));
+        (answer, behaviour.delay)
     };
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
@@ -95,14 +138,37 @@ async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) 
             at: Instant::now(),
         });
     shared.arrived.notify_waiters();
-    StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    for (name, value) in answer.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
 }
 
 impl WebhookReceiver {
     /// Starts a receiver answering 200.
     pub async fn start() -> Self {
+        Self::start_with(TlsIdentity::self_signed()).await
+    }
+
+    /// Starts a second receiver with this one's certificate, so a client
+    /// trusting one reaches both (the target of a redirect, say).
+    pub async fn beside(&self) -> Self {
+        Self::start_with(TlsIdentity {
+            cert_pem: self.cert_pem.clone(),
+            key_pem: self.key_pem.clone(),
+        })
+        .await
+    }
+
+    async fn start_with(identity: TlsIdentity) -> Self {
         api::server::install_crypto_provider();
-        let identity = TlsIdentity::self_signed();
         let tls = api::server::tls_from_pem(
             identity.cert_pem.clone().into_bytes(),
             identity.key_pem.clone().into_bytes(),
@@ -126,6 +192,7 @@ impl WebhookReceiver {
         Self {
             url: format!("https://localhost:{port}/hooks"),
             cert_pem: identity.cert_pem,
+            key_pem: identity.key_pem,
             shared,
             _stop: stop,
         }
@@ -133,17 +200,37 @@ impl WebhookReceiver {
 
     /// Answers every request with `status` from now on.
     pub fn answer(&self, status: u16) {
-        self.shared.behaviour.lock().expect("receiver state").status = Some(status);
+        self.answer_with(Answer::status(status));
+    }
+
+    /// Answers every request with `status` and `body` from now on.
+    pub fn answer_with_body(&self, status: u16, body: impl Into<Vec<u8>>) {
+        self.answer_with(Answer::with_body(status, body));
+    }
+
+    /// Answers every request with a `status` redirect to `location` from now on.
+    pub fn redirect_to(&self, status: u16, location: &str) {
+        self.answer_with(Answer::redirect(status, location));
+    }
+
+    /// Answers every request this way from now on.
+    pub fn answer_with(&self, answer: Answer) {
+        self.shared.behaviour.lock().expect("receiver state").answer = Some(answer);
     }
 
     /// Answers the next requests with these statuses, then as before.
     pub fn script(&self, statuses: &[u16]) {
+        self.script_answers(statuses.iter().map(|s| Answer::status(*s)));
+    }
+
+    /// Answers the next requests these ways, then as before.
+    pub fn script_answers(&self, answers: impl IntoIterator<Item = Answer>) {
         self.shared
             .behaviour
             .lock()
             .expect("receiver state")
             .scripted
-            .extend(statuses.iter().copied());
+            .extend(answers);
     }
 
     /// Waits this long before answering.

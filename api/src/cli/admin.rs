@@ -17,8 +17,10 @@ use storage::users::{NewUser, Role};
 use storage::{Environment, StorageError, Store, Tenant, Timestamp};
 
 use workers::handlers::WorkerState;
+use workers::webhooks::AddressPolicy;
 
 use crate::config::StorageArgs;
+use crate::routes::webhooks::endpoint_rules::{EndpointEdit, FieldError};
 
 /// How long a command waits for its events' dispatch jobs to be pushed.
 const DISPATCH_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
@@ -52,7 +54,7 @@ pub enum AdminCommand {
     SetAgencyBudgets(SetAgencyBudgets),
     /// Push a canary job that reports its progress → {"operation_id", "job_id"}.
     EnqueueProbe(EnqueueProbe),
-    /// Manage an agency's webhook endpoints: list, get, disable, enable,
+    /// Manage an agency's webhook endpoints: list, get, update, disable, enable,
     /// rotate-secret, delete, deliveries → {"items"} or {"endpoint"[, "secret"]}.
     WebhookEndpoints(WebhookEndpoints),
 }
@@ -64,6 +66,9 @@ pub enum WebhookAction {
     List,
     /// One endpoint.
     Get,
+    /// Change its URL, event types, name or environment, under the checks of
+    /// `PATCH /webhooks/endpoints/{id}`.
+    Update,
     /// Disable one (reason `disabled_by_owner`).
     Disable,
     /// Re-enable one and reset its failure count.
@@ -93,6 +98,74 @@ pub struct WebhookEndpoints {
     /// The endpoint (whe_…); every action but `list` needs it.
     #[arg(long)]
     endpoint: Option<String>,
+    /// What `update` changes.
+    #[command(flatten)]
+    update: EndpointUpdate,
+}
+
+/// The flags of `admin webhook-endpoints update`; other actions refuse them.
+#[derive(Debug, Args)]
+pub struct EndpointUpdate {
+    /// New HTTPS URL; its host must resolve to addresses deliveries may reach.
+    #[arg(long)]
+    url: Option<String>,
+    /// An event type (canonical name or alias) to receive instead of the
+    /// current ones; repeatable.
+    #[arg(long = "event-type")]
+    event_type: Vec<String>,
+    /// Comma-separated event types, added to any --event-type.
+    #[arg(long = "event-types", value_delimiter = ',')]
+    event_types: Vec<String>,
+    /// Receive every event type, including types added later.
+    #[arg(long, conflicts_with_all = ["event_type", "event_types"])]
+    all_event_types: bool,
+    /// New label, at most 200 characters; an empty one clears it.
+    #[arg(long)]
+    name: Option<String>,
+    /// live, sandbox or both ("Live events only", "Sandbox events only",
+    /// "Both"); a --sandbox endpoint hears sandbox events only.
+    #[arg(long)]
+    environment: Option<String>,
+    /// Accept URLs on private, loopback and link-local networks, as
+    /// `api serve --webhook-allow-private-networks` does; without it the
+    /// strict production policy applies.
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_NETWORKS")]
+    webhook_allow_private_networks: bool,
+}
+
+impl EndpointUpdate {
+    /// The change asked for.
+    fn edit(&self) -> EndpointEdit {
+        let types: Vec<String> = self
+            .event_type
+            .iter()
+            .chain(&self.event_types)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let asked_types = !self.event_type.is_empty() || !self.event_types.is_empty();
+        EndpointEdit {
+            url: self.url.clone(),
+            // Flags given but all blank reach the check as an empty list,
+            // which it refuses, rather than being dropped silently.
+            event_types: if self.all_event_types {
+                Some(None)
+            } else if asked_types {
+                Some(Some(types))
+            } else {
+                None
+            },
+            name: self.name.clone().map(Some),
+            environment: self.environment.clone(),
+        }
+    }
+
+    /// The address policy the URL is checked under.
+    fn policy(&self) -> AddressPolicy {
+        AddressPolicy {
+            allow_private_networks: self.webhook_allow_private_networks,
+        }
+    }
 }
 
 /// `admin list-keys`, `rotate-key`, `revoke-key`.
@@ -310,6 +383,12 @@ impl From<StorageError> for AdminError {
             StorageError::Rule(rule) => Self::new("rule_violation", rule.to_string()),
             other => Self::new("server.internal", other.to_string()),
         }
+    }
+}
+
+impl From<FieldError> for AdminError {
+    fn from(err: FieldError) -> Self {
+        Self::new("validation.failed", err.to_string())
     }
 }
 
@@ -660,6 +739,13 @@ async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> 
     };
     let tenant = Tenant::new(agency, environment);
     let webhooks = store.webhooks();
+    let edit = args.update.edit();
+    if !matches!(args.action, WebhookAction::Update) && !edit.is_empty() {
+        return Err(AdminError::new(
+            "validation.failed",
+            "--url, --event-type(s), --name and --environment only go with update",
+        ));
+    }
     if let WebhookAction::List = args.action {
         let mut items = Vec::new();
         let mut after = None;
@@ -682,6 +768,23 @@ async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> 
         WebhookAction::List => unreachable!("handled above"),
         WebhookAction::Get => {
             let endpoint = webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::Update => {
+            if edit.is_empty() {
+                return Err(AdminError::new(
+                    "validation.failed",
+                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment",
+                ));
+            }
+            // As the route: an unknown endpoint is not found before any
+            // value is judged.
+            webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            let changes = edit.check(args.update.policy(), &tenant).await?;
+            let endpoint = webhooks
+                .update(&tenant, &id, changes)
+                .await?
+                .ok_or_else(not_found)?;
             json!({ "endpoint": endpoint_json(&endpoint) })
         }
         WebhookAction::Disable | WebhookAction::Enable => {
@@ -723,6 +826,7 @@ async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> 
                         "outcome": a.outcome,
                         "status_code": a.status_code,
                         "duration_ms": a.duration_ms,
+                        "response_excerpt": a.response_excerpt,
                         "error": a.error,
                     })).collect::<Vec<_>>(),
                 }));

@@ -1,23 +1,26 @@
 //! Webhooks: the event catalog, endpoint registration and management,
 //! delivery history, replay and test fire.
 
+pub mod endpoint_rules;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
+use storage::Tenant;
 use storage::event_catalog::{self, CatalogEntry};
 use storage::webhooks::{
-    AfterAttempt, Attempt, Delivery, DeliveryKind, EndpointChanges, EndpointEnvironment,
-    MANUALLY_DISABLED_REASON, NewEndpoint, WebhookEndpoint,
+    AfterAttempt, Attempt, Delivery, DeliveryKind, MANUALLY_DISABLED_REASON, NewEndpoint,
+    WebhookEndpoint,
 };
-use storage::{Environment, Tenant};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use workers::webhooks::AttemptReport;
 
+use self::endpoint_rules::EndpointEdit;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -263,6 +266,17 @@ pub struct EndpointPatch {
     environment: Option<String>,
 }
 
+impl From<EndpointPatch> for EndpointEdit {
+    fn from(patch: EndpointPatch) -> Self {
+        Self {
+            url: patch.url,
+            event_types: patch.event_types,
+            name: patch.name,
+            environment: patch.environment,
+        }
+    }
+}
+
 /// Tells a field sent as `null` (`Some(None)`) from one left out (`None`).
 fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
 where
@@ -272,113 +286,10 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
-const MAX_NAME_CHARS: usize = 200;
-const MAX_URL_CHARS: usize = 2048;
-
-fn validate_name(name: Option<String>) -> Result<Option<String>, ApiError> {
-    match name.map(|n| n.trim().to_owned()) {
-        Some(n) if n.chars().count() > MAX_NAME_CHARS => Err(ApiError::field(
-            "name",
-            format!("must be at most {MAX_NAME_CHARS} characters"),
-        )),
-        Some(n) if n.is_empty() => Ok(None),
-        other => Ok(other),
-    }
-}
-
-/// Checks a URL: HTTPS, no credentials, a host whose every address is one
-/// we deliver to.
-async fn validate_url(state: &AppState, url: &str) -> Result<String, ApiError> {
-    let reason = |reason: String| ApiError::field("url", reason);
-    if url.len() > MAX_URL_CHARS {
-        return Err(reason(format!(
-            "must be at most {MAX_URL_CHARS} characters"
-        )));
-    }
-    let parsed =
-        url::Url::parse(url.trim()).map_err(|err| reason(format!("is not a URL: {err}")))?;
-    if parsed.scheme() != "https" {
-        return Err(reason("must be an https URL".into()));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(reason("must not carry credentials".into()));
-    }
-    if parsed.fragment().is_some() {
-        return Err(reason("must not have a fragment".into()));
-    }
-    let Some(host) = parsed.host_str() else {
-        return Err(reason("must name a host".into()));
-    };
-    let port = parsed.port_or_known_default().unwrap_or(443);
-    state
-        .platform()
-        .webhooks
-        .client
-        .policy()
-        .resolve(host, port)
-        .await
-        .map_err(reason)?;
-    Ok(parsed.to_string())
-}
-
-fn validate_event_types(types: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(types) = types else {
-        return Ok(None);
-    };
-    if types.is_empty() {
-        return Err(ApiError::field(
-            "event_types",
-            "must name at least one type; omit it to receive every type",
-        ));
-    }
-    let mut canonical: Vec<String> = Vec::with_capacity(types.len());
-    for name in &types {
-        let Some(entry) = event_catalog::resolve(name) else {
-            return Err(ApiError::field(
-                "event_types",
-                format!("{name:?} is not an event type (see GET /webhooks/events)"),
-            ));
-        };
-        if entry.test_only {
-            return Err(ApiError::field(
-                "event_types",
-                format!("{name} is sent only by test fires"),
-            ));
-        }
-        if !canonical.iter().any(|c| c == entry.event_type) {
-            canonical.push(entry.event_type.to_owned());
-        }
-    }
-    Ok(Some(canonical))
-}
-
-fn validate_environment(
-    tenant: &Tenant,
-    text: Option<&str>,
-) -> Result<Option<EndpointEnvironment>, ApiError> {
-    let Some(text) = text else {
-        return Ok(None);
-    };
-    let environment = EndpointEnvironment::parse(text).ok_or_else(|| {
-        ApiError::field(
-            "environment",
-            "must be live, sandbox or both (\"Live events only\", \"Sandbox events only\", \"Both\")",
-        )
-    })?;
-    if tenant.environment == Environment::Sandbox && environment != EndpointEnvironment::Sandbox {
-        return Err(ApiError::field(
-            "environment",
-            "a sandbox key registers endpoints for sandbox events only",
-        ));
-    }
-    Ok(Some(environment))
-}
-
-fn default_environment(tenant: &Tenant) -> EndpointEnvironment {
-    match tenant.environment {
-        Environment::Live => EndpointEnvironment::Live,
-        Environment::Sandbox => EndpointEnvironment::Sandbox,
-    }
+/// The address policy deliveries go out under: registration checks the
+/// same one.
+fn address_policy(state: &AppState) -> workers::webhooks::AddressPolicy {
+    state.platform().webhooks.client.policy()
 }
 
 async fn endpoint_of(
@@ -416,11 +327,11 @@ async fn create_endpoint(
     ApiJson(body): ApiJson<EndpointIn>,
 ) -> Result<(StatusCode, Json<EndpointWithSecretOut>), ApiError> {
     let tenant = principal.tenant();
-    let name = validate_name(body.name)?;
-    let event_types = validate_event_types(body.event_types)?;
-    let environment = validate_environment(&tenant, body.environment.as_deref())?
-        .unwrap_or_else(|| default_environment(&tenant));
-    let url = validate_url(&state, &body.url).await?;
+    let name = endpoint_rules::name(body.name)?;
+    let event_types = endpoint_rules::event_types(body.event_types)?;
+    let environment = endpoint_rules::environment(&tenant, body.environment.as_deref())?
+        .unwrap_or_else(|| endpoint_rules::default_environment(&tenant));
+    let url = endpoint_rules::url(address_policy(&state), &body.url).await?;
     let new = NewEndpoint {
         name,
         url,
@@ -541,25 +452,9 @@ async fn update_endpoint(
     let tenant = principal.tenant();
     // A missing endpoint is 404 before any validation of the body's values.
     endpoint_of(&state, &tenant, &endpoint_id).await?;
-    let name = match body.name {
-        None => None,
-        Some(name) => Some(validate_name(name)?),
-    };
-    let event_types = match body.event_types {
-        None => None,
-        Some(types) => Some(validate_event_types(types)?),
-    };
-    let environment = validate_environment(&tenant, body.environment.as_deref())?;
-    let url = match body.url {
-        None => None,
-        Some(url) => Some(validate_url(&state, &url).await?),
-    };
-    let changes = EndpointChanges {
-        name,
-        url,
-        event_types,
-        environment,
-    };
+    let changes = EndpointEdit::from(body)
+        .check(address_policy(&state), &tenant)
+        .await?;
     let endpoint = state
         .store()
         .webhooks()

@@ -55,19 +55,30 @@ impl Ctx {
     }
 
     async fn build(backend: Backend, redis: bool) -> Self {
-        Self::build_with(backend, redis, None).await
+        Self::build_with(backend, redis, None, SPEEDUP).await
     }
 
     /// With owners' e-mail going to the SMTP relay at `mail_relay`.
     pub async fn with_mail_relay(backend: Backend, mail_relay: &str) -> Self {
-        Self::build_with(backend, false, Some(mail_relay)).await
+        Self::build_with(backend, false, Some(mail_relay), SPEEDUP).await
     }
 
-    async fn build_with(backend: Backend, redis: bool, mail_relay: Option<&str>) -> Self {
+    /// With retry waits divided by `speedup` (1: the real schedule, so the
+    /// state between two attempts holds still long enough to be read).
+    pub async fn with_speedup(backend: Backend, speedup: u32) -> Self {
+        Self::build_with(backend, false, None, speedup).await
+    }
+
+    async fn build_with(
+        backend: Backend,
+        redis: bool,
+        mail_relay: Option<&str>,
+        speedup: u32,
+    ) -> Self {
         let receiver = WebhookReceiver::start().await;
         let mut builder = TestApp::builder(backend)
             .with_workers()
-            .webhooks(receiver.delivery(SPEEDUP));
+            .webhooks(receiver.delivery(speedup));
         if let Some(url) = mail_relay {
             builder = builder.mail_relay(url);
         }

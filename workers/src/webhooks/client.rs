@@ -198,8 +198,7 @@ impl WebhookClient {
                         Ok(None) | Err(_) => break,
                     }
                 }
-                excerpt.truncate(EXCERPT_BYTES);
-                let excerpt = String::from_utf8_lossy(&excerpt).into_owned();
+                let excerpt = excerpt_text(&excerpt);
                 AttemptReport {
                     outcome: if status.is_success() {
                         AttemptOutcome::Succeeded
@@ -230,6 +229,25 @@ impl WebhookClient {
             }
         }
     }
+}
+
+/// The first [`EXCERPT_BYTES`] of an answer as text, a prefix of it when it
+/// is UTF-8: a character the cut splits is dropped, not replaced (a
+/// replacement character would outgrow the limit and match nothing sent).
+fn excerpt_text(bytes: &[u8]) -> String {
+    let bytes = &bytes[..bytes.len().min(EXCERPT_BYTES)];
+    let whole = match std::str::from_utf8(bytes) {
+        Err(err) if err.error_len().is_none() => err.valid_up_to(),
+        _ => bytes.len(),
+    };
+    let mut text = String::from_utf8_lossy(&bytes[..whole]).into_owned();
+    // Other invalid bytes were replaced, three bytes each: cut again.
+    let mut end = text.len().min(EXCERPT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
 }
 
 fn refused_reason(err: &reqwest::Error) -> Option<String> {
@@ -266,5 +284,19 @@ mod tests {
         assert_ne!(signature("whsec_test", 1_700_000_001, b"{}"), expected);
         assert_ne!(signature("whsec_other", 1_700_000_000, b"{}"), expected);
         assert!(expected.starts_with("sha256=") && expected.len() == 7 + 64);
+    }
+
+    #[test]
+    fn an_excerpt_is_a_whole_character_prefix_within_the_limit() {
+        let ascii = "a".repeat(2000);
+        assert_eq!(excerpt_text(ascii.as_bytes()), "a".repeat(EXCERPT_BYTES));
+        let split = format!("{}é", "a".repeat(EXCERPT_BYTES - 1));
+        assert_eq!(
+            excerpt_text(split.as_bytes()),
+            "a".repeat(EXCERPT_BYTES - 1)
+        );
+        let binary = vec![0xff; 2000];
+        assert!(excerpt_text(&binary).len() <= EXCERPT_BYTES);
+        assert_eq!(excerpt_text(b"ok"), "ok");
     }
 }
