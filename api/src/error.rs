@@ -93,6 +93,9 @@ pub enum ApiError {
     /// 403 `auth.csrf_failed`: a session request without the session's
     /// `X-CSRF-Token`.
     CsrfFailed,
+    /// 400 `auth.invalid_reset_token`: a password link's token that is
+    /// unknown, already used or expired (which one is not said).
+    InvalidResetToken,
     /// An upload refused while it streamed: 400 `upload.too_many_files`,
     /// `upload.unsupported_format`, `upload.no_files`, `upload.malformed`;
     /// 413 `upload.file_too_large`, `upload.request_too_large`; 408
@@ -129,6 +132,14 @@ pub enum ApiError {
     NoOpTransition(&'static str),
     /// 409 `listing_already_cancelled`.
     ListingAlreadyCancelled,
+    /// 409 `listing_status_conflict`: another change moved the listing between
+    /// this request's read and its write; nothing was changed.
+    ListingStatusConflict {
+        /// The status the request was judged against.
+        expected: &'static str,
+        /// The status the other change left.
+        current: &'static str,
+    },
     /// 409 `outside_cancellation_window`, with the cutoff and where to go instead.
     OutsideCancellationWindow {
         /// When the no-fee window closed (RFC 3339).
@@ -221,6 +232,7 @@ impl ApiError {
             Self::ListingNotActivated
             | Self::NoOpTransition(_)
             | Self::ListingAlreadyCancelled
+            | Self::ListingStatusConflict { .. }
             | Self::OutsideCancellationWindow { .. } => StatusCode::CONFLICT,
             Self::LifecycleViolation { .. } | Self::InvalidSectionPayload { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -233,7 +245,7 @@ impl ApiError {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::InvalidValues(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidValues(_) | Self::InvalidResetToken => StatusCode::BAD_REQUEST,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -249,6 +261,7 @@ impl ApiError {
             Self::SessionRequired => "auth.session_required",
             Self::InvalidCredentials => "auth.invalid_credentials",
             Self::CsrfFailed => "auth.csrf_failed",
+            Self::InvalidResetToken => "auth.invalid_reset_token",
             Self::EndpointRemoved { .. } => "endpoint_removed",
             Self::Upload { code, .. } => code,
             Self::TlsRequired => "transport.tls_required",
@@ -259,6 +272,7 @@ impl ApiError {
             Self::ListingNotActivated => "listing_not_activated",
             Self::NoOpTransition(_) => "no_op_transition",
             Self::ListingAlreadyCancelled => "listing_already_cancelled",
+            Self::ListingStatusConflict { .. } => "listing_status_conflict",
             Self::OutsideCancellationWindow { .. } => "outside_cancellation_window",
             Self::LifecycleViolation { .. } => "lifecycle_violation",
             Self::InvalidSectionPayload { .. } => "invalid_section_payload",
@@ -296,6 +310,10 @@ impl ApiError {
             Self::CsrfFailed => {
                 "The X-CSRF-Token header is missing or does not belong to this session.".into()
             }
+            Self::InvalidResetToken => {
+                "This password link is unknown, already used or expired; ask for a new one with POST /api/v1/session/password-reset."
+                    .into()
+            }
             Self::Upload { message, .. } => message.clone().into(),
             Self::EndpointRemoved { replacement, .. } => {
                 format!("This endpoint was removed; use {replacement}.").into()
@@ -314,6 +332,10 @@ impl ApiError {
             }
             Self::NoOpTransition(status) => format!("The listing already has status {status}.").into(),
             Self::ListingAlreadyCancelled => "The listing is already cancelled.".into(),
+            Self::ListingStatusConflict { expected, current } => format!(
+                "The listing's status changed from {expected} to {current} while this request was processed; nothing was changed."
+            )
+            .into(),
             Self::OutsideCancellationWindow { cutoff, .. } => format!(
                 "The no-fee cancellation window closed at {cutoff}; cancel from the dashboard, where the fee applies."
             )
@@ -380,6 +402,10 @@ impl ApiError {
             Self::LifecycleViolation { from, to } => {
                 details.insert("from".into(), (*from).into());
                 details.insert("to".into(), (*to).into());
+            }
+            Self::ListingStatusConflict { expected, current } => {
+                details.insert("expected_status".into(), (*expected).into());
+                details.insert("current_status".into(), (*current).into());
             }
             Self::NotReady(component) => {
                 details.insert("component".into(), (*component).into());

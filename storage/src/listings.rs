@@ -179,6 +179,26 @@ macro_rules! fetch_listing {
 }
 pub(crate) use fetch_listing;
 
+/// The rules of `PATCH …/status`, in the specification's order: activation
+/// (409), no-op (409), lifecycle (422).
+fn check_status_change(listing: &Listing, to: ListingStatus) -> Result<()> {
+    let from = listing.status;
+    if !listing.is_activated() {
+        return Err(Rule::ListingNotActivated.into());
+    }
+    if from == to {
+        return Err(Rule::NoOpTransition(to.display()).into());
+    }
+    if !from.allows(to) {
+        return Err(Rule::LifecycleViolation {
+            from: from.display(),
+            to: to.display(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Turns a fetched row into a listing, or `NotFound`.
 pub(crate) fn found(row: Option<ListingRow>) -> Result<Listing> {
     row.ok_or(StorageError::NotFound("listing"))?.try_into()
@@ -243,6 +263,22 @@ pub struct Transition {
     pub listing: Listing,
     /// The status it had before.
     pub previous: ListingStatus,
+}
+
+/// What a status change came to when no rule refused it.
+#[derive(Clone, Debug)]
+pub enum StatusChange {
+    /// The listing moved and `listing.status_changed` was written (boxed: a
+    /// listing is large beside the other variant).
+    Changed(Box<Transition>),
+    /// Another writer changed the status between this request's read and its
+    /// write, to something other than the requested status; nothing was written.
+    Overtaken {
+        /// The status the request was judged against.
+        expected: ListingStatus,
+        /// The status the other writer left.
+        current: ListingStatus,
+    },
 }
 
 /// The outcome of a tour3d patch.
@@ -606,48 +642,26 @@ impl Listings<'_> {
 
     /// Moves a listing to `to` if it is activated and billed, `to` differs from
     /// its status and the lifecycle allows it; emits `listing.status_changed`.
+    ///
+    /// The request is judged against the status it reads, and the `UPDATE`
+    /// repeats that status in its `WHERE`. A writer overtaken between the two
+    /// (another change committed first) does not try again against the new
+    /// status: the client asked to leave the status it saw, which is gone. It
+    /// gets `NoOpTransition` when the winner already moved the listing to `to`,
+    /// and [`StatusChange::Overtaken`] otherwise; either way nothing is written.
     pub async fn change_status(
         &self,
         tenant: &Tenant,
         listing_number: &str,
         to: ListingStatus,
-    ) -> Result<Transition> {
+    ) -> Result<StatusChange> {
         let number = normalise_listing_number(listing_number);
-        for _ in 0..RACE_RETRIES {
-            if let Attempt::Done(transition) = self.try_change_status(tenant, &number, to).await? {
-                self.store.listing_cache().invalidate(tenant, &number);
-                return Ok(transition);
-            }
-        }
-        Err(StorageError::Corrupt(
-            "status change kept losing races".to_owned(),
-        ))
-    }
-
-    async fn try_change_status(
-        &self,
-        tenant: &Tenant,
-        number: &str,
-        to: ListingStatus,
-    ) -> Result<Attempt<Transition>> {
         let now = self.store.clock().now();
         let mut emitted: Vec<String> = Vec::new();
-        let attempt = in_transaction!(self.store.db(), |tx| {
-            let listing = found(fetch_listing!(&mut *tx, tenant, number).await?)?;
+        let change = in_transaction!(self.store.db(), |tx| {
+            let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             let from = listing.status;
-            if !listing.is_activated() {
-                return Err(Rule::ListingNotActivated.into());
-            }
-            if from == to {
-                return Err(Rule::NoOpTransition(to.display()).into());
-            }
-            if !from.allows(to) {
-                return Err(Rule::LifecycleViolation {
-                    from: from.display(),
-                    to: to.display(),
-                }
-                .into());
-            }
+            check_status_change(&listing, to)?;
             let updated = sqlx::query(
                 "update listings set status = $1, updated_at = $2
                  where id = $3 and status = $4 and activated_at is not null and billed_at is not null",
@@ -660,7 +674,19 @@ impl Listings<'_> {
             .await?
             .rows_affected();
             if updated == 0 {
-                Attempt::LostRace
+                // Overtaken. On PostgreSQL this statement sees the winner's
+                // commit; SQLite's single writer never gets here.
+                let current = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
+                if !current.is_activated() {
+                    return Err(Rule::ListingNotActivated.into());
+                }
+                if current.status == to {
+                    return Err(Rule::NoOpTransition(to.display()).into());
+                }
+                StatusChange::Overtaken {
+                    expected: from,
+                    current: current.status,
+                }
             } else {
                 let listing = Listing {
                     status: to,
@@ -677,14 +703,17 @@ impl Listings<'_> {
                     &mut emitted
                 )
                 .await?;
-                Attempt::Done(Transition {
+                StatusChange::Changed(Box::new(Transition {
                     listing,
                     previous: from,
-                })
+                }))
             }
         });
         self.store.announce(&emitted);
-        Ok(attempt)
+        // Also when overtaken: the winner may be another process, whose
+        // change this process's cache has not seen.
+        self.store.listing_cache().invalidate(tenant, &number);
+        Ok(change)
     }
 
     /// Cancels a listing at or before its no-fee cutoff (the shoot time minus

@@ -91,6 +91,43 @@ backend_tests! {
         expect_error(cancel(&ctx, "ZZZZZZZ").await, StatusCode::NOT_FOUND, "listing_not_found").await;
     }
 
+    async fn a_paid_then_cancelled_listing_cannot_change_status(backend) {
+        let ctx = Ctx::new(backend).await;
+        let number = ctx.activated_listing().await;
+        ctx.set_status(&number, "Active").await;
+        expect_ok(cancel(&ctx, &number).await).await;
+        let path = format!("/api/v1/listings/{number}/status");
+        // Activated and billed, so the activation check passes: Cancelled is terminal.
+        for target in ["Active", "Coming Soon", "Pending", "Sold", "Off Market", "Archived"] {
+            let error = expect_error(ctx.patch(&path, &json!({"new_status": target})).await, StatusCode::UNPROCESSABLE_ENTITY, "lifecycle_violation").await;
+            assert_eq!(error["error"]["details"]["from"], "Cancelled", "{target}");
+        }
+        let listing = expect_ok(ctx.get(&format!("/api/v1/listings/{number}")).await).await;
+        assert_eq!(listing["status"], "Cancelled");
+        let changes = ctx.events_of(EventType::ListingStatusChanged).await;
+        let moves: Vec<(&Value, &Value)> = changes.iter().map(|e| (&e.data["previous_status"], &e.data["status"])).collect();
+        assert_eq!(moves, [(&json!("Coming Soon"), &json!("Active"))], "nothing moved after the cancel");
+    }
+
+    async fn a_cancel_with_no_body_and_no_content_type_succeeds(backend) {
+        let ctx = Ctx::new(backend).await;
+        let number = ctx.listing().await;
+        let response = ctx
+            .app
+            .client
+            .post(ctx.app.url(&format!("/api/v1/listings/{number}/cancel")))
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .header("X-API-Key", &ctx.key)
+            .header("Content-Length", "0")
+            .send()
+            .await
+            .unwrap();
+        let cancelled = expect_ok(response).await;
+        assert_eq!(cancelled["status"], "Cancelled");
+        assert_eq!(cancelled["fee_applied"], json!({"amount": 0, "currency": "USD"}));
+        assert_eq!(ctx.events_of(EventType::ListingCancelled).await.len(), 1);
+    }
+
     async fn racing_cancels_emit_exactly_once(backend) {
         let ctx = Ctx::new(backend).await;
         let number = ctx.listing().await;

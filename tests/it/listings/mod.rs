@@ -1,12 +1,15 @@
 //! The listing routes, on SQLite and PostgreSQL: creation, reads, orders, the
 //! status lifecycle, cancellation, sections, tenancy, and the outbox.
 
+mod admin_commands;
 mod cancel;
 mod create;
 mod outbox;
+mod paging;
 mod read;
 mod sections;
 mod status;
+mod status_race;
 mod tenancy;
 
 use reqwest::Response;

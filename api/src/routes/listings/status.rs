@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::listing_status::ListingStatus;
+use storage::listings::StatusChange;
 use utoipa::ToSchema;
 
 use super::read::status_choices;
@@ -45,7 +46,7 @@ pub struct StatusChangeOut {
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks listings:write", body = ErrorEnvelope),
         (status = 404, description = "listing_not_found", body = ErrorEnvelope),
-        (status = 409, description = "listing_not_activated or no_op_transition", body = ErrorEnvelope),
+        (status = 409, description = "listing_not_activated, no_op_transition, or listing_status_conflict when another change moved the listing first", body = ErrorEnvelope),
         (status = 422, description = "lifecycle_violation, or validation.failed for an unknown status", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []))
@@ -58,11 +59,20 @@ pub async fn update_listing_status(
 ) -> Result<Json<StatusChangeOut>, ApiError> {
     let to = ListingStatus::parse(&body.new_status)
         .ok_or_else(|| ApiError::field("new_status", status_choices()))?;
-    let transition = state
+    let change = state
         .store()
         .listings()
         .change_status(&principal.tenant(), &listing_number, to)
         .await?;
+    let transition = match change {
+        StatusChange::Changed(transition) => *transition,
+        StatusChange::Overtaken { expected, current } => {
+            return Err(ApiError::ListingStatusConflict {
+                expected: expected.display(),
+                current: current.display(),
+            });
+        }
+    };
     Ok(Json(StatusChangeOut {
         listing: ListingOut::new(&transition.listing, state.urls()),
         previous_status: transition.previous.display().to_owned(),
