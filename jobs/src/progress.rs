@@ -6,7 +6,10 @@
 //!
 //! States carry a per-operation sequence number, starting at 1: a subscriber reads the latest
 //! persisted state and then takes only live states with a higher number, so it
-//! sees every state once, in order, whichever way it arrived.
+//! sees every state once, in order, whichever way it arrived. Publishers of
+//! one operation take their numbers before they publish, so a state may
+//! arrive after a higher-numbered one and be skipped; the terminal state
+//! ([`is_terminal`]) is never skipped, and once persisted is never replaced.
 
 use std::sync::Arc;
 
@@ -69,6 +72,16 @@ pub struct Subscription {
     pub live: futures::stream::BoxStream<'static, ProgressMessage>,
 }
 
+/// Whether `state` ends its operation: a media operation's `completed` event,
+/// or a job's `completed` or `failed` status.
+pub fn is_terminal(state: &Value) -> bool {
+    state.get("event").and_then(Value::as_str) == Some("completed")
+        || matches!(
+            state.get("status").and_then(Value::as_str),
+            Some("completed" | "failed")
+        )
+}
+
 /// Reads the `seq` a persisted state carries.
 fn seq_of(state: &Value) -> u64 {
     state.get("seq").and_then(Value::as_u64).unwrap_or(0)
@@ -103,7 +116,7 @@ impl ProgressHub {
         self.inner
             .store
             .progress()
-            .record(tenant, operation_id, seq, &state)
+            .record(tenant, operation_id, seq, &state, is_terminal(&state))
             .await?;
         let message = ProgressMessage {
             operation_id: operation_id.to_owned(),
@@ -150,9 +163,11 @@ impl ProgressHub {
         let mut last = after;
         let live = tokio_stream_from(receiver)
             .filter(move |message| {
-                let keep = message.belongs_to(&tenant, &operation_id) && message.seq > last;
+                // The end gets through even behind a higher number.
+                let keep = message.belongs_to(&tenant, &operation_id)
+                    && (message.seq > last || is_terminal(&message.state));
                 if keep {
-                    last = message.seq;
+                    last = last.max(message.seq);
                 }
                 std::future::ready(keep)
             })

@@ -4,6 +4,8 @@
 //! scoped by the tenant, except the worker's reads by id (a job carries ids
 //! it was given by a scoped request).
 
+mod format;
+
 use serde_json::{Value, json};
 
 use crate::db::{in_transaction, on_pool};
@@ -12,97 +14,7 @@ use crate::ids::{ListingId, MediaId, OperationId};
 use crate::outbox::insert_event;
 use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
 
-/// The formats an upload may carry, told by their content, never by the
-/// client's content type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MediaType {
-    /// JPEG image.
-    Jpeg,
-    /// PNG image.
-    Png,
-    /// WebP image.
-    Webp,
-    /// GIF image.
-    Gif,
-    /// MP4 video.
-    Mp4,
-    /// PDF document.
-    Pdf,
-}
-
-impl MediaType {
-    /// Bytes of a file's start that [`MediaType::detect`] needs.
-    pub const SNIFF_LEN: usize = 12;
-
-    /// The format of a file whose first bytes are `head`, by magic numbers.
-    pub fn detect(head: &[u8]) -> Option<Self> {
-        if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            Some(Self::Jpeg)
-        } else if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-            Some(Self::Png)
-        } else if head.len() >= 12 && &head[0..4] == b"RIFF" && &head[8..12] == b"WEBP" {
-            Some(Self::Webp)
-        } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
-            Some(Self::Gif)
-        } else if head.len() >= 12 && &head[4..8] == b"ftyp" {
-            Some(Self::Mp4)
-        } else if head.starts_with(b"%PDF-") {
-            Some(Self::Pdf)
-        } else {
-            None
-        }
-    }
-
-    /// The column and wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Jpeg => "jpeg",
-            Self::Png => "png",
-            Self::Webp => "webp",
-            Self::Gif => "gif",
-            Self::Mp4 => "mp4",
-            Self::Pdf => "pdf",
-        }
-    }
-
-    /// Parses a column value.
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            Self::Jpeg,
-            Self::Png,
-            Self::Webp,
-            Self::Gif,
-            Self::Mp4,
-            Self::Pdf,
-        ]
-        .into_iter()
-        .find(|kind| kind.as_str() == text)
-    }
-
-    /// The IANA media type.
-    pub const fn content_type(self) -> &'static str {
-        match self {
-            Self::Jpeg => "image/jpeg",
-            Self::Png => "image/png",
-            Self::Webp => "image/webp",
-            Self::Gif => "image/gif",
-            Self::Mp4 => "video/mp4",
-            Self::Pdf => "application/pdf",
-        }
-    }
-
-    /// The file extension of the stored original.
-    pub const fn extension(self) -> &'static str {
-        match self {
-            Self::Jpeg => "jpg",
-            Self::Png => "png",
-            Self::Webp => "webp",
-            Self::Gif => "gif",
-            Self::Mp4 => "mp4",
-            Self::Pdf => "pdf",
-        }
-    }
-}
+pub use format::MediaType;
 
 /// Where an upload's objects are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -887,23 +799,25 @@ impl Media<'_> {
         Ok(items)
     }
 
-    /// Marks an archive written (its object and size) or failed.
+    /// Marks an archive written (its object and size) or failed, once:
+    /// returns whether this call finished it (it was still processing).
     pub async fn finish_archive(
         &self,
         tenant: &Tenant,
         operation_id: &OperationId,
         written: Option<(&str, i64)>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let now = self.store.clock().now();
         let (status, key, size) = match written {
             Some((key, size)) => ("completed", Some(key), Some(size)),
             None => ("failed", None, None),
         };
-        crate::db::write_on_pool!(self.store.db(), pool => {
+        let changed = crate::db::write_on_pool!(self.store.db(), pool => {
             sqlx::query(
                 "update media_operations set status = $4, archive_key = $5, archive_size_bytes = $6,
                      completed_at = $7
-                 where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'archive'",
+                 where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'archive'
+                   and status = 'processing'",
             )
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())
@@ -913,9 +827,10 @@ impl Media<'_> {
             .bind(size)
             .bind(now)
             .execute(&mut *pool)
-            .await?;
+            .await?
+            .rows_affected()
         });
-        Ok(())
+        Ok(changed == 1)
     }
 
     /// An operation by id alone, with its tenant, for a signed download
@@ -983,27 +898,4 @@ fn upload_event_data(
             "variants": item.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_are_told_by_their_magic_bytes() {
-        let cases: [(&[u8], Option<MediaType>); 8] = [
-            (b"\xFF\xD8\xFF\xE0\0\x10JFIF\0", Some(MediaType::Jpeg)),
-            (b"\x89PNG\r\n\x1a\n\0\0\0\x0d", Some(MediaType::Png)),
-            (b"RIFF\x10\0\0\0WEBPVP8 ", Some(MediaType::Webp)),
-            (b"GIF89a\x01\0\x01\0\0\0", Some(MediaType::Gif)),
-            (b"\0\0\0\x18ftypmp42\0\0", Some(MediaType::Mp4)),
-            (b"%PDF-1.7\n%\xe2\xe3\xcf", Some(MediaType::Pdf)),
-            (b"<html><body>", None),
-            (b"RIFF\x10\0\0\0WAVEfmt ", None),
-        ];
-        for (head, expected) in cases {
-            assert_eq!(MediaType::detect(head), expected, "{head:?}");
-        }
-        assert_eq!(MediaType::detect(b""), None);
-    }
 }

@@ -28,15 +28,26 @@ impl Progress<'_> {
     /// Replaces the operation's latest state; committed when this returns, so a
     /// subscriber arriving next reads it.
     /// A state with a lower `seq` than the one stored (a slower publisher of
-    /// the same operation) leaves the stored one in place.
+    /// the same operation) leaves the stored one in place, except a `terminal`
+    /// one (the operation finished), which always replaces it and is never
+    /// replaced: a late subscriber must learn that the operation is over.
     pub async fn record(
         &self,
         tenant: &Tenant,
         operation_id: &str,
         seq: u64,
         state: &Value,
+        terminal: bool,
     ) -> Result<()> {
         let now = self.store.clock().now();
+        // The column orders states; the state itself carries its published
+        // `seq`. A terminal state is stored above every number, so the guard
+        // below lets nothing replace it.
+        let order = if terminal {
+            i64::MAX
+        } else {
+            i64::try_from(seq).unwrap_or(i64::MAX - 1).min(i64::MAX - 1)
+        };
         in_transaction!(self.store.db(), |tx| {
             sqlx::query(
                 "insert into operation_progress (operation_id, agency_id, is_sandbox, state, updated_at, seq)
@@ -51,7 +62,7 @@ impl Progress<'_> {
             .bind(tenant.environment.is_sandbox())
             .bind(Json(state))
             .bind(now)
-            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
+            .bind(order)
             .execute(&mut *tx)
             .await?;
         });

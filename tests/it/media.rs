@@ -18,12 +18,18 @@ use tests::{TestApp, backend_tests, idempotency_key};
 use crate::listings::Ctx;
 use crate::support::expect_error;
 
+mod formats;
+mod progress;
+mod recovery;
+
 const BOUNDARY: &str = "----listing-api-test-boundary";
 
 /// One part of a multipart body.
 enum Part<'a> {
     Field(&'a str, &'a str),
     File(&'a str, &'a str, Vec<u8>),
+    /// A file part with its own Content-Type.
+    Typed(&'a str, &'a str, &'a str, Vec<u8>),
 }
 
 fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
@@ -38,20 +44,27 @@ fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
                 );
             }
             Part::File(name, filename, bytes) => {
-                body.extend_from_slice(
-                    format!(
-                        "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
-                         Content-Type: application/octet-stream\r\n\r\n"
-                    )
-                    .as_bytes(),
-                );
-                body.extend_from_slice(bytes);
-                body.extend_from_slice(b"\r\n");
+                file_part(&mut body, name, filename, "application/octet-stream", bytes);
+            }
+            Part::Typed(name, filename, content_type, bytes) => {
+                file_part(&mut body, name, filename, content_type, bytes);
             }
         }
     }
     body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
     body
+}
+
+fn file_part(body: &mut Vec<u8>, name: &str, filename: &str, content_type: &str, bytes: &[u8]) {
+    body.extend_from_slice(
+        format!(
+            "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n\
+             Content-Type: {content_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(b"\r\n");
 }
 
 /// A JPEG of `width`×`height` with a gradient, so it compresses like a photo.
@@ -152,6 +165,11 @@ impl Media {
 
     /// Reads a progress stream to its end; returns (event, data) pairs.
     async fn events(&self, url: &str, key: Option<&str>) -> Vec<(String, Value)> {
+        read_events(self.open_stream(url, key).await).await
+    }
+
+    /// Opens a progress stream: when this returns, the server has subscribed.
+    async fn open_stream(&self, url: &str, key: Option<&str>) -> reqwest::Response {
         let mut request = self.ctx.app.client.get(url);
         if let Some(key) = key {
             request = request.header("X-API-Key", key);
@@ -167,24 +185,7 @@ impl Media {
                 .unwrap()
                 .starts_with("text/event-stream")
         );
-        let text = tokio::time::timeout(Duration::from_secs(60), response.text())
-            .await
-            .unwrap()
-            .unwrap();
-        text.split("\n\n")
-            .filter_map(|block| {
-                let mut event = None;
-                let mut data = None;
-                for line in block.lines() {
-                    if let Some(name) = line.strip_prefix("event: ") {
-                        event = Some(name.to_owned());
-                    } else if let Some(json) = line.strip_prefix("data: ") {
-                        data = serde_json::from_str(json).ok();
-                    }
-                }
-                Some((event?, data?))
-            })
-            .collect()
+        response
     }
 
     /// The local form of a progress URL (the base URL may name another host).
@@ -192,6 +193,28 @@ impl Media {
         let path = url.split_once("/v1/progress/").unwrap().1;
         self.ctx.app.url(&format!("/v1/progress/{path}"))
     }
+}
+
+/// Reads an opened progress stream to its end; returns (event, data) pairs.
+async fn read_events(response: reqwest::Response) -> Vec<(String, Value)> {
+    let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+        .await
+        .unwrap()
+        .unwrap();
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut event = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event: ") {
+                    event = Some(name.to_owned());
+                } else if let Some(json) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(json).ok();
+                }
+            }
+            Some((event?, data?))
+        })
+        .collect()
 }
 
 backend_tests! {
@@ -775,13 +798,13 @@ backend_tests! {
 }
 
 #[tokio::test]
-async fn a_session_uploads_with_its_csrf_token() {
+async fn a_session_uploads_with_its_csrf_token_and_an_idempotency_key() {
     let media = Media::new(tests::Backend::Sqlite).await;
     let email = crate::sessions::owner_login(&media.ctx.app, &media.ctx.agency).await;
     let signed = crate::sessions::sign_in(&media.ctx.app, &email).await;
     let body = multipart(&[Part::File("files", "front.jpg", jpeg(64, 64))]);
-    let request = || {
-        media
+    let request = |key: Option<&str>| {
+        let request = media
             .ctx
             .app
             .client
@@ -790,16 +813,63 @@ async fn a_session_uploads_with_its_csrf_token() {
                 "Content-Type",
                 format!("multipart/form-data; boundary={BOUNDARY}"),
             )
-            .body(body.clone())
+            .body(body.clone());
+        match key {
+            Some(key) => request.header("X-Idempotency-Key", key),
+            None => request,
+        }
     };
-    let without_token = signed.cookie_only(request()).send().await.unwrap();
+    let key = idempotency_key();
+    let without_token = signed
+        .cookie_only(request(Some(&key)))
+        .send()
+        .await
+        .unwrap();
     expect_error(without_token, StatusCode::FORBIDDEN, "auth.csrf_failed").await;
     assert!(stored_files(&media.media_dir()).is_empty());
-    let response = signed.send(request()).send().await.unwrap();
+    // Every POST carries an idempotency key, a session's too.
+    let without_key = signed.send(request(None)).send().await.unwrap();
+    expect_error(without_key, StatusCode::BAD_REQUEST, "idempotency.missing").await;
+    assert!(stored_files(&media.media_dir()).is_empty());
+    let response = signed.send(request(Some(&key))).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert!(response.headers().contains_key("x-rate-limit-limit"));
+    assert!(!response.headers().contains_key("x-idempotent-replay"));
     let uploaded: Value = response.json().await.unwrap();
     assert_eq!(uploaded["files"][0]["detected_type"], "jpeg");
+    // The same request again is the same upload, replayed.
+    let again = signed.send(request(Some(&key))).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(again.headers()["x-idempotent-replay"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["operation_id"], uploaded["operation_id"]);
+    let items = crate::support::sql::count_for_agency(
+        media.ctx.app.store.db(),
+        "media_items",
+        media.ctx.agency.id.as_str(),
+    )
+    .await;
+    assert_eq!(items, 1, "the replay stored nothing new");
+    // Another body under the key conflicts.
+    let other = multipart(&[Part::File("files", "front.jpg", jpeg(64, 65))]);
+    let conflict = signed
+        .send(
+            media
+                .ctx
+                .app
+                .client
+                .post(media.ctx.app.url("/api/v1/media/upload"))
+                .header("X-Idempotency-Key", &key)
+                .header(
+                    "Content-Type",
+                    format!("multipart/form-data; boundary={BOUNDARY}"),
+                )
+                .body(other),
+        )
+        .send()
+        .await
+        .unwrap();
+    expect_error(conflict, StatusCode::CONFLICT, "idempotency_key_conflict").await;
     let events = media
         .events(
             &media.local(uploaded["progress_url"].as_str().unwrap()),
@@ -900,61 +970,4 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         stored_files(&media.media_dir()).is_empty(),
         "the timed-out upload's first file was removed"
     );
-}
-
-#[tokio::test]
-async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
-    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
-    let app = TestApp::builder(tests::Backend::Sqlite)
-        .clock(clock.clone())
-        .with_workers()
-        .spawn()
-        .await;
-    let agency = app.agency().await;
-    let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
-    // An upload whose rows committed but whose job push never happened.
-    let id = storage::ids::MediaId::generate();
-    let key = storage::media::original_key(&tenant, &id, storage::media::MediaType::Jpeg);
-    let dir = app.db.data_dir().join("media");
-    std::fs::create_dir_all(dir.join(&key).parent().unwrap()).unwrap();
-    std::fs::write(dir.join(&key), jpeg(200, 100)).unwrap();
-    let operation = storage::ids::OperationId::generate();
-    let options = storage::media::UploadOptions {
-        listing_id: None,
-        storage_strategy: storage::media::StorageStrategy::Cloud,
-        enable_optimization: true,
-        related_entity_type: None,
-        related_entity_id: None,
-    };
-    let item = storage::media::NewMediaItem {
-        id: id.clone(),
-        filename: "lost.jpg".into(),
-        size_bytes: 1,
-        media_type: storage::media::MediaType::Jpeg,
-        content_sha256: String::new(),
-        object_key: key,
-    };
-    app.store
-        .media()
-        .create_upload(&tenant, &operation, &options, &[item])
-        .await
-        .unwrap();
-    let sweep = workers::handlers::maintenance::Maintenance::SweepMedia;
-    assert_eq!(
-        sweep.run(app.state.platform()).await.unwrap(),
-        0,
-        "not stale yet"
-    );
-    clock.advance_seconds(301);
-    assert_eq!(sweep.run(app.state.platform()).await.unwrap(), 1);
-    let ready = tests::deployment::eventually(
-        Duration::from_secs(30),
-        "the swept item processed",
-        || async {
-            let item = app.store.media().item(&tenant, &id).await.unwrap();
-            (item.status == storage::media::MediaStatus::Ready).then_some(item)
-        },
-    )
-    .await;
-    assert_eq!(ready.variants.len(), 6);
 }

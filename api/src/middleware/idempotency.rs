@@ -20,9 +20,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use storage::Store;
 use storage::idempotency::{Reservation, StoredResponse};
 use storage::ids::AgencyId;
+use storage::{Environment, Store};
 
 use super::auth::Principal;
 use crate::error::{ApiError, ErrorBody};
@@ -287,7 +287,7 @@ fn sent_path(parts: &axum::http::request::Parts) -> String {
 /// is read through (hashing only) and compared before it is replayed.
 async fn run_multipart(
     store: &Store,
-    principal: &Principal,
+    (agency, environment): (&AgencyId, Environment),
     key: String,
     request: Request,
     next: Next,
@@ -296,10 +296,9 @@ async fn run_multipart(
     let head = fingerprint(
         &parts.method,
         &sent_path(&parts),
-        principal.environment.as_str(),
+        environment.as_str(),
         b"multipart/form-data",
     );
-    let agency = &principal.agency_id;
     match store
         .idempotency()
         .reserve_deferred(agency, &key, &head, LEASE)
@@ -353,13 +352,32 @@ async fn run_multipart(
 /// Runs the request under its idempotency key (or without, for methods that
 /// do not use one).
 pub async fn run(store: &Store, principal: &Principal, request: Request, next: Next) -> Response {
+    run_scoped(
+        store,
+        &principal.agency_id,
+        principal.environment,
+        request,
+        next,
+    )
+    .await
+}
+
+/// [`run`] for a caller that is not an API key (a session of the developer
+/// settings): the agency and environment its requests act in.
+pub async fn run_scoped(
+    store: &Store,
+    agency: &AgencyId,
+    environment: Environment,
+    request: Request,
+    next: Next,
+) -> Response {
     let key = match key_of(&request) {
         Ok(Some(key)) => key,
         Ok(None) => return next.run(request).await,
         Err(err) => return err.into_response(),
     };
     if is_multipart(&request) {
-        return run_multipart(store, principal, key, request, next).await;
+        return run_multipart(store, (agency, environment), key, request, next).await;
     }
     let (parts, body) = request.into_parts();
     let bytes = match to_bytes(body, MAX_BODY).await {
@@ -367,7 +385,7 @@ pub async fn run(store: &Store, principal: &Principal, request: Request, next: N
         Err(_) => return ApiError::PayloadTooLarge.into_response(),
     };
     let path = sent_path(&parts);
-    let fingerprint = fingerprint(&parts.method, &path, principal.environment.as_str(), &bytes);
+    let fingerprint = fingerprint(&parts.method, &path, environment.as_str(), &bytes);
     if rand::random_ratio(1, 256) {
         // Until a scheduled job does it, old records are purged now and then.
         let store = store.clone();
@@ -377,7 +395,6 @@ pub async fn run(store: &Store, principal: &Principal, request: Request, next: N
             }
         });
     }
-    let agency = &principal.agency_id;
     match store
         .idempotency()
         .reserve(agency, &key, &fingerprint, LEASE)

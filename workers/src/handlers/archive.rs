@@ -22,7 +22,7 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use super::media::{ScratchFile, publish};
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{JobError, Start, WorkerState, dead, is_last_failure, observe, settle, start};
 
 /// Bytes read from the scratch file per store write.
 const UPLOAD_CHUNK: usize = 5 * 1024 * 1024;
@@ -34,11 +34,59 @@ pub async fn build_archive(
     task_id: TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
-    let attempt = begin::<BuildArchive>(&state, &task_id, &attempt).await?;
+    let attempt = match start::<BuildArchive>(&state, &task_id, &attempt).await? {
+        Start::Run(attempt) => attempt,
+        Start::Dead(err) => {
+            give_up(&job, &state).await;
+            return Err(dead::<BuildArchive>(&task_id, err));
+        }
+    };
     let started = Instant::now();
     let result = run(&job, &state, attempt).await;
     observe(BuildArchive::KIND, started, &result);
+    if is_last_failure::<BuildArchive, _>(attempt, &result) {
+        give_up(&job, &state).await;
+    }
     settle::<BuildArchive>(attempt, result)
+}
+
+/// Records an archive job given up on: the archive failed, and its progress
+/// ends (`completed`, the operation's status `failed`). Best effort: an
+/// error is only logged.
+async fn give_up(job: &BuildArchive, state: &WorkerState) {
+    let failed = async {
+        let (tenant, operation) = ids_of(job)?;
+        if state
+            .store
+            .media()
+            .finish_archive(&tenant, &operation, None)
+            .await?
+        {
+            tracing::warn!(operation_id = %operation, "archive failed: its job was given up on");
+            publish(
+                state,
+                &tenant,
+                &operation,
+                "completed",
+                json!({"reason": "archive failed"}),
+            )
+            .await?;
+        }
+        Ok::<_, JobError>(())
+    };
+    if let Err(err) = failed.await {
+        tracing::error!(%err, operation_id = %job.operation_id, "an archive job given up on is not recorded");
+    }
+}
+
+/// The tenant and operation a job names.
+fn ids_of(job: &BuildArchive) -> Result<(Tenant, OperationId), JobError> {
+    let agency = AgencyId::parse(&job.agency_id)
+        .ok_or_else(|| JobError("archive job for a malformed agency id".to_owned()))?;
+    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
+    let operation = OperationId::parse(&job.operation_id)
+        .ok_or_else(|| JobError("archive job with a malformed operation id".to_owned()))?;
+    Ok((tenant, operation))
 }
 
 /// The object key of an archive.
@@ -76,11 +124,7 @@ fn unique_name(filename: &str, used: &mut HashSet<String>) -> String {
 }
 
 async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("archive job for a malformed agency id".to_owned()))?;
-    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
-    let operation = OperationId::parse(&job.operation_id)
-        .ok_or_else(|| JobError("archive job with a malformed operation id".to_owned()))?;
+    let (tenant, operation) = ids_of(job)?;
     let stores = state
         .media
         .as_ref()

@@ -18,7 +18,7 @@ use storage::ids::{AgencyId, MediaId, OperationId};
 use storage::media::{MediaItem, MediaStatus, MediaType, Variant, variant_key};
 use storage::{Environment, StorageError, Tenant};
 
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{JobError, Start, WorkerState, dead, is_last_failure, observe, settle, start};
 use crate::media::poster;
 use crate::media::variants::{VariantLimits, make_variants};
 
@@ -29,11 +29,96 @@ pub async fn process_media(
     task_id: TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
-    let attempt = begin::<ProcessMedia>(&state, &task_id, &attempt).await?;
+    let attempt = match start::<ProcessMedia>(&state, &task_id, &attempt).await? {
+        Start::Run(attempt) => attempt,
+        Start::Dead(err) => {
+            give_up(&job, &state).await;
+            return Err(dead::<ProcessMedia>(&task_id, err));
+        }
+    };
     let started = Instant::now();
     let result = run(&job, &state, attempt).await;
     observe(ProcessMedia::KIND, started, &result);
+    if is_last_failure::<ProcessMedia, _>(attempt, &result) {
+        give_up(&job, &state).await;
+    }
     settle::<ProcessMedia>(attempt, result)
+}
+
+/// The failure reason of an item whose job was given up on.
+pub const GIVEN_UP_REASON: &str = "processing failed";
+
+/// Records a job given up on (its last attempt failed, or its worker died
+/// during each): the item fails, so its upload can complete, instead of
+/// staying `processing` for ever. Best effort: an error is only logged.
+async fn give_up(job: &ProcessMedia, state: &WorkerState) {
+    if let Err(err) = fail_for_good(job, state).await {
+        tracing::error!(%err, media_id = %job.media_id, "a media job given up on is not recorded");
+    }
+}
+
+async fn fail_for_good(job: &ProcessMedia, state: &WorkerState) -> Result<(), JobError> {
+    let (tenant, id, operation) = ids_of(job)?;
+    let item = match state.store.media().item(&tenant, &id).await {
+        Ok(item) => item,
+        Err(StorageError::NotFound(_)) => return Ok(()),
+        Err(err) => return Err(err.into()),
+    };
+    if matches!(item.status, MediaStatus::Queued | MediaStatus::Processing) {
+        tracing::warn!(media_id = %id, "media item failed: its job was given up on");
+        state
+            .store
+            .media()
+            .fail_item(&tenant, &id, GIVEN_UP_REASON)
+            .await?;
+        // The upload completes even if this state is lost.
+        let published = publish(
+            state,
+            &tenant,
+            &operation,
+            "failed",
+            json!({"media_id": id, "reason": GIVEN_UP_REASON}),
+        )
+        .await;
+        if let Err(err) = published {
+            tracing::warn!(%err, media_id = %id, "a failed item's state not published");
+        }
+    }
+    finish_upload(state, &tenant, &operation, true).await
+}
+
+/// The tenant and ids a job names.
+fn ids_of(job: &ProcessMedia) -> Result<(Tenant, MediaId, OperationId), JobError> {
+    let agency = AgencyId::parse(&job.agency_id)
+        .ok_or_else(|| JobError("media job for a malformed agency id".to_owned()))?;
+    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
+    let (Some(id), Some(operation)) = (
+        MediaId::parse(&job.media_id),
+        OperationId::parse(&job.operation_id),
+    ) else {
+        return Err(JobError("media job with malformed ids".to_owned()));
+    };
+    Ok((tenant, id, operation))
+}
+
+/// Completes the upload if no item is left, and publishes `completed`. With
+/// `again`, an upload found completed already gets its `completed` once
+/// more: the run that completed it may have failed before publishing it.
+async fn finish_upload(
+    state: &WorkerState,
+    tenant: &Tenant,
+    operation: &OperationId,
+    again: bool,
+) -> Result<(), JobError> {
+    let media = state.store.media();
+    let completed = media.complete_upload_if_done(tenant, operation).await?;
+    tracing::debug!(operation_id = %operation, completed = completed.is_some(), "upload checked for completion");
+    let finished = completed.is_some()
+        || (again && media.operation(tenant, operation).await?.status != "processing");
+    if finished {
+        publish(state, tenant, operation, "completed", json!({})).await?;
+    }
+    Ok(())
 }
 
 impl From<object_store::Error> for JobError {
@@ -65,15 +150,7 @@ pub(crate) async fn publish(
 }
 
 async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("media job for a malformed agency id".to_owned()))?;
-    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
-    let (Some(id), Some(operation)) = (
-        MediaId::parse(&job.media_id),
-        OperationId::parse(&job.operation_id),
-    ) else {
-        return Err(JobError("media job with malformed ids".to_owned()));
-    };
+    let (tenant, id, operation) = ids_of(job)?;
     let item = match state.store.media().item(&tenant, &id).await {
         Ok(item) => item,
         // The upload's rows are gone (never committed): nothing to do.
@@ -81,7 +158,9 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
         Err(err) => return Err(err.into()),
     };
     tracing::debug!(media_id = %id, status = item.status.as_str(), "processing a media item");
-    if matches!(item.status, MediaStatus::Queued | MediaStatus::Processing) {
+    // A retry finding its item finished: an earlier run got this far.
+    let finished_before = !matches!(item.status, MediaStatus::Queued | MediaStatus::Processing);
+    if !finished_before {
         state.store.media().start_processing(&tenant, &id).await?;
         publish(
             state,
@@ -132,16 +211,7 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
             }
         }
     }
-    let completed = state
-        .store
-        .media()
-        .complete_upload_if_done(&tenant, &operation)
-        .await?;
-    tracing::debug!(media_id = %id, completed = completed.is_some(), "upload checked for completion");
-    if completed.is_some() {
-        publish(state, &tenant, &operation, "completed", json!({})).await?;
-    }
-    Ok(())
+    finish_upload(state, &tenant, &operation, finished_before).await
 }
 
 /// Why an item cannot be processed: its content, not the worker.

@@ -146,6 +146,50 @@ pub fn settle<J: Job>(attempt: usize, result: Result<(), JobError>) -> Result<()
     }
 }
 
+/// How a job's run begins: it runs as attempt `n`, or it is past its kind's
+/// attempts and is dead without running.
+pub enum Start {
+    /// Run it; this is its attempt number.
+    Run(usize),
+    /// Give up on it, for this reason.
+    Dead(JobError),
+}
+
+/// Counts the start of a job and tells whether it may run: a job past its
+/// kind's attempts (one that took its worker down every time) may not.
+/// Handlers that must record a job given up on (a media item, an archive)
+/// use this and [`dead`]; the others [`begin`].
+pub async fn start<J: Job>(
+    state: &WorkerState,
+    task_id: &TaskId,
+    attempt: &Attempt,
+) -> Result<Start, BoxDynError> {
+    let attempt = state
+        .queue
+        .count_start::<J>(&task_id.to_string(), attempt.current())
+        .await
+        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
+    if attempt > J::MAX_ATTEMPTS {
+        return Ok(Start::Dead(JobError(format!(
+            "its worker stopped during each of its {} attempts",
+            J::MAX_ATTEMPTS
+        ))));
+    }
+    Ok(Start::Run(attempt))
+}
+
+/// What a handler hands back to apalis for a job given up on before it ran.
+pub fn dead<J: Job>(task_id: &TaskId, err: JobError) -> BoxDynError {
+    tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
+    Box::new(AbortError::new(err))
+}
+
+/// Whether a run that ended in `result` was the job's last: the job dies
+/// rather than being retried.
+pub fn is_last_failure<J: Job, T>(attempt: usize, result: &Result<T, JobError>) -> bool {
+    result.is_err() && attempt >= J::MAX_ATTEMPTS
+}
+
 /// What a handler does first: counts the start and returns the attempt this
 /// run is, runs whose worker died included. A job past its kind's attempts
 /// (one that took its worker down every time) is dead without running again.
@@ -154,20 +198,10 @@ pub async fn begin<J: Job>(
     task_id: &TaskId,
     attempt: &Attempt,
 ) -> Result<usize, BoxDynError> {
-    let attempt = state
-        .queue
-        .count_start::<J>(&task_id.to_string(), attempt.current())
-        .await
-        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
-    if attempt > J::MAX_ATTEMPTS {
-        let err = JobError(format!(
-            "its worker stopped during each of its {} attempts",
-            J::MAX_ATTEMPTS
-        ));
-        tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
-        return Err(Box::new(AbortError::new(err)));
+    match start::<J>(state, task_id, attempt).await? {
+        Start::Run(attempt) => Ok(attempt),
+        Start::Dead(err) => Err(dead::<J>(task_id, err)),
     }
-    Ok(attempt)
 }
 
 /// Records a job's duration and outcome by kind (`job_duration_seconds`,

@@ -1,7 +1,8 @@
 //! Who uploads: an API key with `media:write`, or a session of the developer
 //! settings (the specification's dual authentication). Keys go through the
-//! ordinary guard (rate limits, idempotency); sessions need their CSRF token
-//! and spend the agency's upload budget and a per-user one.
+//! ordinary guard (rate limits, idempotency); sessions need their CSRF token,
+//! spend the agency's upload budget and a per-user one, and go through the
+//! same idempotency (keys scoped to the session's agency, live environment).
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header;
@@ -15,6 +16,7 @@ use utoipa_axum::router::UtoipaMethodRouter;
 use crate::endpoints::{Endpoint, UPLOADS};
 use crate::error::ApiError;
 use crate::middleware::auth::{self, Guard, Principal};
+use crate::middleware::idempotency;
 use crate::middleware::session::{authenticate_session, csrf_matches, session_cookie};
 use crate::rate_limit::Bucket;
 use crate::state::AppState;
@@ -86,11 +88,14 @@ async fn media_guard(
         },
     ];
     let rate_limit_headers = guard.state.rate_limiter().check(&buckets).await?;
+    let environment = storage::Environment::Live;
     request.extensions_mut().insert(MediaCaller {
-        tenant: Tenant::new(agency, storage::Environment::Live),
+        tenant: Tenant::new(agency.clone(), environment),
         user: Some(session.user.id.clone()),
     });
-    let mut response = next.run(request).await;
+    // The same idempotency as a key's request, in the session's agency.
+    let mut response =
+        idempotency::run_scoped(guard.state.store(), &agency, environment, request, next).await;
     rate_limit_headers.apply(response.headers_mut());
     Ok(response)
 }

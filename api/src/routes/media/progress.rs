@@ -6,7 +6,10 @@
 //! `token` of the `progress_url` an upload answered with. The stream starts
 //! with a `snapshot` of where the operation stands, then sends each state as
 //! it is published (`queued`, `processing`, `variant_done`, `file_done`,
-//! `failed`, `completed`) and closes after `completed`.
+//! `failed`, `completed`) and closes after `completed`. It also closes when
+//! the operation's stored status says it finished, should its `completed`
+//! never be published (a worker that failed right after finishing it): that
+//! status is read on subscribing and whenever the stream idles.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -18,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{Stream, StreamExt, stream};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 use utoipa::IntoParams;
@@ -36,6 +39,8 @@ use crate::state::AppState;
 pub const TOKEN_LIFETIME_SECONDS: i64 = 3600;
 /// Comment lines keep idle connections open through proxies.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long a stream waits for a state before it reads the stored status.
+const STATUS_CHECK: Duration = Duration::from_secs(5);
 
 /// The documented route (under `/api/v1`).
 pub fn router(_state: &AppState) -> OpenApiRouter<AppState> {
@@ -136,7 +141,55 @@ fn event_of(state: &Value) -> Event {
 }
 
 fn is_final(state: &Value) -> bool {
-    state.get("event").and_then(Value::as_str) == Some("completed")
+    jobs::progress::is_terminal(state)
+}
+
+/// The `completed` state of an operation whose stored status says it
+/// finished, `None` while it runs (or when it cannot be read).
+async fn finished_state(state: &AppState, tenant: &Tenant, id: &OperationId) -> Option<Value> {
+    let media = state.store().media();
+    let operation = media.operation(tenant, id).await.ok()?;
+    if operation.status == "processing" {
+        return None;
+    }
+    let snapshot = media.snapshot(tenant, id).await.ok()?;
+    Some(json!({"event": "completed", "operation": snapshot}))
+}
+
+/// What the live part of a stream carries between its events.
+struct Live {
+    messages: futures::stream::BoxStream<'static, jobs::progress::ProgressMessage>,
+    state: AppState,
+    tenant: Tenant,
+    id: OperationId,
+    /// The last `seq` sent, for a `completed` made from the stored status.
+    last_seq: u64,
+    done: bool,
+}
+
+/// The next event of the live part: the next published state, or, when none
+/// comes for a while and the operation finished meanwhile, its end.
+async fn next_live(mut live: Live) -> Option<(Event, Live)> {
+    if live.done {
+        return None;
+    }
+    loop {
+        tokio::select! {
+            message = live.messages.next() => {
+                let message = message?;
+                live.done = is_final(&message.state);
+                live.last_seq = live.last_seq.max(message.seq);
+                return Some((event_of(&message.state), live));
+            }
+            () = tokio::time::sleep(STATUS_CHECK) => {
+                if let Some(mut end) = finished_state(&live.state, &live.tenant, &live.id).await {
+                    end["seq"] = live.last_seq.into();
+                    live.done = true;
+                    return Some((event_of(&end), live));
+                }
+            }
+        }
+    }
 }
 
 /// Streams an operation's progress.
@@ -164,11 +217,14 @@ pub async fn progress(
     let id = OperationId::parse(&operation_id).ok_or(ApiError::NotFound(Resource::Operation))?;
     let media = state.store().media();
     media.operation(&tenant, &id).await?;
+    // Subscribed before the stored status is read, so an end is either seen
+    // there or arrives live.
     let subscription = state
         .platform()
         .progress
         .subscribe(&tenant, id.as_str())
         .await?;
+    let after = subscription.latest.as_ref().map_or(0, |(seq, _)| *seq);
     let (snapshot, first) = match subscription.latest {
         Some((_, latest)) => (latest.get("operation").cloned(), Some(latest)),
         None => (Some(media.snapshot(&tenant, &id).await?), None),
@@ -178,25 +234,30 @@ pub async fn progress(
             .event("snapshot")
             .data(snapshot.unwrap_or(Value::Null).to_string()),
     ];
-    let finished = first.as_ref().is_some_and(is_final);
-    if let Some(latest) = first.filter(|_| finished) {
-        opening.push(event_of(&latest));
-    }
-    let live: std::pin::Pin<Box<dyn Stream<Item = Event> + Send>> = if finished {
-        Box::pin(stream::empty())
-    } else {
+    let end = match first.filter(is_final) {
+        Some(latest) => Some(latest),
+        None => finished_state(&state, &tenant, &id).await.map(|mut end| {
+            end["seq"] = after.into();
+            end
+        }),
+    };
+    let live: std::pin::Pin<Box<dyn Stream<Item = Event> + Send>> = match end {
+        Some(end) => {
+            opening.push(event_of(&end));
+            Box::pin(stream::empty())
+        }
         // Ends right after the final state, without waiting for another.
-        Box::pin(stream::unfold(
-            (subscription.live, false),
-            |(mut live, done)| async move {
-                if done {
-                    return None;
-                }
-                let message = live.next().await?;
-                let finished = is_final(&message.state);
-                Some((event_of(&message.state), (live, finished)))
+        None => Box::pin(stream::unfold(
+            Live {
+                messages: subscription.live,
+                state: state.clone(),
+                tenant: tenant.clone(),
+                id,
+                last_seq: after,
+                done: false,
             },
-        ))
+            next_live,
+        )),
     };
     let events = stream::iter(opening).chain(live).map(Ok::<_, Infallible>);
     let mut response = Sse::new(events)

@@ -524,7 +524,10 @@ async fn record(
         .media()
         .create_upload(tenant, &operation_id, &options, &receiving.stored)
         .await?;
-    queue_processing(state, tenant, &operation_id, &items).await?;
+    // The rows are committed: from here on nothing fails the request, since a
+    // refusal would remove originals the rows point at. Items whose job did
+    // not get queued stay `queued`, and the media sweep pushes them again.
+    queue_processing(state, tenant, &operation_id, &items).await;
     let progress_url = progress_url(state, tenant, &operation_id);
     Ok(UploadOut {
         operation_id: operation_id.to_string(),
@@ -547,25 +550,17 @@ async fn record(
     })
 }
 
+/// Announces the upload and pushes one job per item. Failures are logged,
+/// not returned: the upload is recorded and the sweep recovers its jobs.
 async fn queue_processing(
     state: &AppState,
     tenant: &Tenant,
     operation_id: &OperationId,
     items: &[MediaItem],
-) -> Result<(), ApiError> {
-    let media = state.store().media();
-    let seq = media.next_progress_seq(tenant, operation_id).await?;
-    let snapshot = media.snapshot(tenant, operation_id).await?;
-    state
-        .platform()
-        .progress
-        .publish(
-            tenant,
-            operation_id.as_str(),
-            seq,
-            json!({"event": "queued", "operation": snapshot}),
-        )
-        .await?;
+) {
+    if let Err(err) = publish_queued(state, tenant, operation_id).await {
+        tracing::warn!(%err, %operation_id, "upload's first progress state not published");
+    }
     let jobs = items
         .iter()
         .map(|item| {
@@ -582,13 +577,34 @@ async fn queue_processing(
             (job, options)
         })
         .collect();
+    if let Err(err) = state.platform().queue.push_many(jobs).await {
+        tracing::error!(
+            %err,
+            %operation_id,
+            "upload's processing jobs not queued; the media sweep will push them"
+        );
+    }
+}
+
+/// Publishes the upload's first state, `queued`.
+async fn publish_queued(
+    state: &AppState,
+    tenant: &Tenant,
+    operation_id: &OperationId,
+) -> Result<(), storage::StorageError> {
+    let media = state.store().media();
+    let seq = media.next_progress_seq(tenant, operation_id).await?;
+    let snapshot = media.snapshot(tenant, operation_id).await?;
     state
         .platform()
-        .queue
-        .push_many(jobs)
+        .progress
+        .publish(
+            tenant,
+            operation_id.as_str(),
+            seq,
+            json!({"event": "queued", "operation": snapshot}),
+        )
         .await
-        .map_err(ApiError::internal)?;
-    Ok(())
 }
 
 /// Uploads files (to a listing named by the `listing_number` field, or to none).

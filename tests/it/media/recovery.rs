@@ -1,0 +1,222 @@
+//! Uploads whose jobs went wrong: never queued (the sweep pushes them), lost
+//! (pushed again), or failing every attempt (the item fails and the upload
+//! completes).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use storage::api_keys::Scope;
+use tests::TestApp;
+
+use super::*;
+use crate::listings::Ctx;
+
+#[tokio::test]
+async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .clock(clock.clone())
+        .with_workers()
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
+    // An upload whose rows committed but whose job push never happened.
+    let id = storage::ids::MediaId::generate();
+    let key = storage::media::original_key(&tenant, &id, storage::media::MediaType::Jpeg);
+    let dir = app.db.data_dir().join("media");
+    std::fs::create_dir_all(dir.join(&key).parent().unwrap()).unwrap();
+    std::fs::write(dir.join(&key), jpeg(200, 100)).unwrap();
+    let operation = storage::ids::OperationId::generate();
+    let options = storage::media::UploadOptions {
+        listing_id: None,
+        storage_strategy: storage::media::StorageStrategy::Cloud,
+        enable_optimization: true,
+        related_entity_type: None,
+        related_entity_id: None,
+    };
+    let item = storage::media::NewMediaItem {
+        id: id.clone(),
+        filename: "lost.jpg".into(),
+        size_bytes: 1,
+        media_type: storage::media::MediaType::Jpeg,
+        content_sha256: String::new(),
+        object_key: key,
+    };
+    app.store
+        .media()
+        .create_upload(&tenant, &operation, &options, &[item])
+        .await
+        .unwrap();
+    let sweep = workers::handlers::maintenance::Maintenance::SweepMedia;
+    assert_eq!(
+        sweep.run(app.state.platform()).await.unwrap(),
+        0,
+        "not stale yet"
+    );
+    clock.advance_seconds(301);
+    assert_eq!(sweep.run(app.state.platform()).await.unwrap(), 1);
+    let ready = tests::deployment::eventually(
+        Duration::from_secs(30),
+        "the swept item processed",
+        || async {
+            let item = app.store.media().item(&tenant, &id).await.unwrap();
+            (item.status == storage::media::MediaStatus::Ready).then_some(item)
+        },
+    )
+    .await;
+    assert_eq!(ready.variants.len(), 6);
+}
+
+/// Makes the SQLite job queue of `app` refuse (`true`) or accept media jobs.
+async fn refuse_media_jobs(app: &TestApp, refuse: bool) {
+    let path = app.db.data_dir().join(api::config::QUEUE_FILE);
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let sql = if refuse {
+        "create trigger refuse_media_jobs before insert on Jobs
+         when new.job_type = 'media_variants'
+         begin select raise(abort, 'the queue refuses media jobs'); end"
+    } else {
+        "drop trigger refuse_media_jobs"
+    };
+    sqlx::query(sql).execute(&pool).await.unwrap();
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn an_upload_whose_jobs_were_not_queued_keeps_its_originals_for_the_sweep() {
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .clock(clock.clone())
+        .with_workers()
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
+    let media = Media { ctx, key };
+    refuse_media_jobs(&media.ctx.app, true).await;
+    let response = media
+        .upload(&[Part::File("files", "front.jpg", jpeg(200, 100))])
+        .await;
+    // The rows are committed, so the upload is accepted.
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["files"][0]["status"], "queued");
+    let tenant = media.ctx.live();
+    let id = storage::ids::MediaId::parse(body["files"][0]["media_id"].as_str().unwrap()).unwrap();
+    let item = media
+        .ctx
+        .app
+        .store
+        .media()
+        .item(&tenant, &id)
+        .await
+        .unwrap();
+    assert_eq!(item.status, storage::media::MediaStatus::Queued);
+    assert!(
+        media.media_dir().join(&item.object_key).is_file(),
+        "the original stays where its row points"
+    );
+    // Once the queue takes jobs again, the sweep recovers the item.
+    refuse_media_jobs(&media.ctx.app, false).await;
+    clock.advance_seconds(301);
+    let sweep = workers::handlers::maintenance::Maintenance::SweepMedia;
+    assert_eq!(sweep.run(media.ctx.app.state.platform()).await.unwrap(), 1);
+    let ready = tests::deployment::eventually(
+        Duration::from_secs(30),
+        "the swept item processed",
+        || async {
+            let item = media
+                .ctx
+                .app
+                .store
+                .media()
+                .item(&tenant, &id)
+                .await
+                .unwrap();
+            (item.status == storage::media::MediaStatus::Ready).then_some(item)
+        },
+    )
+    .await;
+    assert_eq!(ready.variants.len(), 6);
+}
+
+#[tokio::test]
+async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() {
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .with_workers()
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
+    let media = Media { ctx, key };
+    // Every progress write of this agency fails, so every attempt of the
+    // job fails (after it marked its item processing).
+    let storage::Database::Sqlite(sqlite) = media.ctx.app.store.db() else {
+        unreachable!("a SQLite app");
+    };
+    let refuse = format!(
+        "create trigger refuse_progress before insert on operation_progress
+         when new.agency_id = '{}'
+         begin select raise(abort, 'progress refused'); end",
+        media.ctx.agency.id
+    );
+    sqlx::query(sqlx::AssertSqlSafe(refuse))
+        .execute(sqlite.pool())
+        .await
+        .unwrap();
+    let response = media
+        .upload(&[Part::File("files", "front.jpg", jpeg(320, 200))])
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let tenant = media.ctx.live();
+    let id = storage::ids::MediaId::parse(body["files"][0]["media_id"].as_str().unwrap()).unwrap();
+    let operation =
+        storage::ids::OperationId::parse(body["operation_id"].as_str().unwrap()).unwrap();
+    let failed = tests::deployment::eventually(
+        Duration::from_secs(30),
+        "the item failed once its job was given up on",
+        || async {
+            let item = media
+                .ctx
+                .app
+                .store
+                .media()
+                .item(&tenant, &id)
+                .await
+                .unwrap();
+            (item.status == storage::media::MediaStatus::Failed).then_some(item)
+        },
+    )
+    .await;
+    assert_eq!(
+        failed.failure_reason.as_deref(),
+        Some(workers::handlers::media::GIVEN_UP_REASON)
+    );
+    let stored = media
+        .ctx
+        .app
+        .store
+        .media()
+        .operation(&tenant, &operation)
+        .await
+        .unwrap();
+    assert_eq!(stored.status, "failed", "its only item failed");
+    // Its progress ends, though no state of it could be stored.
+    let events = media
+        .events(&media.local(body["progress_url"].as_str().unwrap()), None)
+        .await;
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["snapshot", "completed"]);
+    assert_eq!(
+        events[1].1["operation"]["files"][0]["failure_reason"],
+        "processing failed"
+    );
+    sqlx::query("drop trigger refuse_progress")
+        .execute(sqlite.pool())
+        .await
+        .unwrap();
+}
