@@ -133,7 +133,7 @@ pub mod sql {
             }
             Database::Postgres(pool) => {
                 let function = format!(
-                    "create function injected_failure() returns trigger language plpgsql as $$
+                    "create or replace function injected_failure() returns trigger language plpgsql as $$
                      begin
                          if new.event_type = '{event_type}' then raise exception 'injected failure'; end if;
                          return new;
@@ -165,6 +165,48 @@ pub mod sql {
                 .map(|_| ()),
         }
         .unwrap();
+    }
+
+    /// What the database holds about one listing, its orders and its shoot, one
+    /// sorted line per row (`listing status=… tour3d=… …`, `order …`,
+    /// `appointment …`), read past every cache: equal snapshots mean nothing
+    /// about the listing changed, down to `updated_at`.
+    pub async fn listing_rows(db: &Database, listing_number: &str) -> Vec<String> {
+        let sql = "select 'listing status=' || status || ' tour3d=' || coalesce(tour3d_url, '-')
+                       || ' floorplan=' || cast(floorplan as text)
+                       || ' activated_at=' || coalesce(cast(activated_at as text), '-')
+                       || ' billed_at=' || coalesce(cast(billed_at as text), '-')
+                       || ' updated_at=' || cast(updated_at as text)
+                   from listings where listing_number = $1
+                   union all
+                   select 'order ' || o.id || ' invoice_state=' || o.invoice_state
+                       || ' payment_reference=' || coalesce(o.payment_reference, '-')
+                       || ' paid_at=' || coalesce(cast(o.paid_at as text), '-')
+                       || ' voided_at=' || coalesce(cast(o.voided_at as text), '-')
+                       || ' updated_at=' || cast(o.updated_at as text)
+                   from orders o join listings l on l.id = o.listing_id where l.listing_number = $1
+                   union all
+                   select 'appointment ' || a.id || ' status=' || a.status
+                       || ' scheduled_at=' || cast(a.scheduled_at as text)
+                       || ' updated_at=' || cast(a.updated_at as text)
+                   from appointments a join listings l on l.id = a.listing_id where l.listing_number = $1";
+        let mut rows: Vec<String> = match db {
+            Database::Sqlite(sqlite) => {
+                sqlx::query_scalar(sql)
+                    .bind(listing_number)
+                    .fetch_all(sqlite.pool())
+                    .await
+            }
+            Database::Postgres(pool) => {
+                sqlx::query_scalar(sql)
+                    .bind(listing_number)
+                    .fetch_all(pool)
+                    .await
+            }
+        }
+        .unwrap();
+        rows.sort();
+        rows
     }
 
     /// Forgets every idempotency record (what a crash before bookkeeping loses).
