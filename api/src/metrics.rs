@@ -41,9 +41,9 @@ pub async fn record(request: Request, next: Next) -> Response {
         .get::<MatchedRoute>()
         .map_or_else(|| "unmatched".to_owned(), |r| r.0.to_string());
     let status = response.status().as_u16().to_string();
-    metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+    metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status.clone())
         .increment(1);
-    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route)
+    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route, "status" => status)
         .record(started.elapsed().as_secs_f64());
     response
 }

@@ -339,6 +339,7 @@ pub async fn consume(
         heartbeat: Duration::from_secs(10),
         poll: Duration::from_millis(200),
         shutdown_timeout: Duration::from_secs(5),
+        fetch_batch: None,
         schedules: false,
     };
     let gates = Gates::new(&[Noop::KIND]);

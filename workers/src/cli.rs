@@ -61,6 +61,7 @@ pub fn settings(args: &WorkerArgs) -> anyhow::Result<RuntimeSettings> {
         heartbeat: args.heartbeat(),
         poll: args.poll(),
         shutdown_timeout: args.shutdown_timeout(),
+        fetch_batch: args.fetch_batch(),
         schedules: !args.no_schedules,
     })
 }

@@ -182,9 +182,15 @@ pub struct WorkerArgs {
     #[arg(long, env = "WORKER_POLL_MILLIS", default_value_t = 50)]
     pub poll_millis: u64,
 
-    /// Seconds in-flight jobs get to finish after SIGTERM before they are abandoned to other workers.
+    /// Seconds in-flight jobs get to finish after SIGTERM; what still runs then is put back in its queue for other workers.
     #[arg(long, env = "WORKER_SHUTDOWN_SECONDS", default_value_t = 30)]
     pub shutdown_seconds: u64,
+
+    /// Jobs a worker claims per fetch. Default: its queue's concurrency.
+    /// Claims beyond the free slots wait in the worker (and go back to the
+    /// queue on shutdown).
+    #[arg(long, env = "WORKER_FETCH_BATCH", value_parser = clap::value_parser!(u16).range(1..))]
+    pub fetch_batch: Option<u16>,
 
     /// Do not run the scheduled maintenance (key expiry, purges, outbox sweep) in this process.
     #[arg(long, env = "NO_SCHEDULES")]
@@ -317,6 +323,11 @@ impl WorkerArgs {
     /// Poll interval of idle queues.
     pub fn poll(&self) -> Duration {
         Duration::from_millis(self.poll_millis.max(10))
+    }
+
+    /// Jobs claimed per fetch, if set.
+    pub fn fetch_batch(&self) -> Option<usize> {
+        self.fetch_batch.map(usize::from)
     }
 
     /// Grace period after SIGTERM.

@@ -6,6 +6,7 @@ pub mod handlers;
 pub mod mail;
 pub mod media;
 pub mod pause;
+pub mod release;
 pub mod runtime;
 pub mod telemetry;
 pub mod webhooks;

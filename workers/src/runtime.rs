@@ -4,9 +4,14 @@
 //! its own; `api serve` runs the same runtime in process.
 //!
 //! Shutdown: on the signal workers stop taking jobs; running jobs get the
-//! grace period to finish; jobs fetched but not started go back to their queue;
-//! what is still running after the grace period is abandoned and re-run by
-//! another worker once this one's heartbeat is missed.
+//! grace period to finish, with the workers' heartbeat kept going (apalis
+//! stops it), so no other worker takes them for orphans meanwhile. Then
+//! whatever this runtime's workers still hold goes back to its queue at once
+//! (`crate::release`): jobs fetched but never started keep their attempts;
+//! jobs still running when the grace period ended are abandoned, counted as
+//! an attempt and run again by another worker (at least once: handlers are
+//! idempotent). Only a killed process leaves its jobs to orphan recovery,
+//! once its heartbeat is missed.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -32,6 +37,7 @@ use crate::handlers::notify::send_notification;
 use crate::handlers::probe::run_probe;
 use crate::handlers::sandbox::seed_sandbox;
 use crate::pause::{Gates, Pausable};
+use crate::release::{Holders, Releasing};
 
 /// How the runtime runs.
 #[derive(Clone, Debug)]
@@ -44,6 +50,9 @@ pub struct RuntimeSettings {
     pub poll: Duration,
     /// Grace period after the shutdown signal.
     pub shutdown_timeout: Duration,
+    /// Jobs a worker claims per fetch; `None`: its queue's concurrency.
+    /// Claimed jobs beyond the free slots wait in the worker.
+    pub fetch_batch: Option<usize>,
     /// Whether this process runs the maintenance schedules.
     pub schedules: bool,
 }
@@ -63,6 +72,11 @@ fn worker_name(queue: &str) -> String {
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 
+/// Jobs one fetch claims (at least one).
+fn fetch_batch(settings: &RuntimeSettings, concurrency: usize) -> usize {
+    settings.fetch_batch.unwrap_or(concurrency).max(1)
+}
+
 /// The apalis-sqlite configuration of `J`'s queue under `settings`.
 pub fn sqlite_config<J: Job>(
     settings: &RuntimeSettings,
@@ -70,7 +84,7 @@ pub fn sqlite_config<J: Job>(
 ) -> apalis_sqlite::Config {
     apalis_sqlite::Config::default()
         .queue(J::KIND)
-        .batch_size(concurrency)
+        .batch_size(fetch_batch(settings, concurrency))
         .heartbeat_interval(settings.heartbeat)
         .missed_heartbeats(MISSED_HEARTBEATS)
 }
@@ -87,26 +101,30 @@ pub fn redis_config<J: Job>(
 ) -> apalis_redis::Config {
     apalis_redis::Config::default()
         .queue(J::KIND)
-        .batch_size(concurrency)
+        .batch_size(fetch_batch(settings, concurrency))
         .heartbeat_interval(settings.heartbeat)
         .missed_heartbeats(MISSED_HEARTBEATS)
         .lock_tasks(false)
 }
 
-/// Registers a worker of `$job` on `$storage` with `$handler`.
+/// Registers a worker of `$job` on `$storage` with `$handler`, its name
+/// recorded in `$holders`.
 macro_rules! register_worker {
-    ($monitor:ident, $storage:expr, $job:ty, $concurrency:expr, $gates:expr, $settings:expr, $state:expr, $handler:expr) => {{
+    ($monitor:ident, $storage:expr, $job:ty, $concurrency:expr, $gates:expr, $holders:expr, $settings:expr, $state:expr, $handler:expr) => {{
         let storage = $storage;
         let gate = $gates.gate(<$job>::KIND);
+        let holders = $holders.clone();
         let state = $state.clone();
         let poll = $settings.poll;
         let concurrency = $concurrency;
         let name = worker_name(<$job>::KIND);
         $monitor.register(move |restarts| {
             WorkerBuilder::new(format!("{name}.{restarts}"))
-                .backend(Pausable::new(
-                    storage.clone().poll_with_interval(poll),
-                    gate.clone(),
+                .backend(Releasing::new(
+                    Pausable::new(storage.clone().poll_with_interval(poll), gate.clone()),
+                    state.queue.clone(),
+                    <$job>::KIND,
+                    holders.clone(),
                 ))
                 .data(state.clone())
                 .concurrency(concurrency)
@@ -137,6 +155,30 @@ fn spawn_promoter(
     })
 }
 
+/// Once `grace` fires, heartbeats for every worker of the runtime until
+/// aborted: apalis stops a worker's own heartbeat when shutdown begins, and
+/// without it a grace period longer than the missed-heartbeat limit would let
+/// other workers re-run the jobs still finishing here.
+fn spawn_grace_heartbeat(
+    queue: jobs::JobQueue,
+    holders: Holders,
+    every: Duration,
+    grace: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if grace.await.is_err() {
+            return;
+        }
+        let mut interval = tokio::time::interval(every);
+        loop {
+            interval.tick().await;
+            if let Err(err) = queue.keep_alive(&holders.all()).await {
+                tracing::warn!(%err, "could not heartbeat during the grace period");
+            }
+        }
+    })
+}
+
 /// Runs workers and schedules until `shutdown` resolves, then drains.
 pub async fn run(
     state: WorkerState,
@@ -156,6 +198,7 @@ pub async fn run(
         )),
         QueueBackend::Sqlite(_) => None,
     };
+    let holders = Holders::default();
     let mut monitor = Monitor::new();
     for (queue, concurrency) in &settings.queues {
         let concurrency = *concurrency;
@@ -172,6 +215,7 @@ pub async fn run(
                             $job,
                             concurrency,
                             gates,
+                            holders,
                             settings,
                             state,
                             $handler
@@ -186,6 +230,7 @@ pub async fn run(
                             $job,
                             concurrency,
                             gates,
+                            holders,
                             settings,
                             state,
                             $handler
@@ -221,18 +266,36 @@ pub async fn run(
         }
     }
     tracing::info!(queues = ?settings.queues, schedules = settings.schedules, "workers started");
+    let (grace_started, grace) = tokio::sync::oneshot::channel();
     let signal = async move {
         shutdown.await;
         tracing::info!("workers stop taking jobs; running jobs get the grace period");
+        let _ = grace_started.send(());
         Ok(())
     };
+    let keep_alive = spawn_grace_heartbeat(
+        state.queue.clone(),
+        holders.clone(),
+        settings.heartbeat,
+        grace,
+    );
     let outcome = monitor
         .shutdown_timeout(settings.shutdown_timeout)
         .run_with_signal(signal)
         .await;
+    keep_alive.abort();
     follower.abort();
     if let Some(promoter) = promoter {
         promoter.abort();
+    }
+    // The workers are gone: whatever they still hold is not going to run here.
+    match state.queue.release_held(&holders.all()).await {
+        Ok(0) => {}
+        Ok(count) => tracing::info!(count, "jobs still held at exit are back in their queues"),
+        Err(err) => tracing::warn!(
+            %err,
+            "could not release held jobs; they run again once this process's heartbeat is missed"
+        ),
     }
     outcome.map_err(|err| anyhow::anyhow!("workers: {err}"))
 }

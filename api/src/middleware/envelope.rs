@@ -36,6 +36,8 @@ pub async fn render(request: Request, next: Next) -> Response {
     parts.headers.remove(header::TRANSFER_ENCODING);
     let mut rendered = Json(envelope).into_response();
     rendered.headers_mut().extend(parts.headers);
+    // And the extensions: the metrics layer outside reads the matched route there.
+    *rendered.extensions_mut() = parts.extensions;
     *rendered.status_mut() = status;
     rendered
 }

@@ -7,7 +7,10 @@ mod compose;
 mod dead_jobs;
 mod ops;
 mod processes;
+mod priorities;
 mod progress;
+mod retention;
+mod shutdown;
 
 use std::time::Duration;
 

@@ -273,6 +273,13 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         .await
         .unwrap();
     assert_eq!(read.status(), StatusCode::OK);
+    let missing = app
+        .get("/api/v1/listings/999999999")
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
     let probe = Probe {
         operation_id: "op_metrics".into(),
@@ -309,10 +316,26 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         ),
         "{text}"
     );
+    // Latency by route template and status, so a slow error path shows apart.
     assert!(
         has(
             "http_request_duration_seconds_bucket{",
-            &["route=\"/api/v1/listings\""]
+            &[
+                "route=\"/api/v1/listings\"",
+                "method=\"GET\"",
+                "status=\"200\""
+            ]
+        ),
+        "{text}"
+    );
+    assert!(
+        has(
+            "http_request_duration_seconds_bucket{",
+            &[
+                "route=\"/api/v1/listings/{",
+                "method=\"GET\"",
+                "status=\"404\""
+            ]
         ),
         "{text}"
     );
@@ -321,7 +344,10 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         "{text}"
     );
     assert!(
-        has("job_duration_seconds_bucket{", &["kind=\"probe\""]),
+        has(
+            "job_duration_seconds_bucket{",
+            &["kind=\"probe\"", "outcome=\"succeeded\""]
+        ),
         "{text}"
     );
     assert!(

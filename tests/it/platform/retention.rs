@@ -1,0 +1,95 @@
+//! Retention of webhook deliveries: the `webhook_delivery_purge` maintenance
+//! task deletes a delivery finished more than 30 days ago, with its attempts,
+//! and keeps a recent one.
+
+use serde_json::json;
+use storage::webhooks::{
+    AfterAttempt, Attempt, Delivery, DeliveryKind, DeliveryStatus, EndpointEnvironment,
+    NewEndpoint, WebhookEndpoint,
+};
+use storage::{Clock, Environment, Store, Tenant, Timestamp};
+use tests::backend_tests;
+use workers::handlers::maintenance::{DELIVERY_RETENTION_SECONDS, Maintenance};
+
+/// A delivery to `endpoint` completed now by one successful attempt.
+async fn completed_delivery(store: &Store, endpoint: &WebhookEndpoint) -> Delivery {
+    let webhooks = store.webhooks();
+    let now = store.clock().now();
+    let template = Delivery {
+        id: String::new(),
+        endpoint_id: endpoint.id.clone(),
+        agency_id: endpoint.agency_id.clone(),
+        kind: DeliveryKind::Event,
+        replay_of: None,
+        event_id: ulid::Ulid::generate().to_string(),
+        event_type: "listing.created".into(),
+        api_version: "2026-05-29".into(),
+        occurred_at: now,
+        is_sandbox: false,
+        data: json!({}),
+        status: DeliveryStatus::Pending,
+        attempts: 0,
+        next_attempt_at: None,
+        created_at: now,
+        completed_at: None,
+    };
+    let delivery = webhooks
+        .create_manual(endpoint, DeliveryKind::Event, &template)
+        .await
+        .unwrap();
+    let attempt = Attempt {
+        attempt: 1,
+        nonce: ulid::Ulid::generate().to_string(),
+        started_at: now,
+        duration_ms: 1,
+        outcome: "succeeded".into(),
+        status_code: Some(200),
+        response_excerpt: None,
+        error: None,
+    };
+    webhooks
+        .record_attempt(&delivery, &attempt, AfterAttempt::Succeeded)
+        .await
+        .unwrap();
+    delivery
+}
+
+backend_tests! {
+    async fn deliveries_finished_past_retention_go_with_their_attempts(backend) {
+        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+        let app = tests::TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let agency = app.agency().await;
+        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let webhooks = app.store.webhooks();
+        let (endpoint, _) = webhooks
+            .create(&tenant, NewEndpoint {
+                name: None,
+                url: "https://receiver.example/hooks".into(),
+                event_types: None,
+                environment: EndpointEnvironment::Live,
+                created_by: None,
+            })
+            .await
+            .unwrap();
+        let old = completed_delivery(&app.store, &endpoint).await;
+        // The old one is a day past retention when the recent one completes.
+        clock.advance_seconds(DELIVERY_RETENTION_SECONDS + 86_400 - 3_600);
+        let recent = completed_delivery(&app.store, &endpoint).await;
+        clock.advance_seconds(3_600);
+        assert_eq!(webhooks.attempts(&old.id).await.unwrap().len(), 1);
+
+        let purged = Maintenance::PurgeDeliveries.run(app.state.platform()).await.unwrap();
+        assert_eq!(purged, 1);
+        assert!(webhooks.delivery(&tenant, &old.id).await.unwrap().is_none(), "past retention: gone");
+        assert!(webhooks.attempts(&old.id).await.unwrap().is_empty(), "its attempts with it");
+        let kept = webhooks.delivery(&tenant, &recent.id).await.unwrap().expect("recent: kept");
+        assert_eq!(kept.status, DeliveryStatus::Succeeded);
+        assert_eq!(webhooks.attempts(&recent.id).await.unwrap().len(), 1);
+
+        // Within retention it stays; past it, it goes too.
+        assert_eq!(Maintenance::PurgeDeliveries.run(app.state.platform()).await.unwrap(), 0);
+        clock.advance_seconds(DELIVERY_RETENTION_SECONDS);
+        assert_eq!(Maintenance::PurgeDeliveries.run(app.state.platform()).await.unwrap(), 1);
+        assert!(webhooks.delivery(&tenant, &recent.id).await.unwrap().is_none());
+    }
+}
