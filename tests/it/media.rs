@@ -21,6 +21,7 @@ use crate::support::expect_error;
 mod formats;
 mod progress;
 mod recovery;
+mod strategies;
 
 const BOUNDARY: &str = "----listing-api-test-boundary";
 
@@ -196,8 +197,10 @@ impl Media {
 }
 
 /// Reads an opened progress stream to its end; returns (event, data) pairs.
+/// The timeout only turns a stream that never ends into a failure; the whole
+/// suite shares two cores, so it is generous.
 async fn read_events(response: reqwest::Response) -> Vec<(String, Value)> {
-    let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+    let text = tokio::time::timeout(Duration::from_secs(240), response.text())
         .await
         .unwrap()
         .unwrap();
