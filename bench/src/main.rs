@@ -2,6 +2,7 @@
 
 mod fixture;
 mod jobs;
+mod jpeg;
 mod media;
 mod process;
 mod scenarios;
@@ -75,6 +76,8 @@ enum Command {
     },
     /// Six image variants of a 24 MP JPEG: our engine vs libvips (`vips_six.sh parallel`).
     Variants(media::VariantArgs),
+    /// The JPEG encoders for the `mls` and `print` variants: speed, size, PSNR.
+    JpegEncoders(jpeg::JpegArgs),
     /// (child) Render the six variants of one file and write them.
     VariantsRun {
         /// The image.
@@ -160,6 +163,9 @@ fn main() -> ExitCode {
                 tokio::task::spawn_blocking(move || media::variants(args)).await?
             }
             Command::VariantsRun { input, out } => media::variants_run(&input, &out),
+            Command::JpegEncoders(args) => {
+                tokio::task::spawn_blocking(move || jpeg::jpeg_encoders(args)).await?
+            }
             Command::Upload(args) => media::upload(args).await,
             Command::UploadClient(args) => media::upload_client(args).await,
             Command::Sse(args) => media::sse(args).await,

@@ -83,22 +83,34 @@ pub fn variants_run(input: &Path, out: &Path) -> anyhow::Result<()> {
 
 /// Makes the reference's inputs with its own script when they are missing.
 fn reference_inputs(args: &VariantArgs) -> anyhow::Result<Vec<PathBuf>> {
+    reference_pair(&args.vips_dir, &args.input_dir)
+}
+
+/// The reference's two 24 MP inputs in `input_dir`, made by its
+/// `make_input.py` (in `vips_dir`) when missing.
+fn reference_pair(vips_dir: &Path, input_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let inputs = vec![
-        args.input_dir.join("input_24mp.jpg"),
-        args.input_dir.join("input_24mp_orient6.jpg"),
+        input_dir.join("input_24mp.jpg"),
+        input_dir.join("input_24mp_orient6.jpg"),
     ];
     if inputs.iter().all(|p| p.exists()) {
         return Ok(inputs);
     }
-    let script = args.vips_dir.join("make_input.py");
+    let script = vips_dir.join("make_input.py");
     eprintln!("generating the inputs with {}", script.display());
     let status = Command::new("python3")
         .arg(&script)
-        .arg(&args.input_dir)
+        .arg(input_dir)
         .status()
         .context("running python3 (needs pillow and numpy)")?;
     ensure!(status.success(), "{} failed: {status}", script.display());
     Ok(inputs)
+}
+
+/// The reference's upright 24 MP input (see [`reference_pair`]).
+pub fn reference_input(vips_dir: &Path, input_dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut inputs = reference_pair(vips_dir, input_dir)?;
+    Ok(inputs.swap_remove(0))
 }
 
 /// Runs `program args` under `/usr/bin/time -f %M`, timing it from here.
