@@ -1,10 +1,14 @@
 //! Users created through the API with their account fields: names, office,
 //! a password (argon2) or a reset forced at first login, and the creation
-//! defaults (active, unverified, America/Los_Angeles, no logins yet).
+//! defaults (active, unverified, America/Los_Angeles, no logins yet). The
+//! one-time links that set a password are in [`password_links`].
+
+mod password_links;
 
 use argon2::{Argon2, PasswordHasher};
+pub use password_links::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose};
 
-use crate::db::write_on_pool;
+use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::users::{Role, User, normalise_email};
 use crate::{Result, StorageError, Store};
@@ -33,6 +37,9 @@ pub struct NewAccount {
     pub office_name: Option<String>,
     /// Manager in the agency's hierarchy.
     pub manager_id: Option<UserId>,
+    /// Without a password: where the e-mailed link to choose one points. A
+    /// link is then issued in the same transaction as the account.
+    pub password_link_base: Option<String>,
 }
 
 /// A created account.
@@ -56,6 +63,8 @@ pub struct Account {
     pub login_count: i32,
     /// True when no password was set: one is chosen at first login.
     pub password_reset_required: bool,
+    /// The link e-mailed to choose that password, when one was asked for.
+    pub password_link: Option<PasswordLink>,
 }
 
 /// Why a password is refused, if it is: at least 8 characters with an upper
@@ -157,8 +166,12 @@ impl Accounts<'_> {
             is_active: true,
             created_at: now,
         };
-        let inserted = write_on_pool!(self.store.db(), pool => {
-            sqlx::query(
+        let link = match (&password_hash, &new.password_link_base) {
+            (None, Some(base)) => Some(self.prepare_link(PasswordLinkPurpose::FirstPassword, base)),
+            _ => None,
+        };
+        let inserted = in_transaction!(self.store.db(), |tx| {
+            let inserted = sqlx::query(
                 "insert into users (id, agency_id, role, email, name, manager_id, is_active, password_hash,
                      created_at, first_name, last_name, brokerage_name, office_name)
                  values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
@@ -176,9 +189,13 @@ impl Accounts<'_> {
             .bind(&new.last_name)
             .bind(&new.brokerage_name)
             .bind(&new.office_name)
-            .execute(&mut *pool)
+            .execute(&mut *tx)
             .await
-            .map(|_| ())
+            .map(|_| ());
+            if let (Ok(()), Some(link)) = (&inserted, &link) {
+                password_links::record_link!(tx, link, &user.id, &user.agency_id).await?;
+            }
+            inserted
         });
         match inserted {
             Ok(()) => {}
@@ -194,6 +211,7 @@ impl Accounts<'_> {
             Err(err) => return Err(err.into()),
         }
         Ok(Account {
+            password_link: link.map(|link| link.into_link(user.id.clone())),
             password_reset_required: password_hash.is_none(),
             user,
             first_name: new.first_name,

@@ -140,6 +140,12 @@ impl Sessions<'_> {
         if !verified {
             return Ok(None);
         }
+        self.start(&user_id).await.map(Some)
+    }
+
+    /// Starts a session for a user who just proved who they are (a password
+    /// or a password link) and counts the login.
+    pub(crate) async fn start(&self, user_id: &UserId) -> Result<StartedSession> {
         let now = self.store.clock().now();
         let id = SessionId::generate();
         let mut secret = [0u8; TOKEN_BYTES];
@@ -153,7 +159,7 @@ impl Sessions<'_> {
             )
             .bind(&id)
             .bind(&token_hash)
-            .bind(&user_id)
+            .bind(user_id)
             .bind(now)
             .bind(now.plus_seconds(SESSION_LIFETIME_SECONDS))
             .execute(&mut *tx)
@@ -161,7 +167,7 @@ impl Sessions<'_> {
             sqlx::query(
                 "update users set login_count = login_count + 1, last_login_at = $2 where id = $1",
             )
-            .bind(&user_id)
+            .bind(user_id)
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -170,7 +176,7 @@ impl Sessions<'_> {
             .by_id(&id)
             .await?
             .ok_or(StorageError::NotFound("session"))?;
-        Ok(Some(StartedSession { session, token }))
+        Ok(StartedSession { session, token })
     }
 
     /// The live session whose cookie secret is `token`: not ended, not past
@@ -262,8 +268,9 @@ impl Sessions<'_> {
             .ok_or(StorageError::NotFound("session"))
     }
 
-    /// Deletes sessions that ended or expired more than
-    /// [`SESSION_RETENTION_SECONDS`] ago; returns how many.
+    /// Deletes sessions, and password links, that ended or expired more
+    /// than [`SESSION_RETENTION_SECONDS`] ago, and forgets the sealed tokens
+    /// of expired password e-mails; returns how many rows changed.
     pub async fn purge(&self) -> Result<u64> {
         let cutoff = self
             .store
@@ -280,7 +287,8 @@ impl Sessions<'_> {
             .await?
             .rows_affected()
         });
-        Ok(deleted)
+        let links = self.store.accounts().purge_password_links(cutoff).await?;
+        Ok(deleted + links)
     }
 
     async fn by_id(&self, id: &SessionId) -> Result<Option<Session>> {

@@ -1,5 +1,6 @@
 //! Key rotation (30 days of overlap, then the expiry schedule deactivates
-//! the old key) and revocation pushed to every API replica through Redis;
+//! the old key) and revocation pushed to every API replica through Redis,
+//! whether made by the operator command or the developer settings' route;
 //! every step in the audit log.
 
 use std::time::Duration;
@@ -11,9 +12,12 @@ use tests::{Backend, TestApp, backend_tests};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::sessions::{PASSWORD, owner_login, set_password, sign_in};
 use crate::support::{expect_error, expect_ok};
 
 const USERS: &str = "/api/v1/users";
+/// The rotation overlap: thirty days.
+const OVERLAP_SECONDS: i64 = 30 * 86_400;
 
 backend_tests! {
     async fn a_rotated_key_works_for_thirty_days_beside_its_replacement(backend) {
@@ -52,6 +56,194 @@ backend_tests! {
         let rotation = audit.iter().find(|entry| entry.action == "rotated").unwrap();
         assert_eq!(rotation.detail.as_deref(), Some(replacement.key.id.as_str()));
         assert_eq!(audit.last().unwrap().action, "expired");
+    }
+}
+
+backend_tests! {
+    async fn a_key_rotated_in_the_settings_is_refused_at_its_expiry_and_then_marked_expired(backend) {
+        let start = storage::Timestamp::from_micros(1_800_000_000_000_000);
+        let clock = storage::Clock::manual(start);
+        let app = TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let agency = app.agency().await;
+        let email = owner_login(&app, &agency).await;
+        let old = app.key(&agency, &[Scope::UsersRead]).await;
+        let old_id = app.store.api_keys().find_by_plaintext(&old).await.unwrap().unwrap().key.id;
+        let signed = sign_in(&app, &email).await;
+        let response = signed
+            .send(app.client.post(app.url(&format!("/api/v1/agency/api-keys/{old_id}/rotate"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{}", response.text().await.unwrap());
+        let rotation: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(rotation["rotated"]["status"], "rotating");
+        let expires_at = start.plus_seconds(OVERLAP_SECONDS).to_rfc3339();
+        assert_eq!(rotation["rotated"]["expires_at"], expires_at.as_str());
+        let new = rotation["secret"].as_str().unwrap().to_owned();
+
+        // A second before the end of the overlap both keys work (and the old
+        // one sits in the key cache).
+        clock.advance_seconds(OVERLAP_SECONDS - 1);
+        for key in [&old, &new] {
+            assert_eq!(status_of(&app, key).await, StatusCode::OK);
+        }
+        // At exactly expires_at the old key is refused, cached or not, before
+        // the expiry task has run.
+        clock.advance_seconds(1);
+        let refused = app.get(USERS).header("X-API-Key", &old).send().await.unwrap();
+        expect_error(refused, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
+        assert_eq!(status_of(&app, &new).await, StatusCode::OK);
+        let stored = app.store.api_keys().find_by_plaintext(&old).await.unwrap().unwrap().key;
+        assert_eq!(stored.status.as_str(), "rotating", "not yet marked");
+        let audit = app.store.api_keys().audit_log(&agency.id).await.unwrap();
+        assert!(audit.iter().all(|entry| entry.action != "expired"));
+
+        // The scheduled task marks it expired, with an audit entry, once.
+        let expiry = workers::handlers::maintenance::Maintenance::ExpireRotatedKeys;
+        assert_eq!(expiry.name(), "key_rotation_expiry");
+        assert_eq!(expiry.run(app.state.platform()).await.unwrap(), 1);
+        assert_eq!(expiry.run(app.state.platform()).await.unwrap(), 0);
+        // The session of a month ago has ended; a fresh one reads the result.
+        let signed = sign_in(&app, &email).await;
+        let keys = expect_ok(signed.cookie_only(app.get("/api/v1/agency/api-keys")).send().await.unwrap()).await;
+        let listed = keys["items"].as_array().unwrap();
+        let old_listed = listed.iter().find(|k| k["id"] == old_id.as_str()).unwrap();
+        assert_eq!(old_listed["status"], "expired");
+        let audit = expect_ok(signed.cookie_only(app.get("/api/v1/agency/api-keys/audit")).send().await.unwrap()).await;
+        let expired: Vec<&serde_json::Value> = audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|entry| entry["action"] == "expired")
+            .collect();
+        assert_eq!(expired.len(), 1, "{audit}");
+        assert_eq!(expired[0]["key_id"], old_id.as_str());
+        assert_eq!(expired[0]["at"], expires_at.as_str());
+        let refused = app.get(USERS).header("X-API-Key", &old).send().await.unwrap();
+        expect_error(refused, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
+        assert_eq!(status_of(&app, &new).await, StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn a_revocation_in_the_settings_reaches_another_replica_sharing_redis() {
+    let deployment = Deployment::with_redis(Backend::Postgres).await;
+    let client = tests::app::base_client().build().unwrap();
+    let mut first = serve(&deployment, &["--no-workers"], &client, "http").await;
+    let mut second = serve(&deployment, &["--no-workers"], &client, "http").await;
+    let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+    let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+    // An administrator of the agency who signs in to the settings.
+    let admin = deployment.admin_ok(&[
+        "create-user",
+        "--agency",
+        &agency_id,
+        "--role",
+        "media_agency",
+        "--email",
+        "admin@acme.example",
+    ]);
+    let admin_id = admin["user_id"].as_str().unwrap();
+    let set = set_password(&deployment, &agency_id, admin_id, PASSWORD);
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let issued = deployment.admin_ok(&[
+        "create-key",
+        "--agency",
+        &agency_id,
+        "--name",
+        "CRM",
+        "--scopes",
+        "users:read",
+    ]);
+    let key = issued["key"].as_str().unwrap().to_owned();
+    let key_id = issued["key_id"].as_str().unwrap().to_owned();
+    // Both replicas have the key in their 30-second cache.
+    for server in [&first, &second] {
+        let response = client
+            .get(format!("{}{USERS}", server.base_url))
+            .header("X-API-Key", &key)
+            .send()
+            .await
+            .unwrap();
+        expect_ok(response).await;
+    }
+
+    // Signed in on the first replica, the administrator revokes the key there.
+    let login = client
+        .post(format!("{}/api/v1/session", first.base_url))
+        .json(&serde_json::json!({"email": "admin@acme.example", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::CREATED);
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let session: serde_json::Value = login.json().await.unwrap();
+    let csrf = session["csrf_token"].as_str().unwrap().to_owned();
+    let revoked = client
+        .delete(format!(
+            "{}/api/v1/agency/api-keys/{key_id}",
+            first.base_url
+        ))
+        .header("Cookie", &cookie)
+        .header("X-CSRF-Token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    let revoked = expect_ok(revoked).await;
+    assert_eq!(revoked["status"], "revoked");
+    assert!(revoked["revoked_at"].is_string());
+
+    // The second replica, which never saw the request, refuses the key well
+    // inside its cache's 30 seconds.
+    eventually(
+        Duration::from_secs(5),
+        "the other replica refusing the revoked key",
+        || async {
+            let response = client
+                .get(format!("{}{USERS}", second.base_url))
+                .header("X-API-Key", &key)
+                .send()
+                .await
+                .unwrap();
+            (response.status() == StatusCode::UNAUTHORIZED).then_some(())
+        },
+    )
+    .await;
+    let refused = client
+        .get(format!("{}{USERS}", second.base_url))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    expect_error(refused, StatusCode::UNAUTHORIZED, "auth.invalid_key").await;
+    // The session is good on either replica; the audit log there names the revocation.
+    let audit = client
+        .get(format!("{}/api/v1/agency/api-keys/audit", second.base_url))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let audit = expect_ok(audit).await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|entry| entry["key_id"] == key_id.as_str())
+        .map(|entry| entry["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["issued", "revoked"]);
+    for server in [&mut first, &mut second] {
+        assert!(server.process.terminate(Duration::from_secs(30)).success());
     }
 }
 

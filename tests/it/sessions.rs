@@ -1,6 +1,7 @@
 //! Sessions of the developer settings: login and its refusals, the cookie's
 //! attributes, CSRF on every change, logout, impersonation rules, and the
 //! session-authenticated key management (including platform identities).
+//! Password links are in [`password_links`].
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,7 +16,9 @@ use tests::{Backend, TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok, sql};
 
-const PASSWORD: &str = "Corr3ct-Horse!";
+mod password_links;
+
+pub(crate) const PASSWORD: &str = "Corr3ct-Horse!";
 
 /// A signed-in session: the cookie to send and the CSRF token.
 pub(crate) struct Signed {
@@ -507,7 +510,7 @@ backend_tests! {
 }
 
 /// Runs `api admin set-password`, writing `password` to its standard input.
-fn set_password(
+pub(crate) fn set_password(
     deployment: &Deployment,
     agency: &str,
     user: &str,

@@ -255,6 +255,13 @@ backend_tests! {
         assert_eq!(response.status(), 201);
         let created: Value = response.json().await.unwrap();
         assert_eq!(created["password_reset_required"], true);
+        // Its user is sent a link to choose the password (one notification,
+        // none for the account created with a password).
+        let notifications = app.store.webhooks().notifications(&agency.id).await.unwrap();
+        assert_eq!(notifications.len(), 1, "{notifications:?}");
+        assert_eq!(notifications[0].kind, "password_first_set");
+        assert_eq!(notifications[0].user_id.as_ref().map(UserId::as_str), created["id"].as_str());
+        assert!(notifications[0].body.contains("/set-password#token="));
 
         // 400 for invalid data, each field named; a taken email too.
         for (body, field) in [

@@ -1,6 +1,6 @@
-//! E-mail to agency owners (an endpoint disabled after failed deliveries)
-//! through the configured SMTP relay. Without one, notifications are only
-//! recorded.
+//! E-mail to users (an agency owner's endpoint disabled after failed
+//! deliveries, a link to choose a password) through the configured SMTP
+//! relay. Without one, notifications are only recorded.
 
 use lettre::message::Mailbox;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};

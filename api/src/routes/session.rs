@@ -1,7 +1,10 @@
 //! Sessions of the in-product developer settings: `POST /session` (email and
 //! password → the session cookie and its CSRF token), `GET /session`,
-//! `DELETE /session` (logout), and impersonation:
-//! `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
+//! `DELETE /session` (logout), impersonation
+//! (`POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`),
+//! and password links (`POST /session/password-reset` e-mails one,
+//! `POST /session/password` spends it to set a password and sign in), whose
+//! routes are in [`password`].
 
 use axum::Json;
 use axum::extract::State;
@@ -9,7 +12,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use storage::ids::UserId;
-use storage::sessions::Session;
+use storage::sessions::{Session, StartedSession};
 use storage::users::Role;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -21,8 +24,12 @@ use crate::extract::{ApiJson, ApiPath};
 use crate::middleware::session::{
     Csrf, SessionEndpoint, SessionPrincipal, clear_cookie, session_guarded, set_cookie,
 };
-use crate::rate_limit::Bucket;
+use crate::rate_limit::{Bucket, RateLimitHeaders};
 use crate::state::AppState;
+
+mod password;
+
+pub(crate) use password::{password_link_base, send_password_link};
 
 /// Login attempts per email per minute, against password guessing.
 const LOGIN_ATTEMPTS_PER_MINUTE: u32 = 10;
@@ -52,6 +59,8 @@ static IMPERSONATE: SessionEndpoint = SessionEndpoint {
 pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(login))
+        .routes(routes!(password::request_password_reset))
+        .routes(routes!(password::set_password))
         .routes(session_guarded(
             state,
             &READ_SESSION,
@@ -94,6 +103,41 @@ pub struct SessionOut {
     pub expires_at: String,
 }
 
+/// A per-email budget named `name`, stored under `prefix`; the email is
+/// keyed-hashed so the limiter's keys do not list who tried to sign in.
+fn email_bucket(prefix: &str, name: &str, email: &str, limit: u32) -> Bucket {
+    let throttle = storage::secrets::hmac_sha256(
+        b"listing-api/login-throttle",
+        email.trim().to_lowercase().as_bytes(),
+    );
+    Bucket {
+        key: format!("{prefix}:{}", hex::encode(&throttle[..12])),
+        name: name.to_owned(),
+        limit,
+    }
+}
+
+/// The 201 of a sign-in: the cookie, no caching, the session with its CSRF token.
+fn signed_in(state: &AppState, started: StartedSession, limits: &RateLimitHeaders) -> Response {
+    tracing::info!(
+        session_id = %started.session.id,
+        user_id = %started.session.user.id,
+        "session started"
+    );
+    let cookie = set_cookie(&started.token);
+    let mut response = (
+        StatusCode::CREATED,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        Json(session_out(state, started.session)),
+    )
+        .into_response();
+    limits.apply(response.headers_mut());
+    response
+}
+
 fn session_out(state: &AppState, session: Session) -> SessionOut {
     SessionOut {
         id: session.id.to_string(),
@@ -115,7 +159,7 @@ fn session_out(state: &AppState, session: Session) -> SessionOut {
     responses(
         (status = 201, description = "Signed in; the session cookie is set (HttpOnly, Secure, SameSite=Strict)", body = SessionOut,
             headers(("Set-Cookie" = String, description = "__Host-ma_session=…"))),
-        (status = 401, description = "auth.invalid_credentials: the email and password do not open an active account", body = ErrorEnvelope),
+        (status = 401, description = "auth.invalid_credentials: the email and password do not open an active account (also for an account that has no password yet: it sets one with the e-mailed link, or asks for a new link with POST /session/password-reset)", body = ErrorEnvelope),
         (status = 422, description = "validation.failed", body = ErrorEnvelope),
         (status = 429, description = "Too many attempts for this email", body = ErrorEnvelope),
     )
@@ -130,15 +174,12 @@ async fn login(
             format!("must be at most {MAX_PASSWORD_BYTES} bytes"),
         ));
     }
-    let throttle = storage::secrets::hmac_sha256(
-        b"listing-api/login-throttle",
-        body.email.trim().to_lowercase().as_bytes(),
+    let bucket = email_bucket(
+        "login",
+        "login_attempts",
+        &body.email,
+        LOGIN_ATTEMPTS_PER_MINUTE,
     );
-    let bucket = Bucket {
-        key: format!("login:{}", hex::encode(&throttle[..12])),
-        name: "login_attempts".to_owned(),
-        limit: LOGIN_ATTEMPTS_PER_MINUTE,
-    };
     let rate_limit_headers = state.rate_limiter().check(&[bucket]).await?;
     let started = state
         .store()
@@ -146,23 +187,7 @@ async fn login(
         .login(&body.email, &body.password)
         .await?
         .ok_or(ApiError::InvalidCredentials)?;
-    tracing::info!(
-        session_id = %started.session.id,
-        user_id = %started.session.user.id,
-        "session started"
-    );
-    let cookie = set_cookie(&started.token);
-    let mut response = (
-        StatusCode::CREATED,
-        [
-            (header::SET_COOKIE, cookie),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-        ],
-        Json(session_out(&state, started.session)),
-    )
-        .into_response();
-    rate_limit_headers.apply(response.headers_mut());
-    Ok(response)
+    Ok(signed_in(&state, started, &rate_limit_headers))
 }
 
 /// The caller's session, with its CSRF token (for a page that reloaded).

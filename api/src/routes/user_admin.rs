@@ -442,7 +442,9 @@ pub struct AccountOut {
     pub timezone: String,
     /// Logins so far.
     pub login_count: i32,
-    /// True when no password was given: one is chosen at first login.
+    /// True when no password was given: the user is e-mailed a link (one
+    /// use, one hour) to choose one, and can ask for a new link with
+    /// `POST /session/password-reset`.
     pub password_reset_required: bool,
 }
 
@@ -455,7 +457,7 @@ pub struct AccountOut {
     operation_id = "create_user",
     request_body = UserIn,
     responses(
-        (status = 201, description = "The account; never its password", body = AccountOut),
+        (status = 201, description = "The account; never its password. Without a password, the user is e-mailed a one-time link to choose one", body = AccountOut),
         (status = 400, description = "validation.invalid_value: an invalid email, password, role or manager, or an email already taken (details.fields)", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks users:write or is a sandbox key, or its user is no administrator", body = ErrorEnvelope),
@@ -500,6 +502,7 @@ async fn create_user(
         brokerage_name: body.brokerage_name,
         office_name: body.office_name,
         manager_id,
+        password_link_base: Some(super::session::password_link_base(&state)),
     };
     let account = match state
         .store()
@@ -521,6 +524,9 @@ async fn create_user(
         }
         Err(other) => return Err(other.into()),
     };
+    if let Some(link) = &account.password_link {
+        super::session::send_password_link(&state, link).await;
+    }
     Ok((
         axum::http::StatusCode::CREATED,
         Json(AccountOut {

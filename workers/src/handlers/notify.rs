@@ -59,8 +59,13 @@ async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobErro
         tracing::info!(notification_id = %notification.id, "sandbox notification recorded, not e-mailed");
         return Ok(());
     }
+    let Some(body) = state.store.accounts().mail_body(&notification).await? else {
+        // A password link spent or expired before it went out: nothing to send.
+        webhooks.mark_notification_sent(&notification.id).await?;
+        return Ok(());
+    };
     mailer
-        .send(&email, &notification.subject, &notification.body)
+        .send(&email, &notification.subject, &body)
         .await
         .map_err(JobError)?;
     webhooks.mark_notification_sent(&notification.id).await?;
