@@ -12,7 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::app::TlsIdentity;
 
@@ -86,13 +86,31 @@ struct Behaviour {
     scripted: VecDeque<Answer>,
     answer: Option<Answer>,
     delay: Option<Duration>,
+    hold: bool,
+    /// Requests that reached the handler, answered or not.
+    arrivals: usize,
+    /// Requests waiting for a release.
+    held: usize,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Shared {
     behaviour: Arc<Mutex<Behaviour>>,
     received: Arc<Mutex<Vec<Received>>>,
     arrived: Arc<Notify>,
+    /// One permit lets one held request be answered.
+    releases: Arc<Semaphore>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            behaviour: Arc::default(),
+            received: Arc::default(),
+            arrived: Arc::default(),
+            releases: Arc::new(Semaphore::new(0)),
+        }
+    }
 }
 
 /// The receiver; stops when dropped.
@@ -107,6 +125,19 @@ pub struct WebhookReceiver {
 }
 
 async fn receive(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let hold = {
+        let mut behaviour = shared.behaviour.lock().expect("receiver state");
+        behaviour.arrivals += 1;
+        behaviour.held += usize::from(behaviour.hold);
+        behaviour.hold
+    };
+    shared.arrived.notify_waiters();
+    if hold {
+        if let Ok(permit) = shared.releases.acquire().await {
+            permit.forget();
+        }
+        shared.behaviour.lock().expect("receiver state").held -= 1;
+    }
     let (answer, delay) = {
         let mut behaviour = shared.behaviour.lock().expect("receiver state");
         let answer = behaviour
@@ -238,6 +269,52 @@ impl WebhookReceiver {
         self.shared.behaviour.lock().expect("receiver state").delay = Some(delay);
     }
 
+    /// Holds every request from now on until [`Self::release`] lets it be
+    /// answered: the test sees it arrive ([`Self::wait_for_arrivals`]) and
+    /// chooses when it is answered (within the sender's timeout).
+    pub fn hold(&self) {
+        self.shared.behaviour.lock().expect("receiver state").hold = true;
+    }
+
+    /// Lets `count` held requests (or the next ones to arrive) be answered.
+    pub fn release(&self, count: usize) {
+        self.shared.releases.add_permits(count);
+    }
+
+    /// Stops holding requests and answers every held one.
+    pub fn stop_holding(&self) {
+        let mut behaviour = self.shared.behaviour.lock().expect("receiver state");
+        behaviour.hold = false;
+        self.shared.releases.add_permits(behaviour.held);
+    }
+
+    /// Requests that reached the receiver so far, held ones included.
+    pub fn arrivals(&self) -> usize {
+        self.shared
+            .behaviour
+            .lock()
+            .expect("receiver state")
+            .arrivals
+    }
+
+    /// Waits (at most `within`) until `count` requests reached the receiver,
+    /// held ones included.
+    pub async fn wait_for_arrivals(&self, count: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let arrived = self.shared.arrived.notified();
+            let arrivals = self.arrivals();
+            if arrivals >= count {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                panic!("expected {count} requests to arrive within {within:?}, got {arrivals}");
+            }
+            let _ = tokio::time::timeout(left.min(Duration::from_millis(200)), arrived).await;
+        }
+    }
+
     /// Everything received so far.
     pub fn received(&self) -> Vec<Received> {
         self.shared.received.lock().expect("receiver log").clone()
@@ -266,12 +343,28 @@ impl WebhookReceiver {
     /// The delivery settings of a test deployment reaching this receiver:
     /// loopback allowed, its certificate trusted, retries sped up `speedup` times.
     pub fn delivery(&self, speedup: u32) -> workers::handlers::WebhookDelivery {
+        self.delivery_with(
+            workers::webhooks::AddressPolicy {
+                allow_private_networks: true,
+            },
+            Arc::new(workers::webhooks::SystemLookup),
+            speedup,
+        )
+    }
+
+    /// Delivery settings trusting this receiver's certificate, under
+    /// `policy`, with names looked up by `lookup`.
+    pub fn delivery_with(
+        &self,
+        policy: workers::webhooks::AddressPolicy,
+        lookup: Arc<dyn workers::webhooks::Lookup>,
+        speedup: u32,
+    ) -> workers::handlers::WebhookDelivery {
         workers::handlers::WebhookDelivery {
-            client: workers::webhooks::WebhookClient::new(
-                workers::webhooks::AddressPolicy {
-                    allow_private_networks: true,
-                },
+            client: workers::webhooks::WebhookClient::with_lookup(
+                policy,
                 Some(self.cert_pem.as_bytes()),
+                lookup,
             )
             .expect("webhook client"),
             retry_speedup: speedup,

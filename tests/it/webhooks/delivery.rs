@@ -11,7 +11,7 @@ use tests::backend_tests;
 use tests::receiver::Received;
 use webhook_verify::{Verdict, Verifier};
 
-use super::{Ctx, SCOPES, SPEEDUP};
+use super::{Ctx, CtxOptions, SCOPES};
 use crate::support::expect_ok;
 
 fn is_ulid(text: &str) -> bool {
@@ -131,6 +131,101 @@ async fn record_failed_deliveries(
     notification
 }
 
+/// The retry schedule's waits, in seconds, after failed attempts 1 to 4
+/// (the specification's table).
+const SCHEDULE_SECONDS: [i64; 4] = [30, 300, 1_800, 7_200];
+
+/// A manual store clock a day behind the wall clock, on a whole second. The
+/// queue runs a job when the wall clock reaches its `run_at`, so every retry
+/// is due at once; the store's times (attempt log, `next_attempt_at`) move
+/// only when the test moves them, so the schedule can be read exactly at
+/// the real pace (speedup 1).
+fn clock_a_day_behind() -> storage::Clock {
+    let now = chrono::Utc::now().timestamp();
+    storage::Clock::manual(storage::Timestamp::from_micros((now - 86_400) * 1_000_000))
+}
+
+/// A context whose deliveries run at the real schedule's pace under `clock`.
+async fn ctx_on_clock(backend: tests::Backend, redis: bool, clock: &storage::Clock) -> Ctx {
+    Ctx::with(
+        backend,
+        CtxOptions {
+            redis,
+            speedup: Some(1),
+            clock: Some(clock.clone()),
+            ..CtxOptions::default()
+        },
+    )
+    .await
+}
+
+/// One failed attempt as the store saw it: when it started, when its
+/// failure was recorded, and the `next_attempt_at` it left on the delivery.
+#[derive(Debug)]
+struct Failure {
+    started_at: storage::Timestamp,
+    failed_at: storage::Timestamp,
+    next_attempt_at: Option<storage::Timestamp>,
+}
+
+/// Lets the first `failures` attempts of the endpoint's only delivery fail
+/// one at a time through the held receiver (which must answer them with an
+/// error). Attempt k, once it is at the receiver, is held while the store's
+/// clock moves k seconds (a slow receiver), then answered; the delivery is
+/// read once the failure is recorded, before the next attempt (held in its
+/// turn) is let through. Returns the delivery's id and the failures.
+async fn fail_attempts_one_by_one(
+    ctx: &Ctx,
+    clock: &storage::Clock,
+    endpoint_id: &str,
+    failures: usize,
+) -> (String, Vec<Failure>) {
+    let webhooks = ctx.app.store.webhooks();
+    let within = Duration::from_secs(60);
+    let mut delivery_id = String::new();
+    let mut seen = Vec::new();
+    for k in 1..=failures {
+        ctx.receiver.wait_for_arrivals(k, within).await;
+        if k == 1 {
+            let deliveries = ctx.deliveries(endpoint_id).await;
+            assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+            delivery_id = deliveries[0]["id"].as_str().unwrap().to_owned();
+        }
+        // Attempt k is held at the receiver. The clock has not moved since
+        // attempt k - 1 was recorded, before this one started.
+        let started_at = clock.now();
+        clock.advance_seconds(i64::try_from(k).unwrap());
+        let failed_at = clock.now();
+        ctx.receiver.release(1);
+        let number = i32::try_from(k).unwrap();
+        let delivery =
+            tests::deployment::eventually(within, "the failed attempt recorded", || async {
+                let delivery = webhooks
+                    .delivery(&ctx.live(), &delivery_id)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                (delivery.attempts >= number).then_some(delivery)
+            })
+            .await;
+        // The next attempt, if any, waits at the receiver: nothing moved since.
+        assert_eq!(delivery.attempts, number, "one attempt at a time");
+        let log = webhooks.attempts(&delivery_id).await.unwrap();
+        assert_eq!(log.len(), k);
+        assert_eq!(
+            log[k - 1].started_at,
+            started_at,
+            "attempt {k} started at the recorded time"
+        );
+        seen.push(Failure {
+            started_at,
+            failed_at,
+            next_attempt_at: delivery.next_attempt_at,
+        });
+    }
+    (delivery_id, seen)
+}
+
 backend_tests! {
     async fn an_event_is_delivered_signed_with_the_envelope(backend) {
         let ctx = Ctx::new(backend).await;
@@ -221,31 +316,51 @@ backend_tests! {
     }
 
     async fn a_failing_receiver_gets_the_retry_schedule_then_the_delivery_fails(backend) {
-        let ctx = Ctx::new(backend).await;
+        // The real schedule on a store clock the test moves: each failure's
+        // wait is read exactly from what the store recorded.
+        let clock = clock_a_day_behind();
+        let ctx = ctx_on_clock(backend, false, &clock).await;
         ctx.receiver.answer(500);
+        ctx.receiver.hold();
         let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
         ctx.create_listing().await;
-        let received = ctx.receiver.wait_for(5, Duration::from_secs(60)).await;
-        // The waits between attempts are the schedule's (sped up for the test).
-        let schedule = [30u64, 300, 1_800, 7_200];
-        for (gap, wait) in received.windows(2).zip(schedule) {
-            let scaled = Duration::from_millis(wait * 1000 / u64::from(SPEEDUP));
-            assert!(gap[1].at.duration_since(gap[0].at) >= scaled, "a retry came before its wait of {scaled:?}");
+        let (delivery_id, failures) = fail_attempts_one_by_one(&ctx, &clock, &endpoint_id, 5).await;
+        // After each of the first four failures the next attempt is due
+        // exactly the schedule's wait after the failure was recorded (not
+        // after the attempt started: attempt k was held k seconds).
+        let waits: Vec<i64> = failures[..4]
+            .iter()
+            .map(|f| {
+                let next = f.next_attempt_at.unwrap_or_else(|| panic!("a retry after {f:?}"));
+                assert_eq!((next.as_micros() - f.failed_at.as_micros()) % 1_000_000, 0, "{f:?}");
+                (next.as_micros() - f.failed_at.as_micros()) / 1_000_000
+            })
+            .collect();
+        assert_eq!(waits, SCHEDULE_SECONDS, "{failures:?}");
+        for (k, failure) in failures.iter().enumerate() {
+            let held = i64::try_from(k + 1).unwrap();
+            assert_eq!(failure.failed_at, failure.started_at.plus_seconds(held));
         }
+        // The fifth failure is final: nothing more is due.
+        assert_eq!(failures[4].next_attempt_at, None, "{failures:?}");
+        ctx.receiver.stop_holding();
+        let received = ctx.receiver.wait_for(5, Duration::from_secs(20)).await;
         // Every attempt has a new nonce and the same event id.
         let envelopes: Vec<Value> = received.iter().map(Received::json).collect();
         let mut nonces: Vec<&str> = envelopes.iter().map(|e| e["nonce"].as_str().unwrap()).collect();
+        nonces.sort_unstable();
         nonces.dedup();
         assert_eq!(nonces.len(), 5);
         assert!(envelopes.iter().all(|e| e["event_id"] == envelopes[0]["event_id"]));
+        assert!(received.iter().all(|r| r.header("x-event-id") == envelopes[0]["event_id"].as_str()));
 
-        let delivery_id = ctx.deliveries(&endpoint_id).await[0]["id"].as_str().unwrap().to_owned();
         let failed = ctx.delivery_until(&delivery_id, |d| d["status"] == "failed").await;
         assert_eq!(failed["attempts"], 5);
+        assert!(failed["next_attempt_at"].is_null(), "{failed}");
         let outcomes: Vec<&Value> = failed["attempt_log"].as_array().unwrap().iter().map(|a| &a["status_code"]).collect();
         assert_eq!(outcomes, vec![&json!(500); 5]);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(ctx.receiver.received().len(), 5, "no sixth attempt");
+        assert_eq!(ctx.receiver.arrivals(), 5, "no sixth attempt");
         let endpoint = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
         assert_eq!(endpoint["consecutive_failures"], 1);
 
@@ -343,8 +458,147 @@ async fn deliveries_flow_through_the_redis_queue() {
 }
 
 #[tokio::test]
+async fn a_delivery_failing_then_succeeding_is_retried_on_the_schedule_through_the_redis_queue() {
+    let clock = clock_a_day_behind();
+    let ctx = ctx_on_clock(tests::Backend::Postgres, true, &clock).await;
+    ctx.receiver.script(&[500, 503]);
+    ctx.receiver.hold();
+    let (endpoint_id, secret) = ctx
+        .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
+        .await;
+    let number = ctx.create_listing().await;
+    let (delivery_id, failures) = fail_attempts_one_by_one(&ctx, &clock, &endpoint_id, 2).await;
+    let waits: Vec<i64> = failures
+        .iter()
+        .map(|f| {
+            let next = f.next_attempt_at.expect("a retry is due");
+            next.as_micros() - f.failed_at.as_micros()
+        })
+        .collect();
+    assert_eq!(waits, [30_000_000, 300_000_000], "{failures:?}");
+    // The third attempt is at the receiver: let it succeed.
+    ctx.receiver
+        .wait_for_arrivals(3, Duration::from_secs(60))
+        .await;
+    ctx.receiver.stop_holding();
+    let received = ctx.receiver.wait_for(3, Duration::from_secs(20)).await;
+    let delivered = ctx
+        .delivery_until(&delivery_id, |d| d["status"] == "succeeded")
+        .await;
+    assert_eq!(delivered["attempts"], 3);
+    let log = delivered["attempt_log"].as_array().unwrap();
+    let codes: Vec<&Value> = log.iter().map(|a| &a["status_code"]).collect();
+    assert_eq!(codes, [&json!(500), &json!(503), &json!(200)]);
+    // One event id throughout, a new nonce per attempt, each recorded with
+    // its attempt, every attempt signed.
+    let envelopes: Vec<Value> = received.iter().map(Received::json).collect();
+    for (envelope, attempt) in envelopes.iter().zip(log) {
+        assert_eq!(envelope["event_id"], delivered["event_id"]);
+        assert_eq!(envelope["nonce"], attempt["nonce"]);
+        assert_eq!(envelope["data"]["listing_number"], number.as_str());
+    }
+    for received in &received {
+        assert_eq!(
+            received.header("x-event-id"),
+            delivered["event_id"].as_str()
+        );
+        let signature = received.header("x-webhook-signature").unwrap();
+        let timestamp: i64 = received
+            .header("x-webhook-timestamp")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            signature,
+            workers::webhooks::client::signature(&secret, timestamp, &received.body)
+        );
+    }
+    let mut nonces: Vec<&str> = envelopes
+        .iter()
+        .map(|e| e["nonce"].as_str().unwrap())
+        .collect();
+    nonces.sort_unstable();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 3, "a new nonce per attempt");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(ctx.receiver.arrivals(), 3, "nothing after the success");
+}
+
+/// A failed first attempt, then a retry the queue must not run before it
+/// is due: the retry arrives no sooner than the (sped-up) wait after the
+/// first arrived, and starts no sooner than the `next_attempt_at` recorded.
+/// Lower bounds only: how late it may come is the machine's business.
+async fn a_retry_never_comes_before_its_time(redis: bool, backend: tests::Backend) {
+    // 30 s / 30 = 1 s: short, yet long enough that an early run shows.
+    let ctx = Ctx::with(
+        backend,
+        CtxOptions {
+            redis,
+            speedup: Some(30),
+            ..CtxOptions::default()
+        },
+    )
+    .await;
+    ctx.receiver.script(&[500]);
+    let (endpoint_id, _) = ctx
+        .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
+        .await;
+    ctx.create_listing().await;
+    let received = ctx.receiver.wait_for(2, Duration::from_secs(60)).await;
+    assert!(
+        received[1].at.duration_since(received[0].at) >= Duration::from_secs(1),
+        "the retry came {:?} after the first attempt",
+        received[1].at.duration_since(received[0].at)
+    );
+    let delivery_id = ctx.deliveries(&endpoint_id).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let webhooks = ctx.app.store.webhooks();
+    let log = tests::deployment::eventually(Duration::from_secs(20), "two attempts", || async {
+        let log = webhooks.attempts(&delivery_id).await.unwrap();
+        (log.len() == 2).then_some(log)
+    })
+    .await;
+    // The first failure was recorded after its start: the retry is due a
+    // second after that at the earliest.
+    assert!(
+        log[1].started_at >= log[0].started_at.plus_seconds(1),
+        "{log:?}"
+    );
+    let delivery = ctx
+        .delivery_until(&delivery_id, |d| d["status"] == "succeeded")
+        .await;
+    assert_eq!(delivery["attempts"], 2);
+}
+
+#[tokio::test]
+async fn a_retry_on_the_redis_queue_never_comes_before_its_time() {
+    a_retry_never_comes_before_its_time(true, tests::Backend::Postgres).await;
+}
+
+backend_tests! {
+    async fn a_retry_never_comes_early(backend) {
+        a_retry_never_comes_before_its_time(false, backend).await;
+    }
+}
+
+#[tokio::test]
 async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped() {
-    let ctx = Ctx::new(tests::Backend::Sqlite).await;
+    // A manual store clock kept on the wall clock's seconds until the test
+    // moves it: the queue runs the deferred job by the wall clock, the
+    // budget is counted by the store's.
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(
+        chrono::Utc::now().timestamp() * 1_000_000,
+    ));
+    let ctx = Ctx::with(
+        tests::Backend::Sqlite,
+        CtxOptions {
+            clock: Some(clock.clone()),
+            ..CtxOptions::default()
+        },
+    )
+    .await;
     let (endpoint_id, _) = ctx
         .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
         .await;
@@ -356,11 +610,10 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
         .await
         .unwrap()
         .unwrap();
-    // A thousand attempts within the last hour (successful ones: the
-    // failure count stays out of it).
     let webhooks = ctx.app.store.webhooks();
-    let now = ctx.app.store.clock().now();
-    let fills = (0..1000).map(|i| {
+    // A successful attempt of a delivery of its own at `started_at` (the
+    // failure count stays out of it).
+    let fill = |started_at: storage::Timestamp| {
         let endpoint = endpoint.clone();
         let webhooks = ctx.app.store.webhooks();
         async move {
@@ -373,13 +626,13 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
                 event_id: ulid::Ulid::generate().to_string(),
                 event_type: "listing.created".into(),
                 api_version: "2026-05-29".into(),
-                occurred_at: now,
+                occurred_at: started_at,
                 is_sandbox: false,
                 data: json!({}),
                 status: storage::webhooks::DeliveryStatus::Pending,
                 attempts: 0,
                 next_attempt_at: None,
-                created_at: now,
+                created_at: started_at,
                 completed_at: None,
             };
             let delivery = webhooks
@@ -389,7 +642,7 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
             let attempt = Attempt {
                 attempt: 1,
                 nonce: ulid::Ulid::generate().to_string(),
-                started_at: now.plus_seconds(-i64::from(i % 60)),
+                started_at,
                 duration_ms: 1,
                 outcome: "succeeded".into(),
                 status_code: Some(200),
@@ -401,8 +654,20 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
                 .await
                 .unwrap();
         }
-    });
-    futures::future::join_all(fills).await;
+    };
+    // 999 attempts within the last minute...
+    let filled_at = clock.now();
+    futures::future::join_all((1..1000).map(|i| fill(filled_at.plus_seconds(-i64::from(i % 60)))))
+        .await;
+    // ... and, the store's clock put back on the wall clock's next second,
+    // the oldest of the hour's thousand, which leaves the hour `SLACK`
+    // seconds from now: the slot it frees comes soon by the wall clock too.
+    const SLACK: i64 = 8;
+    let behind = chrono::Utc::now().timestamp() + 1 - clock.now().as_unix_seconds();
+    clock.advance_seconds(behind.max(0));
+    let now = clock.now();
+    let oldest = now.plus_seconds(-3600 + SLACK);
+    fill(oldest).await;
     assert_eq!(
         webhooks
             .attempts_since(&endpoint_id, now.plus_seconds(-3600))
@@ -412,26 +677,50 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
     );
 
     ctx.create_listing().await;
-    // The new delivery exists but is held back: nothing arrives, it stays pending.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let held = loop {
-        let newest = ctx.deliveries(&endpoint_id).await.remove(0);
-        if newest["kind"] == "event"
-            && newest["attempts"] == 0
-            && newest["event_type"] == "listing.created"
-        {
-            break newest;
-        }
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(ctx.receiver.received().is_empty(), "over budget: delayed");
-    let still = ctx
-        .delivery_until(held["id"].as_str().unwrap(), |_| true)
+    // The new delivery is held back: no attempt, still pending, and its next
+    // attempt recorded for the second the oldest attempt leaves the hour.
+    let slot = oldest.plus_seconds(3601);
+    let delivery_id =
+        tests::deployment::eventually(Duration::from_secs(30), "the delivery", || async {
+            let newest = ctx.deliveries(&endpoint_id).await.remove(0);
+            (newest["attempts"] == 0).then(|| newest["id"].as_str().unwrap().to_owned())
+        })
         .await;
-    assert_eq!(still["status"], "pending", "never dropped: {still}");
-    assert_eq!(still["attempts"], 0);
+    // Created due now; deferred, due later.
+    let held = tests::deployment::eventually(Duration::from_secs(30), "the deferral", || async {
+        let delivery = webhooks
+            .delivery(&ctx.live(), &delivery_id)
+            .await
+            .unwrap()
+            .unwrap();
+        (delivery.next_attempt_at > Some(now)).then_some(delivery)
+    })
+    .await;
+    assert_eq!(held.next_attempt_at, Some(slot), "{held:?}");
+    assert_eq!(held.status, storage::webhooks::DeliveryStatus::Pending);
+    assert_eq!(held.attempts, 0);
+    assert!(webhooks.attempts(&held.id).await.unwrap().is_empty());
+    assert_eq!(ctx.receiver.arrivals(), 0, "over budget: delayed");
+    let read = expect_ok(
+        ctx.get(&format!("/api/v1/webhooks/deliveries/{}", held.id))
+            .await,
+    )
+    .await;
+    assert_eq!(read["next_attempt_at"], slot.to_rfc3339(), "{read}");
+
+    // The hour of the oldest attempt passes: the deferred attempt is made
+    // (not by the overdue sweep: it is not a minute late), at its slot.
+    clock.advance_seconds(SLACK + 1);
+    let received = ctx.receiver.wait_for(1, Duration::from_secs(60)).await;
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].json()["event_id"], held.event_id.as_str());
+    let delivered = ctx
+        .delivery_until(&held.id, |d| d["status"] == "succeeded")
+        .await;
+    assert_eq!(delivered["attempts"], 1);
+    let log = webhooks.attempts(&held.id).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].started_at, slot, "made when the slot freed");
 }
 
 backend_tests! {

@@ -20,6 +20,7 @@ use storage::users::Role;
 use storage::{Environment, Tenant};
 use tests::receiver::WebhookReceiver;
 use tests::{Backend, TestAgency, TestApp};
+use workers::handlers::WebhookDelivery;
 
 use crate::listings::add_user;
 
@@ -44,46 +45,83 @@ pub struct Ctx {
     pub key: String,
 }
 
+/// How a [`Ctx`] is built.
+#[derive(Default)]
+pub struct CtxOptions {
+    /// Jobs on Redis (the distributed profile's queue).
+    pub redis: bool,
+    /// Owners' e-mail to the SMTP relay at this URL.
+    pub mail_relay: Option<String>,
+    /// Retry waits divided by this (`None`: [`SPEEDUP`]).
+    pub speedup: Option<u32>,
+    /// The store's clock (`None`: the system clock).
+    pub clock: Option<storage::Clock>,
+    /// Delivery settings made from the receiver (`None`: loopback allowed,
+    /// its certificate trusted, the system resolver).
+    pub delivery: Option<DeliveryFor>,
+}
+
+/// Delivery settings for a receiver and a speedup.
+pub type DeliveryFor = Box<dyn FnOnce(&WebhookReceiver, u32) -> WebhookDelivery>;
+
 impl Ctx {
     pub async fn new(backend: Backend) -> Self {
-        Self::build(backend, false).await
+        Self::with(backend, CtxOptions::default()).await
     }
 
     /// The distributed profile's queue: jobs on Redis.
     pub async fn with_redis(backend: Backend) -> Self {
-        Self::build(backend, true).await
-    }
-
-    async fn build(backend: Backend, redis: bool) -> Self {
-        Self::build_with(backend, redis, None, SPEEDUP).await
+        Self::with(
+            backend,
+            CtxOptions {
+                redis: true,
+                ..CtxOptions::default()
+            },
+        )
+        .await
     }
 
     /// With owners' e-mail going to the SMTP relay at `mail_relay`.
     pub async fn with_mail_relay(backend: Backend, mail_relay: &str) -> Self {
-        Self::build_with(backend, false, Some(mail_relay), SPEEDUP).await
+        Self::with(
+            backend,
+            CtxOptions {
+                mail_relay: Some(mail_relay.to_owned()),
+                ..CtxOptions::default()
+            },
+        )
+        .await
     }
 
     /// With retry waits divided by `speedup` (1: the real schedule, so the
     /// state between two attempts holds still long enough to be read).
     pub async fn with_speedup(backend: Backend, speedup: u32) -> Self {
-        Self::build_with(backend, false, None, speedup).await
+        Self::with(
+            backend,
+            CtxOptions {
+                speedup: Some(speedup),
+                ..CtxOptions::default()
+            },
+        )
+        .await
     }
 
-    async fn build_with(
-        backend: Backend,
-        redis: bool,
-        mail_relay: Option<&str>,
-        speedup: u32,
-    ) -> Self {
+    pub async fn with(backend: Backend, options: CtxOptions) -> Self {
         let receiver = WebhookReceiver::start().await;
-        let mut builder = TestApp::builder(backend)
-            .with_workers()
-            .webhooks(receiver.delivery(speedup));
-        if let Some(url) = mail_relay {
+        let speedup = options.speedup.unwrap_or(SPEEDUP);
+        let delivery = match options.delivery {
+            Some(make) => make(&receiver, speedup),
+            None => receiver.delivery(speedup),
+        };
+        let mut builder = TestApp::builder(backend).with_workers().webhooks(delivery);
+        if let Some(url) = &options.mail_relay {
             builder = builder.mail_relay(url);
         }
-        if redis {
+        if options.redis {
             builder = builder.redis();
+        }
+        if let Some(clock) = options.clock {
+            builder = builder.clock(clock);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

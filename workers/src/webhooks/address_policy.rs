@@ -6,7 +6,9 @@
 //! answer that changes between the check and the connection (DNS rebinding)
 //! changes nothing.
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -119,16 +121,26 @@ impl AddressPolicy {
         }
     }
 
-    /// Resolves `host` and checks every address: the addresses when all are
-    /// allowed, else why not.
+    /// Resolves `host` with the system resolver and checks every address:
+    /// the addresses when all are allowed, else why not.
     pub async fn resolve(self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        self.resolve_with(&SystemLookup, host, port).await
+    }
+
+    /// [`Self::resolve`] with names looked up by `lookup`.
+    pub async fn resolve_with(
+        self,
+        lookup: &dyn Lookup,
+        host: &str,
+        port: u16,
+    ) -> Result<Vec<SocketAddr>, String> {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let addresses: Vec<SocketAddr> = match host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((host, port))
+            Err(_) => lookup
+                .lookup(host.to_owned(), port)
                 .await
-                .map_err(|err| format!("{host} does not resolve: {err}"))?
-                .collect(),
+                .map_err(|err| format!("{host} does not resolve: {err}"))?,
         };
         if addresses.is_empty() {
             return Err(format!("{host} does not resolve"));
@@ -144,19 +156,46 @@ impl AddressPolicy {
     }
 }
 
+/// What a lookup of a name comes to.
+pub type Lookedup<'a> = Pin<Box<dyn Future<Output = std::io::Result<Vec<SocketAddr>>> + Send + 'a>>;
+
+/// Turns a host name into addresses. The system resolver in production;
+/// tests hand the client one whose answers they choose (to play DNS
+/// rebinding, say), since the policy judges whatever comes back.
+pub trait Lookup: std::fmt::Debug + Send + Sync {
+    /// The addresses of `host`, with `port`.
+    fn lookup(&self, host: String, port: u16) -> Lookedup<'_>;
+}
+
+/// The operating system's resolver.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemLookup;
+
+impl Lookup for SystemLookup {
+    fn lookup(&self, host: String, port: u16) -> Lookedup<'_> {
+        Box::pin(async move {
+            Ok(tokio::net::lookup_host((host.as_str(), port))
+                .await?
+                .collect())
+        })
+    }
+}
+
 /// The HTTP client's resolver: resolves, then refuses the whole name when
 /// any address is refused.
 #[derive(Clone, Debug)]
 pub(crate) struct GuardedResolver {
     pub(crate) policy: AddressPolicy,
+    pub(crate) lookup: Arc<dyn Lookup>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy;
+        let lookup = Arc::clone(&self.lookup);
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addresses = policy.resolve(&host, 0).await.map_err(
+            let addresses = policy.resolve_with(&*lookup, &host, 0).await.map_err(
                 |reason| -> Box<dyn std::error::Error + Send + Sync> { Box::new(Refused(reason)) },
             )?;
             let addrs: Addrs = Box::new(addresses.into_iter());
@@ -171,8 +210,8 @@ impl Resolve for GuardedResolver {
 pub struct Refused(pub String);
 
 /// Wraps the resolver for the client builder.
-pub(crate) fn resolver(policy: AddressPolicy) -> Arc<GuardedResolver> {
-    Arc::new(GuardedResolver { policy })
+pub(crate) fn resolver(policy: AddressPolicy, lookup: Arc<dyn Lookup>) -> Arc<GuardedResolver> {
+    Arc::new(GuardedResolver { policy, lookup })
 }
 
 #[cfg(test)]
@@ -257,6 +296,44 @@ mod tests {
         let loopback: IpAddr = "127.0.0.1".parse().expect("an address");
         assert_eq!(open.refuses(loopback), None);
         assert!(strict.refuses(loopback).is_some());
+    }
+
+    /// Answers every name with one address.
+    #[derive(Debug)]
+    struct Answer(IpAddr);
+
+    impl Lookup for Answer {
+        fn lookup(&self, _host: String, port: u16) -> Lookedup<'_> {
+            let address = SocketAddr::new(self.0, port);
+            Box::pin(async move { Ok(vec![address]) })
+        }
+    }
+
+    #[tokio::test]
+    async fn what_a_lookup_answers_is_judged_like_the_systems() {
+        let strict = AddressPolicy {
+            allow_private_networks: false,
+        };
+        let private = Answer("10.0.0.7".parse().expect("an address"));
+        let refused = strict
+            .resolve_with(&private, "hooks.example.com", 443)
+            .await
+            .expect_err("a private answer");
+        assert!(refused.contains("private"), "{refused}");
+        assert!(!refused.contains("10.0.0.7"), "{refused}");
+        let public = Answer("93.184.215.14".parse().expect("an address"));
+        let allowed = strict
+            .resolve_with(&public, "hooks.example.com", 443)
+            .await
+            .expect("a public answer");
+        assert_eq!(allowed, vec![SocketAddr::new(public.0, 443)]);
+        // Literal addresses never reach the lookup.
+        assert!(
+            strict
+                .resolve_with(&public, "127.0.0.1", 443)
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]

@@ -9,7 +9,10 @@ use serde::Serialize;
 use serde_json::Value;
 use storage::webhooks::{AttemptOutcome, Delivery};
 
-use super::address_policy::{self, AddressPolicy, Refused};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::address_policy::{self, AddressPolicy, Lookup, Refused, SystemLookup};
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "X-Webhook-Signature";
@@ -129,11 +132,23 @@ pub struct AttemptReport {
 pub struct WebhookClient {
     http: reqwest::Client,
     policy: AddressPolicy,
+    lookup: Arc<dyn Lookup>,
 }
 
 impl WebhookClient {
-    /// A client under `policy`, trusting `extra_ca_pem` besides the public roots.
+    /// A client under `policy`, trusting `extra_ca_pem` besides the public
+    /// roots, looking names up with the system resolver.
     pub fn new(policy: AddressPolicy, extra_ca_pem: Option<&[u8]>) -> anyhow::Result<Self> {
+        Self::with_lookup(policy, extra_ca_pem, Arc::new(SystemLookup))
+    }
+
+    /// [`Self::new`] with names looked up by `lookup` (every connection's
+    /// addresses still pass the policy first).
+    pub fn with_lookup(
+        policy: AddressPolicy,
+        extra_ca_pem: Option<&[u8]>,
+        lookup: Arc<dyn Lookup>,
+    ) -> anyhow::Result<Self> {
         let mut builder = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .connect_timeout(TIMEOUT)
@@ -141,7 +156,7 @@ impl WebhookClient {
             // A proxy would connect on our behalf and bypass the address policy.
             .no_proxy()
             .pool_max_idle_per_host(32)
-            .dns_resolver(address_policy::resolver(policy));
+            .dns_resolver(address_policy::resolver(policy, Arc::clone(&lookup)));
         if let Some(pem) = extra_ca_pem {
             for certificate in reqwest::Certificate::from_pem_bundle(pem)? {
                 builder = builder.add_root_certificate(certificate);
@@ -150,12 +165,20 @@ impl WebhookClient {
         Ok(Self {
             http: builder.build()?,
             policy,
+            lookup,
         })
     }
 
     /// The address policy in force.
     pub fn policy(&self) -> AddressPolicy {
         self.policy
+    }
+
+    /// Resolves `host` as this client's connections do and checks every
+    /// address under its policy: the check registration makes, with the
+    /// same resolver.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        self.policy.resolve_with(&*self.lookup, host, port).await
     }
 
     /// Sends one signed attempt and reports what came of it. Never fails:

@@ -9,7 +9,7 @@ pub mod schedule;
 
 use std::time::Duration;
 
-pub use address_policy::AddressPolicy;
+pub use address_policy::{AddressPolicy, Lookup, SystemLookup};
 pub use client::{AttemptReport, SignedRequest, WebhookClient};
 use storage::webhooks::{Attempt, Delivery};
 use storage::{Store, Timestamp};
