@@ -6,8 +6,8 @@
 mod compose;
 mod dead_jobs;
 mod ops;
-mod processes;
 mod priorities;
+mod processes;
 mod progress;
 mod retention;
 mod shutdown;
