@@ -37,14 +37,14 @@ pub struct JpegArgs {
 
 /// One encoder under test.
 #[derive(Clone, Copy)]
-enum JpegEncoder {
+enum Candidate {
     JpegEncoderCrate,
     ImageCrate,
     LibjpegTurbo,
     Mozjpeg,
 }
 
-impl JpegEncoder {
+impl Candidate {
     const ALL: [Self; 4] = [
         Self::JpegEncoderCrate,
         Self::ImageCrate,
@@ -160,7 +160,7 @@ pub fn jpeg_encoders(args: JpegArgs) -> anyhow::Result<()> {
     for (variant, pixels) in [("print", &print), ("mls", &mls)] {
         let mut rows: Vec<Value> = Vec::new();
         let mut ours_ms = f64::NAN;
-        for encoder in JpegEncoder::ALL {
+        for encoder in Candidate::ALL {
             let mut times = Vec::with_capacity(args.runs);
             let mut encoded = Vec::new();
             for _ in 0..args.runs {
@@ -169,7 +169,7 @@ pub fn jpeg_encoders(args: JpegArgs) -> anyhow::Result<()> {
                 times.push(started.elapsed().as_secs_f64() * 1000.0);
             }
             let ms = median(times);
-            if matches!(encoder, JpegEncoder::JpegEncoderCrate) {
+            if matches!(encoder, Candidate::JpegEncoderCrate) {
                 ours_ms = ms;
             }
             let psnr = psnr(pixels, &encoded)?;
