@@ -125,6 +125,56 @@ backend_tests! {
     }
 }
 
+/// Issues a `users:read` key of `agency_id` and has every one of `servers`
+/// accept it once, so each holds it in its 30-second cache; returns the key
+/// and its id.
+async fn key_cached_by<const N: usize>(
+    deployment: &Deployment,
+    agency_id: &str,
+    client: &reqwest::Client,
+    servers: [&tests::deployment::ServerProcess; N],
+) -> (String, String) {
+    let issued = deployment.admin_ok(&[
+        "create-key",
+        "--agency",
+        agency_id,
+        "--name",
+        "CRM",
+        "--scopes",
+        "users:read",
+    ]);
+    let key = issued["key"].as_str().unwrap().to_owned();
+    for server in servers {
+        let response = client
+            .get(format!("{}{USERS}", server.base_url))
+            .header("X-API-Key", &key)
+            .send()
+            .await
+            .unwrap();
+        expect_ok(response).await;
+    }
+    (key, issued["key_id"].as_str().unwrap().to_owned())
+}
+
+/// Waits until the API at `base_url` refuses `key`, well inside its cache's
+/// 30 seconds.
+async fn refused_soon(client: &reqwest::Client, base_url: &str, key: &str) {
+    eventually(
+        Duration::from_secs(5),
+        "the replica refusing the revoked key",
+        || async {
+            let response = client
+                .get(format!("{base_url}{USERS}"))
+                .header("X-API-Key", key)
+                .send()
+                .await
+                .unwrap();
+            (response.status() == StatusCode::UNAUTHORIZED).then_some(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_revocation_in_the_settings_reaches_another_replica_sharing_redis() {
     let deployment = Deployment::with_redis(Backend::Postgres).await;
@@ -150,27 +200,7 @@ async fn a_revocation_in_the_settings_reaches_another_replica_sharing_redis() {
         "{}",
         String::from_utf8_lossy(&set.stderr)
     );
-    let issued = deployment.admin_ok(&[
-        "create-key",
-        "--agency",
-        &agency_id,
-        "--name",
-        "CRM",
-        "--scopes",
-        "users:read",
-    ]);
-    let key = issued["key"].as_str().unwrap().to_owned();
-    let key_id = issued["key_id"].as_str().unwrap().to_owned();
-    // Both replicas have the key in their 30-second cache.
-    for server in [&first, &second] {
-        let response = client
-            .get(format!("{}{USERS}", server.base_url))
-            .header("X-API-Key", &key)
-            .send()
-            .await
-            .unwrap();
-        expect_ok(response).await;
-    }
+    let (key, key_id) = key_cached_by(&deployment, &agency_id, &client, [&first, &second]).await;
 
     // Signed in on the first replica, the administrator revokes the key there.
     let login = client
@@ -205,20 +235,7 @@ async fn a_revocation_in_the_settings_reaches_another_replica_sharing_redis() {
 
     // The second replica, which never saw the request, refuses the key well
     // inside its cache's 30 seconds.
-    eventually(
-        Duration::from_secs(5),
-        "the other replica refusing the revoked key",
-        || async {
-            let response = client
-                .get(format!("{}{USERS}", second.base_url))
-                .header("X-API-Key", &key)
-                .send()
-                .await
-                .unwrap();
-            (response.status() == StatusCode::UNAUTHORIZED).then_some(())
-        },
-    )
-    .await;
+    refused_soon(&client, &second.base_url, &key).await;
     let refused = client
         .get(format!("{}{USERS}", second.base_url))
         .header("X-API-Key", &key)
@@ -255,45 +272,12 @@ async fn a_revocation_reaches_every_replica_sharing_redis_at_once() {
     let mut second = serve(&deployment, &["--no-workers"], &client, "http").await;
     let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
     let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
-    let issued = deployment.admin_ok(&[
-        "create-key",
-        "--agency",
-        &agency_id,
-        "--name",
-        "CRM",
-        "--scopes",
-        "users:read",
-    ]);
-    let key = issued["key"].as_str().unwrap().to_owned();
-    let key_id = issued["key_id"].as_str().unwrap().to_owned();
-    // Both replicas have the key in their 30-second cache.
-    for server in [&first, &second] {
-        let response = client
-            .get(format!("{}{USERS}", server.base_url))
-            .header("X-API-Key", &key)
-            .send()
-            .await
-            .unwrap();
-        expect_ok(response).await;
-    }
+    let (key, key_id) = key_cached_by(&deployment, &agency_id, &client, [&first, &second]).await;
     let revoked = deployment.admin_ok(&["revoke-key", "--agency", &agency_id, "--key", &key_id]);
     assert_eq!(revoked["status"], "revoked");
     // Well inside the cache's 30 seconds, both refuse it.
     for server in [&first, &second] {
-        eventually(
-            Duration::from_secs(5),
-            "the replica refusing the revoked key",
-            || async {
-                let response = client
-                    .get(format!("{}{USERS}", server.base_url))
-                    .header("X-API-Key", &key)
-                    .send()
-                    .await
-                    .unwrap();
-                (response.status() == StatusCode::UNAUTHORIZED).then_some(())
-            },
-        )
-        .await;
+        refused_soon(&client, &server.base_url, &key).await;
     }
     let listed = deployment.admin_ok(&["list-keys", "--agency", &agency_id]);
     assert_eq!(listed["items"][0]["status"], "revoked");
