@@ -244,19 +244,15 @@ pub struct WebhookArgs {
     /// Extra CA certificate (PEM) trusted for webhook deliveries.
     #[arg(long, env = "WEBHOOK_CA_CERT")]
     pub webhook_ca_cert: Option<std::path::PathBuf>,
-
-    /// Divides every wait of the delivery retry schedule (a testing aid:
-    /// 1000 turns 30 seconds into 30 milliseconds). 1 in production.
-    #[arg(long, env = "WEBHOOK_RETRY_SPEEDUP", default_value_t = 1, hide = true)]
-    pub webhook_retry_speedup: u32,
 }
 
 impl WebhookArgs {
-    /// The delivery settings these arguments describe.
+    /// The delivery settings these arguments describe: the retry schedule
+    /// at its real pace (only in-process tests ever shorten it).
     pub fn delivery(&self) -> anyhow::Result<crate::handlers::WebhookDelivery> {
         Ok(crate::handlers::WebhookDelivery {
             client: self.client()?,
-            retry_speedup: self.webhook_retry_speedup.max(1),
+            retry_speedup: 1,
         })
     }
 

@@ -105,6 +105,38 @@ async fn the_ops_listener_needs_the_operator_account_or_a_platform_key() {
             .starts_with("Basic")
     );
     expect_error(anonymous, StatusCode::UNAUTHORIZED, "auth.missing_key").await;
+    // Every page, board call, action and the metrics ask for the credential;
+    // only the probes answer anyone.
+    let guarded = [
+        ("GET", "/ops/"),
+        ("GET", "/ops/api/queues"),
+        ("GET", "/ops/api/jobs/dead"),
+        ("POST", "/ops/api/queues/probe/pause"),
+        ("POST", "/ops/api/queues/probe/resume"),
+        ("POST", "/ops/api/jobs/1/retry"),
+        ("POST", "/ops/api/jobs/1/discard"),
+        ("GET", "/metrics"),
+        ("GET", "/"),
+        ("GET", "/api/v1/queues"),
+    ];
+    for (method, path) in guarded {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = app
+            .client
+            .request(method.clone(), ops(&app, path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNAUTHORIZED,
+            "{method} {path}"
+        );
+    }
+    for probe in ["/healthz", "/readyz"] {
+        let response = app.client.get(ops(&app, probe)).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{probe}");
+    }
     let wrong = app
         .client
         .get(ops(&app, "/ops/api/queues"))
