@@ -5,11 +5,11 @@
 //! processes of other hosts relay it to their own subscribers.
 //!
 //! States carry a per-operation sequence number, starting at 1: a subscriber reads the latest
-//! persisted state and then takes only live states with a higher number, so it
-//! sees every state once, in order, whichever way it arrived. Publishers of
-//! one operation take their numbers before they publish, so a state may
-//! arrive after a higher-numbered one and be skipped; the terminal state
-//! ([`is_terminal`]) is never skipped, and once persisted is never replaced.
+//! persisted state and then every live state numbered above it, each number
+//! once, whichever way it arrived. Publishers of one operation take their
+//! numbers before they publish, so a state may arrive after a higher-numbered
+//! one; it is still passed on. The terminal state ([`is_terminal`]) always
+//! gets through, and once persisted is never replaced.
 
 use std::sync::Arc;
 
@@ -160,15 +160,16 @@ impl ProgressHub {
         let after = latest.as_ref().map_or(0, |(seq, _)| *seq);
         let tenant = tenant.clone();
         let operation_id = operation_id.to_owned();
-        let mut last = after;
+        // Everything after the persisted state is new, in whatever order it
+        // arrives: publishers take their numbers before publishing, so two
+        // jobs of one operation may deliver 6 before 5, and 5 must not be lost.
+        // A number is passed on once; the end gets through whatever its number.
+        let mut seen = std::collections::HashSet::new();
         let live = tokio_stream_from(receiver)
             .filter(move |message| {
-                // The end gets through even behind a higher number.
                 let keep = message.belongs_to(&tenant, &operation_id)
-                    && (message.seq > last || is_terminal(&message.state));
-                if keep {
-                    last = last.max(message.seq);
-                }
+                    && (is_terminal(&message.state)
+                        || (message.seq > after && seen.insert(message.seq)));
                 std::future::ready(keep)
             })
             .boxed();
