@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 10] = [
+pub static ENTRIES: [&Entry; 14] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -223,6 +223,53 @@ pub static ENTRIES: [&Entry; 10] = [
         change_type: ChangeType::Security,
         title: "Revoked keys stop working on every replica at once",
         description: "A revocation is announced to every API process; rotated keys keep working for 30 days and then expire.",
+        routes: &[],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_password_links",
+        date: "2026-11-21",
+        change_type: ChangeType::Added,
+        title: "Password links, and POST /users/ with its trailing slash",
+        description: "A user created without a password is e-mailed a one-time link; POST /api/v1/session/password-reset asks for a new link (always 202) and POST /api/v1/session/password sets the password with it and signs in. POST /api/v1/users/ is served as well as POST /api/v1/users.",
+        routes: &[
+            "POST /api/v1/session/password-reset",
+            "POST /api/v1/session/password",
+            "POST /api/v1/users",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_status_conflict",
+        date: "2026-11-21",
+        change_type: ChangeType::Changed,
+        title: "A status change overtaken by another is a 409, not applied to the new status",
+        description: "When another change moves a listing between a request's read and its write, the request gets 409 listing_status_conflict (details.expected_status, details.current_status) or no_op_transition, and nothing is written.",
+        routes: &["PATCH /api/v1/listings/{listing_number}/status"],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_upload_rules",
+        date: "2026-11-21",
+        change_type: ChangeType::Changed,
+        title: "Session uploads need an idempotency key; HEIC, AVIF, QuickTime and M4A are refused",
+        description: "Uploads signed in with a session now require X-Idempotency-Key like key uploads. ISO media files count as MP4 only with an MP4 video brand; HEIC/HEIF, AVIF, QuickTime and M4A/M4B/M4P get 400 upload.unsupported_format at upload instead of failing in processing.",
+        routes: &[
+            "POST /api/v1/media/upload",
+            "POST /api/v1/listings/{listing_number}/media",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_21_sandbox_people",
+        date: "2026-11-21",
+        change_type: ChangeType::Security,
+        title: "Sandbox keys no longer change people",
+        description: "User creation, status, role, team and preference changes answer 403 permission_denied to sandbox keys; people belong to the agency, so a sandbox change reached real users.",
         routes: &[],
         migration: None,
         removal_date: None,
