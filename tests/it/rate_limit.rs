@@ -226,7 +226,7 @@ async fn two_api_processes_on_one_redis_share_one_budget() {
         "read_listing_single=50",
     ]);
     let key = key["key"].as_str().unwrap().to_owned();
-    let redis = tests::services::redis_url();
+    let redis = tests::services::isolated_redis_url();
     let client = tests::app::base_client().build().unwrap();
     let first = serve(&deployment, &["--redis-url", &redis], &client, "http").await;
     let second = serve(&deployment, &["--redis-url", &redis], &client, "http").await;

@@ -155,7 +155,7 @@ impl TestAppBuilder {
             base_url: base_url.clone(),
             legacy_base_url: self.legacy_base_url,
         };
-        let redis_url = self.redis.then(crate::services::redis_url);
+        let redis_url = self.redis.then(crate::services::isolated_redis_url);
         let rate_limiter = match &redis_url {
             Some(url) => {
                 let limiter = RedisLimiter::connect(url, api::cli::serve::REDIS_PREFIX)
@@ -272,6 +272,7 @@ impl TestAppBuilder {
             state,
             store,
             db,
+            redis_url,
             _shutdown: shutdown,
         }
     }
@@ -298,6 +299,8 @@ pub struct TestApp {
     pub store: Store,
     /// Its database.
     pub db: TestDatabase,
+    /// Its Redis database, in the distributed profile.
+    pub redis_url: Option<String>,
     // Dropping the sender stops the server and the workers.
     _shutdown: watch::Sender<bool>,
 }

@@ -38,7 +38,7 @@ impl Deployment {
     /// A deployment whose queue, rate limits and fan-out are in the test Redis.
     pub async fn with_redis(backend: Backend) -> Self {
         Self {
-            redis_url: Some(crate::services::redis_url()),
+            redis_url: Some(crate::services::isolated_redis_url()),
             ..Self::new(backend).await
         }
     }

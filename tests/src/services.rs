@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// A started service, kept alive for the life of the test process.
@@ -76,8 +77,51 @@ pub fn postgres_admin_url() -> String {
     service_url("TEST_DATABASE_URL", &POSTGRES, "postgres")
 }
 
-/// A Redis URL. Tests share the server; their keys never collide because every
-/// key names its (unique) agency or key id.
+/// The test Redis server's URL, as given. Tests share the server; a
+/// deployment's queues, rate limits and caches live in a database of its own
+/// (see [`isolated_redis_url`]), so only server-wide pub/sub channels are
+/// shared, and theirs name unique operation or key ids.
 pub fn redis_url() -> String {
     service_url("TEST_REDIS_URL", &REDIS, "redis")
+}
+
+/// A URL of a Redis database no other deployment of this test process uses.
+/// Job queues on Redis are named by job kind, so two deployments sharing a
+/// database would run each other's jobs against the wrong store. Database 0 is
+/// left to tests that only publish; each database is emptied when first handed
+/// out. `scripts/test-services redis` configures 1,024 databases; with a
+/// smaller server the indices wrap around (and deployments may meet again).
+pub fn isolated_redis_url() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    static DATABASES: OnceLock<u32> = OnceLock::new();
+    let server = redis_url();
+    let databases = *DATABASES.get_or_init(|| database_count(&server));
+    let handed_out = NEXT.fetch_add(1, Ordering::Relaxed);
+    let index = 1 + handed_out % databases.saturating_sub(1).max(1);
+    let mut url = reqwest::Url::parse(&server).expect("a Redis URL");
+    url.set_path(&format!("/{index}"));
+    let url = url.to_string();
+    if handed_out < databases.saturating_sub(1) {
+        let flushed = Command::new("redis-cli")
+            .args(["-u", &url, "flushdb"])
+            .output()
+            .expect("run redis-cli");
+        assert!(flushed.status.success(), "redis-cli flushdb: {flushed:?}");
+    }
+    url
+}
+
+/// How many databases the Redis server at `url` has.
+fn database_count(url: &str) -> u32 {
+    let output = Command::new("redis-cli")
+        .args(["-u", url, "config", "get", "databases"])
+        .output()
+        .expect("run redis-cli");
+    assert!(output.status.success(), "redis-cli config get: {output:?}");
+    // Two lines: the setting's name, then its value.
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(16)
 }

@@ -63,7 +63,7 @@ async fn progress_reaches_subscribers_on_another_host_through_redis() {
     let app = TestApp::builder(Backend::Postgres).redis().spawn().await;
     let agency = app.agency().await;
     let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
-    let redis_url = tests::services::redis_url();
+    let redis_url = app.redis_url.clone().expect("a Redis deployment");
     let connection = apalis_redis::connect(redis_url.as_str()).await.unwrap();
     // Two hosts: two hubs with their own origin; the subscriber's relays Redis.
     let publisher = ProgressHub::new(app.store.clone(), Some(connection.clone()));

@@ -32,7 +32,7 @@ const PROMPTLY: Duration = Duration::from_secs(40);
 /// A deployment whose probe queue nobody else consumes: the SQLite queue in
 /// its data directory, or (PostgreSQL) a Redis database of its own, since the
 /// test Redis is shared and its queues are named by job kind only.
-async fn deployment(backend: Backend, redis_db: u8) -> (Deployment, JobQueue) {
+async fn deployment(backend: Backend) -> (Deployment, JobQueue) {
     match backend {
         Backend::Sqlite => {
             let deployment = Deployment::new(backend).await;
@@ -43,16 +43,9 @@ async fn deployment(backend: Backend, redis_db: u8) -> (Deployment, JobQueue) {
             (deployment, queue)
         }
         Backend::Postgres => {
-            let mut deployment = Deployment::with_redis(backend).await;
-            let mut url = reqwest::Url::parse(&tests::services::redis_url()).unwrap();
-            url.set_path(&format!("/{redis_db}"));
-            let url = url.to_string();
-            let flushed = std::process::Command::new("redis-cli")
-                .args(["-u", &url, "flushdb"])
-                .output()
-                .expect("redis-cli");
-            assert!(flushed.status.success(), "flushdb: {flushed:?}");
-            deployment.redis_url = Some(url.clone());
+            // A Redis database of its own: an empty queue only these workers read.
+            let deployment = Deployment::with_redis(backend).await;
+            let url = deployment.redis_url.clone().expect("a Redis deployment");
             let queue = JobQueue::connect(&QueueTarget::Redis(url)).await.unwrap();
             (deployment, queue)
         }
@@ -132,7 +125,7 @@ async fn completed_attempt(deployment: &Deployment, fixture: &Fixture, operation
 
 backend_tests! {
     async fn sigterm_returns_fetched_unstarted_jobs_to_the_queue(backend) {
-        let (deployment, queue) = deployment(backend, 11).await;
+        let (deployment, queue) = deployment(backend).await;
         let fixture = Fixture::new(&deployment);
         let store = deployment.store().await;
         // One job at a time, three claimed per fetch: the long probe runs, the
@@ -172,7 +165,7 @@ backend_tests! {
     }
 
     async fn a_job_running_past_the_grace_period_runs_again_elsewhere(backend) {
-        let (deployment, queue) = deployment(backend, 12).await;
+        let (deployment, queue) = deployment(backend).await;
         let fixture = Fixture::new(&deployment);
         let store = deployment.store().await;
         // Six seconds: well past the one-second grace period however late the
@@ -199,7 +192,7 @@ backend_tests! {
     }
 
     async fn jobs_unstarted_when_the_grace_period_suffices_keep_their_attempts(backend) {
-        let (deployment, queue) = deployment(backend, 13).await;
+        let (deployment, queue) = deployment(backend).await;
         let fixture = Fixture::new(&deployment);
         let store = deployment.store().await;
         let running = push_probe(&queue, &fixture, 6, 250).await;
@@ -231,7 +224,7 @@ backend_tests! {
     }
 
     async fn a_worker_in_its_grace_period_is_not_taken_for_dead(backend) {
-        let (deployment, queue) = deployment(backend, 14).await;
+        let (deployment, queue) = deployment(backend).await;
         let fixture = Fixture::new(&deployment);
         let store = deployment.store().await;
         let operation_id = format!("op_{}", ulid::Ulid::generate());
