@@ -94,7 +94,7 @@ pub struct StoredEvent {
 }
 
 #[derive(sqlx::FromRow)]
-struct EventRow {
+pub(crate) struct EventRow {
     seq: i64,
     event_id: String,
     agency_id: AgencyId,
@@ -122,7 +122,7 @@ impl From<EventRow> for StoredEvent {
     }
 }
 
-const EVENT_COLUMNS: &str = "seq, event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data, dispatched_at";
+pub(crate) const EVENT_COLUMNS: &str = "seq, event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data, dispatched_at";
 
 /// Outbox repository; see [`Store::outbox`].
 pub struct Outbox<'a> {

@@ -8,6 +8,8 @@
 //! events only. Signing secrets are sealed with a key derived from the master
 //! key and opened only to sign a delivery.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -452,6 +454,18 @@ pub struct AttemptRecorded {
     pub notification_id: Option<String>,
 }
 
+/// What one fan-out of a batch of events did.
+#[derive(Debug, Default)]
+pub struct FanOut {
+    /// The events this run dispatched, in commit order; events dispatched
+    /// before are not among them.
+    pub dispatched: Vec<StoredEvent>,
+    /// The ids given that name no event.
+    pub missing: Vec<String>,
+    /// The new deliveries, due now, in event order.
+    pub deliveries: Vec<String>,
+}
+
 /// A delivery with what its next attempt needs.
 #[derive(Clone, Debug)]
 pub struct DeliveryTarget {
@@ -716,12 +730,37 @@ impl Webhooks<'_> {
         })
     }
 
-    /// Fans an event out: one delivery per subscribed, enabled endpoint of its
-    /// agency, and the event marked dispatched, in one transaction. Returns
-    /// the new deliveries' ids; `None` when the event was dispatched before
-    /// (so a second run creates nothing).
-    pub async fn fan_out(&self, event: &StoredEvent) -> Result<Option<Vec<String>>> {
+    /// Fans a batch of events out, in one transaction: each event not yet
+    /// dispatched is marked dispatched and gets one delivery per subscribed,
+    /// enabled endpoint of its agency. Events dispatched before are left out,
+    /// so a second run creates nothing. One claim statement and one endpoint
+    /// read per agency serve the whole batch, whatever its size.
+    pub async fn fan_out(&self, event_ids: &[String]) -> Result<FanOut> {
+        if event_ids.is_empty() {
+            return Ok(FanOut::default());
+        }
         let now = self.store.clock().now();
+        let ids = serde_json::to_string(event_ids)
+            .map_err(|err| StorageError::Corrupt(format!("event ids: {err}")))?;
+        // The ids go in as one JSON array; both backends expand it in SQL.
+        let backend = self.store.db().backend();
+        let id_list = |placeholder: &str| match backend {
+            crate::db::Backend::Sqlite => format!("select value from json_each({placeholder})"),
+            crate::db::Backend::Postgres => {
+                format!("select jsonb_array_elements_text({placeholder}::jsonb)")
+            }
+        };
+        let claim_sql = format!(
+            "update events set dispatched_at = $1
+             where event_id in ({}) and dispatched_at is null
+             returning {}",
+            id_list("$2"),
+            crate::outbox::EVENT_COLUMNS
+        );
+        let known_sql = format!(
+            "select event_id from events where event_id in ({})",
+            id_list("$1")
+        );
         let endpoints_sql = format!(
             "select {ENDPOINT_COLUMNS} from webhook_endpoints
              where agency_id = $1 and deleted_at is null"
@@ -737,25 +776,51 @@ impl Webhooks<'_> {
                      case when $11 then $10 end, $10,
                      case when $11 then null else $10 end)
              on conflict do nothing";
-        let ids: Option<Vec<String>> = in_transaction!(self.store.db(), |tx| {
-            let claimed = sqlx::query(
-                "update events set dispatched_at = $1 where event_id = $2 and dispatched_at is null",
-            )
-            .bind(now)
-            .bind(&event.event_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let mut ids = Vec::new();
-            if claimed == 0 {
-                None
-            } else {
-                let rows: Vec<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(endpoints_sql))
-                    .bind(&event.agency_id)
+        let fan_out = in_transaction!(self.store.db(), |tx| {
+            let claimed: Vec<crate::outbox::EventRow> =
+                sqlx::query_as(sqlx::AssertSqlSafe(claim_sql.clone()))
+                    .bind(now)
+                    .bind(&ids)
                     .fetch_all(&mut *tx)
                     .await?;
-                for row in rows {
-                    let endpoint = WebhookEndpoint::try_from(row)?;
+            let mut dispatched: Vec<StoredEvent> =
+                claimed.into_iter().map(StoredEvent::from).collect();
+            dispatched.sort_by_key(|event| event.seq);
+            let missing = if dispatched.len() < event_ids.len() {
+                // Some were dispatched before (a sweep and the fast path both
+                // pushed them), or do not exist at all.
+                let known: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(known_sql.clone()))
+                    .bind(&ids)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                event_ids
+                    .iter()
+                    .filter(|id| !known.contains(id))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let mut endpoints_of: HashMap<AgencyId, Vec<WebhookEndpoint>> = HashMap::new();
+            let mut deliveries = Vec::new();
+            for event in &dispatched {
+                if !endpoints_of.contains_key(&event.agency_id) {
+                    let rows: Vec<EndpointRow> =
+                        sqlx::query_as(sqlx::AssertSqlSafe(endpoints_sql.clone()))
+                            .bind(&event.agency_id)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                    let endpoints = rows
+                        .into_iter()
+                        .map(WebhookEndpoint::try_from)
+                        .collect::<Result<Vec<_>>>()?;
+                    endpoints_of.insert(event.agency_id.clone(), endpoints);
+                }
+                let endpoints = endpoints_of
+                    .get(&event.agency_id)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                for endpoint in endpoints {
                     if !endpoint.subscribes_to(&event.event_type, event.environment) {
                         continue;
                     }
@@ -776,13 +841,17 @@ impl Webhooks<'_> {
                         .await?
                         .rows_affected();
                     if inserted == 1 && endpoint.status == EndpointStatus::Enabled {
-                        ids.push(id);
+                        deliveries.push(id);
                     }
                 }
-                Some(ids)
+            }
+            FanOut {
+                dispatched,
+                missing,
+                deliveries,
             }
         });
-        Ok(ids)
+        Ok(fan_out)
     }
 
     /// A one-off delivery to the tenant's endpoint (a replay or a test fire),

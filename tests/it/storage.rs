@@ -7,6 +7,7 @@ use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
 use storage::ids::{AgencyId, ApiKeyId, UserId};
 use storage::listings::NewListing;
 use storage::users::{NewUser, Role, UserFilter};
+use storage::webhooks::{EndpointEnvironment, NewEndpoint};
 use storage::{Clock, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};
 
@@ -239,6 +240,88 @@ backend_tests! {
         clock.advance_seconds(601);
         let again: Vec<String> = events.iter().filter(|id| **id != events[1]).cloned().collect();
         assert_eq!(sweep(100).await, again, "still undispatched after the interval: offered again");
+    }
+
+    async fn a_batch_of_events_fans_out_once_in_commit_order_across_agencies(backend) {
+        let (store, _db) = store(backend).await;
+        let mut tenants = Vec::new();
+        let mut endpoints = Vec::new();
+        for (name, event_types) in [("Fan One", Some(vec!["listing.created".to_owned()])), ("Fan Two", None)] {
+            let (agency, owner) = store.agencies().create(name, AgencyKind::MediaAgency).await.unwrap();
+            let tenant = live(&agency.id);
+            let endpoint = NewEndpoint {
+                name: None,
+                url: "https://hooks.example.com/in".to_owned(),
+                event_types,
+                environment: EndpointEnvironment::Live,
+                created_by: Some(owner.id.clone()),
+            };
+            let (enabled, _) = store.webhooks().create(&tenant, endpoint.clone()).await.unwrap();
+            let (disabled, _) = store.webhooks().create(&tenant, endpoint).await.unwrap();
+            store.webhooks().set_enabled(&tenant, &disabled.id, false, "test").await.unwrap();
+            endpoints.push((enabled.id, disabled.id));
+            tenants.push((tenant, owner));
+        }
+        // Interleaved commits of the two agencies: one listing (two events) each, twice.
+        for round in 0..2 {
+            for (tenant, owner) in &tenants {
+                store.listings().create(tenant, NewListing {
+                    address: format!("{round} Fan Lane"),
+                    owner_user_id: owner.id.to_string(),
+                    agent_one_id: owner.id.to_string(),
+                    ..Default::default()
+                }).await.unwrap();
+            }
+        }
+        let mut events = Vec::new();
+        for (tenant, _) in &tenants {
+            events.extend(store.outbox().for_tenant(tenant, 0, 100).await.unwrap());
+        }
+        events.sort_by_key(|event| event.seq);
+        assert_eq!(events.len(), 8);
+        // Given out of order, with an id of no event and one given twice.
+        let mut ids: Vec<String> = events.iter().rev().map(|e| e.event_id.clone()).collect();
+        ids.push("evt_01NOSUCHEVENT0000000000000".to_owned());
+        ids.push(events[0].event_id.clone());
+
+        let fan_out = store.webhooks().fan_out(&ids).await.unwrap();
+        let dispatched: Vec<&str> = fan_out.dispatched.iter().map(|e| e.event_id.as_str()).collect();
+        let in_commit_order: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+        assert_eq!(dispatched, in_commit_order, "each event once, in commit order");
+        assert!(fan_out.dispatched.iter().all(|e| e.dispatched_at.is_some()));
+        assert_eq!(fan_out.missing, ["evt_01NOSUCHEVENT0000000000000"]);
+        // Agency one's endpoint hears listing.created only; agency two's every
+        // type; the disabled endpoints get failed records, nothing due.
+        assert_eq!(fan_out.deliveries.len(), 2 + 4);
+        for (n, (tenant, _)) in tenants.iter().enumerate() {
+            let (enabled, disabled) = &endpoints[n];
+            let due = store.webhooks().deliveries(enabled, None, 100).await.unwrap();
+            let expected = if n == 0 { 2 } else { 4 };
+            assert_eq!(due.items.len(), expected, "{tenant:?}");
+            assert!(due.items.iter().all(|d| fan_out.deliveries.contains(&d.id)));
+            let failed = store.webhooks().deliveries(disabled, None, 100).await.unwrap();
+            assert_eq!(failed.items.len(), expected, "disabled endpoints keep a failed record");
+            assert!(failed.items.iter().all(|d| !fan_out.deliveries.contains(&d.id)));
+        }
+        for (tenant, _) in &tenants {
+            let stored = store.outbox().for_tenant(tenant, 0, 100).await.unwrap();
+            assert!(stored.iter().all(|e| e.dispatched_at.is_some()), "marked dispatched");
+        }
+
+        // A second run (the sweep and the fast path both pushed) creates nothing.
+        let again = store.webhooks().fan_out(&ids).await.unwrap();
+        assert!(again.dispatched.is_empty() && again.deliveries.is_empty(), "{again:?}");
+        assert_eq!(again.missing, ["evt_01NOSUCHEVENT0000000000000"]);
+        let total: usize = {
+            let mut total = 0;
+            for (enabled, disabled) in &endpoints {
+                total += store.webhooks().deliveries(enabled, None, 100).await.unwrap().items.len();
+                total += store.webhooks().deliveries(disabled, None, 100).await.unwrap().items.len();
+            }
+            total
+        };
+        assert_eq!(total, 12);
+        assert!(store.webhooks().fan_out(&[]).await.unwrap().dispatched.is_empty());
     }
 }
 

@@ -1,7 +1,8 @@
 //! `outbox_dispatch`: fan committed events out and mark them dispatched, in
-//! order. Runs at least once per event (the fast path and the sweep may both
-//! push it); the guarded mark makes the fan-out happen once. A failure leaves
-//! the events after it for the job's next attempt; those before it are done.
+//! commit order. Runs at least once per event (the fast path and the sweep may
+//! both push it); the guarded mark makes the fan-out happen once. A job's
+//! events are fanned out in one transaction, so a failure leaves all of them
+//! for the job's next attempt.
 
 use std::time::Instant;
 
@@ -21,17 +22,25 @@ pub async fn dispatch_events(
 ) -> Result<(), BoxDynError> {
     let attempt = begin::<DispatchEvents>(&state, &task_id, &attempt).await?;
     let started = Instant::now();
-    let mut result = Ok(());
-    let mut deliveries = Vec::new();
-    for event_id in &job.event_ids {
-        match dispatch(event_id, &state).await {
-            Ok(ids) => deliveries.extend(ids),
-            Err(err) => {
-                result = Err(err);
-                break;
+    let (result, deliveries) = match state.store.webhooks().fan_out(&job.event_ids).await {
+        Ok(fan_out) => {
+            for event in &fan_out.dispatched {
+                tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, "event dispatched");
+                metrics::counter!("events_dispatched_total", "event_type" => event.event_type.clone())
+                    .increment(1);
             }
+            let result = if fan_out.missing.is_empty() {
+                Ok(())
+            } else {
+                Err(JobError(format!(
+                    "events {} do not exist",
+                    fan_out.missing.join(", ")
+                )))
+            };
+            (result, fan_out.deliveries)
         }
-    }
+        Err(err) => (Err(JobError::from(err)), Vec::new()),
+    };
     if !deliveries.is_empty() {
         let jobs: Vec<_> = deliveries
             .into_iter()
@@ -54,21 +63,4 @@ pub async fn dispatch_events(
     }
     observe(DispatchEvents::KIND, started, &result);
     settle::<DispatchEvents>(attempt, result)
-}
-
-/// Fans one event out; returns the deliveries it created.
-async fn dispatch(event_id: &str, state: &WorkerState) -> Result<Vec<String>, JobError> {
-    let outbox = state.store.outbox();
-    let Some(event) = outbox.get(event_id).await? else {
-        return Err(JobError(format!("event {event_id} does not exist")));
-    };
-    if event.dispatched_at.is_some() {
-        return Ok(Vec::new());
-    }
-    let Some(deliveries) = state.store.webhooks().fan_out(&event).await? else {
-        return Ok(Vec::new());
-    };
-    tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, deliveries = deliveries.len(), "event dispatched");
-    metrics::counter!("events_dispatched_total", "event_type" => event.event_type).increment(1);
-    Ok(deliveries)
 }
