@@ -237,7 +237,11 @@ impl Database {
             // loss, not only after a process crash (which NORMAL already covers).
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
-            .busy_timeout(SQLITE_BUSY_TIMEOUT);
+            .busy_timeout(SQLITE_BUSY_TIMEOUT)
+            // Savepoint journals (every group-commit writer has a savepoint)
+            // and temporary tables stay in memory instead of temporary files:
+            // they matter only until their transaction ends, never for recovery.
+            .pragma("temp_store", "memory");
         // One connection becomes the group-commit writer; the rest read.
         let pool = SqlitePoolOptions::new()
             .max_connections(settings.max_connections.max(2))

@@ -6,15 +6,19 @@
 //! makes the fsync the ceiling of the whole service. Here every write of the
 //! process goes through one dedicated connection: a writer takes its turn
 //! (FIFO), opens the shared transaction if none is open, and runs inside its own
-//! savepoint, which it releases on success or rolls back on error, so writers
+//! savepoint, which is kept on success or rolled back on error, so writers
 //! stay isolated from each other's failures. The closer commits the open
 //! transaction once the writers queued before it have had their turn; a
 //! durable writer returns only after the commit of its batch, so an
 //! acknowledged write is on disk, exactly as with one transaction per request.
 //! Under no load a batch is one writer; under load it grows by itself.
 //!
-//! A writer whose future is dropped mid-savepoint (a client hung up) leaves its
-//! savepoint open; the next holder of the turn rolls it back first.
+//! Every statement on the connection is a round trip to its thread, so a
+//! writer's savepoint is ended by whoever comes next, in the same round trip
+//! as their own start (`release w; savepoint w`) or the commit; the savepoint
+//! has one name, so these few statements stay prepared. A writer whose future
+//! is dropped mid-savepoint (a client hung up) leaves its savepoint to be
+//! rolled back the same way.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -36,13 +40,34 @@ pub struct GroupCommit {
     failures: std::sync::Mutex<VecDeque<(u64, String)>>,
 }
 
+/// How the last writer's savepoint is to end, once the next statement runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// No savepoint is open.
+    Settled,
+    /// Keep its writes (release it).
+    Keep,
+    /// Undo its writes (roll back to it, then release it).
+    Undo,
+}
+
+impl Ending {
+    /// The statements that end the open savepoint, each followed by `; `.
+    fn statements(self) -> &'static str {
+        match self {
+            Self::Settled => "",
+            Self::Keep => "release w; ",
+            Self::Undo => "rollback to w; release w; ",
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Batch {
     connection: Option<SqliteConnection>,
     open: bool,
     id: u64,
-    next_savepoint: u64,
-    dangling: Option<u64>,
+    ending: Ending,
 }
 
 impl Batch {
@@ -50,20 +75,6 @@ impl Batch {
         self.connection
             .as_mut()
             .ok_or_else(|| StorageError::Corrupt("the database is closed".to_owned()))
-    }
-
-    /// Rolls back the savepoint a cancelled writer left open.
-    async fn settle_dangling(&mut self) -> Result<()> {
-        if let Some(savepoint) = self.dangling.take() {
-            let connection = self.connection()?;
-            connection
-                .execute(sqlx::AssertSqlSafe(format!("rollback to w{savepoint}")))
-                .await?;
-            connection
-                .execute(sqlx::AssertSqlSafe(format!("release w{savepoint}")))
-                .await?;
-        }
-        Ok(())
     }
 }
 
@@ -77,8 +88,7 @@ impl GroupCommit {
                 connection: Some(connection),
                 open: false,
                 id: 0,
-                next_savepoint: 0,
-                dangling: None,
+                ending: Ending::Settled,
             })),
             closer: Notify::new(),
             finished,
@@ -89,26 +99,57 @@ impl GroupCommit {
     }
 
     /// Waits for this writer's turn, opens the batch if needed and starts a
-    /// savepoint.
+    /// savepoint (ending the previous writer's in the same round trip).
     pub(crate) async fn enter(self: &Arc<Self>) -> Result<Slot> {
         let mut guard = self.batch.clone().lock_owned().await;
-        guard.settle_dangling().await?;
-        if !guard.open {
-            guard.connection()?.execute("begin immediate").await?;
-            guard.open = true;
+        let opening = !guard.open;
+        if opening {
             guard.id += 1;
         }
-        guard.next_savepoint += 1;
-        let savepoint = guard.next_savepoint;
-        guard
-            .connection()?
-            .execute(sqlx::AssertSqlSafe(format!("savepoint w{savepoint}")))
-            .await?;
-        Ok(Slot {
-            guard: Some(guard),
-            savepoint,
-            group: self.clone(),
-        })
+        let sql = if opening {
+            "begin immediate; savepoint w".to_owned()
+        } else {
+            format!("{}savepoint w", guard.ending.statements())
+        };
+        let started = guard.connection()?.execute(sqlx::AssertSqlSafe(sql)).await;
+        match started {
+            Ok(_) => {
+                guard.open = true;
+                guard.ending = Ending::Settled;
+                Ok(Slot {
+                    guard: Some(guard),
+                    group: self.clone(),
+                })
+            }
+            Err(err) => {
+                // Where the statements stopped is unknown: end the
+                // transaction, and with it the batch.
+                self.abandon(&mut guard, &err.to_string()).await;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Rolls the open transaction back and fails its batch.
+    async fn abandon(&self, batch: &mut Batch, error: &str) {
+        let id = batch.id;
+        tracing::error!(%error, batch = id, "group commit failed; the batch is rolled back");
+        if let Ok(connection) = batch.connection() {
+            // Fails harmlessly when no transaction is open.
+            let _ = connection.execute("rollback").await;
+        }
+        batch.open = false;
+        batch.ending = Ending::Settled;
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        failures.push_back((id, error.to_owned()));
+        while failures.len() > REMEMBERED_FAILURES {
+            failures.pop_front();
+        }
+        drop(failures);
+        self.finished.send_replace(id);
     }
 
     /// Waits until `batch` is committed; an error if its commit failed.
@@ -133,47 +174,44 @@ impl GroupCommit {
         loop {
             self.closer.notified().await;
             let mut guard = self.batch.clone().lock_owned().await;
-            if let Err(err) = guard.settle_dangling().await {
-                tracing::error!(%err, "could not roll back an abandoned savepoint");
-            }
             if !guard.open {
                 continue;
             }
-            let id = guard.id;
-            guard.open = false;
-            let outcome = match guard.connection() {
-                Ok(connection) => connection.execute("commit").await.map(|_| ()),
-                Err(_) => Ok(()),
-            };
-            if let Err(err) = outcome {
-                tracing::error!(%err, batch = id, "group commit failed; the batch is rolled back");
-                if let Ok(connection) = guard.connection() {
-                    let _ = connection.execute("rollback").await;
-                }
-                let mut failures = self
-                    .failures
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                failures.push_back((id, err.to_string()));
-                while failures.len() > REMEMBERED_FAILURES {
-                    failures.pop_front();
-                }
+            if let Err(err) = Self::commit(&mut guard).await {
+                self.abandon(&mut guard, &err.to_string()).await;
+                continue;
             }
+            let id = guard.id;
             drop(guard);
             self.finished.send_replace(id);
         }
     }
 
+    /// Ends the last savepoint and commits the open transaction.
+    async fn commit(batch: &mut Batch) -> Result<()> {
+        // COMMIT keeps every savepoint still open; only an undo needs a statement.
+        let sql = match batch.ending {
+            Ending::Undo => "rollback to w; release w; commit",
+            Ending::Settled | Ending::Keep => "commit",
+        };
+        batch.connection()?.execute(sql).await?;
+        batch.open = false;
+        batch.ending = Ending::Settled;
+        Ok(())
+    }
+
     /// Commits what is open and closes the connection.
     pub(crate) async fn close(&self) {
         let mut guard = self.batch.lock().await;
-        let _ = guard.settle_dangling().await;
-        if let Some(mut connection) = guard.connection.take() {
-            if guard.open {
-                let _ = connection.execute("commit").await;
-                guard.open = false;
-                self.finished.send_replace(guard.id);
+        if guard.open {
+            match Self::commit(&mut guard).await {
+                Ok(()) => {
+                    self.finished.send_replace(guard.id);
+                }
+                Err(err) => self.abandon(&mut guard, &err.to_string()).await,
             }
+        }
+        if let Some(connection) = guard.connection.take() {
             let _ = sqlx::Connection::close(connection).await;
         }
     }
@@ -182,7 +220,6 @@ impl GroupCommit {
 /// A writer's turn: the shared connection, inside the writer's savepoint.
 pub(crate) struct Slot {
     guard: Option<OwnedMutexGuard<Batch>>,
-    savepoint: u64,
     group: Arc<GroupCommit>,
 }
 
@@ -200,41 +237,26 @@ impl Slot {
         }
     }
 
-    /// Ends the savepoint (kept or rolled back), gives the turn up and asks
-    /// the closer to commit. Returns the batch to wait for.
+    /// Marks the savepoint kept or undone (the next statement on the
+    /// connection ends it), gives the turn up and asks the closer to commit.
+    /// Returns the batch to wait for.
     pub(crate) async fn finish(mut self, keep: bool) -> Result<u64> {
-        let savepoint = self.savepoint;
         let Some(mut guard) = self.guard.take() else {
             return Err(StorageError::Corrupt("slot finished twice".to_owned()));
         };
-        let connection = guard.connection()?;
-        let ended = async {
-            if !keep {
-                connection
-                    .execute(sqlx::AssertSqlSafe(format!("rollback to w{savepoint}")))
-                    .await?;
-            }
-            connection
-                .execute(sqlx::AssertSqlSafe(format!("release w{savepoint}")))
-                .await?;
-            Ok::<(), StorageError>(())
-        }
-        .await;
-        if ended.is_err() {
-            guard.dangling = Some(savepoint);
-        }
+        guard.ending = if keep { Ending::Keep } else { Ending::Undo };
         let batch = guard.id;
         drop(guard);
         self.group.closer.notify_one();
-        ended.map(|()| batch)
+        Ok(batch)
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(mut guard) = self.guard.take() {
-            // Dropped mid-savepoint: the next holder rolls it back.
-            guard.dangling = Some(self.savepoint);
+            // Dropped mid-savepoint: the next statement undoes it.
+            guard.ending = Ending::Undo;
             drop(guard);
             self.group.closer.notify_one();
         }
@@ -340,6 +362,37 @@ mod tests {
         drop(slot); // a client hung up mid-write
         insert(&db, 2, false).await.unwrap();
         assert_eq!(rows(&db).await, vec![2]);
+    }
+
+    #[tokio::test]
+    async fn the_last_writer_of_a_batch_failing_is_undone_at_the_commit() {
+        let (db, _dir) = database().await;
+        let Database::Sqlite(sqlite) = &db else {
+            unreachable!()
+        };
+        let mut kept = sqlite.group().enter().await.unwrap();
+        sqlx::query("insert into t (n) values (1)")
+            .execute(kept.connection())
+            .await
+            .unwrap();
+        let kept_batch = kept.finish(true).await.unwrap();
+        let mut undone = sqlite.group().enter().await.unwrap();
+        sqlx::query("insert into t (n) values (2)")
+            .execute(undone.connection())
+            .await
+            .unwrap();
+        let undone_batch = undone.finish(false).await.unwrap();
+        sqlite.group().committed(kept_batch).await.unwrap();
+        sqlite.group().committed(undone_batch).await.unwrap();
+        assert_eq!(rows(&db).await, vec![1]);
+        // Many writers in a row, every other one failing, in as few batches as come.
+        for n in 10..30 {
+            insert(&db, n, n % 2 == 1).await.unwrap_or_default();
+        }
+        let expected: Vec<i64> = std::iter::once(1)
+            .chain((10..30).filter(|n| n % 2 == 0))
+            .collect();
+        assert_eq!(rows(&db).await, expected);
     }
 
     #[tokio::test]
