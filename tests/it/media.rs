@@ -974,3 +974,73 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         "the timed-out upload's first file was removed"
     );
 }
+
+#[tokio::test]
+async fn an_unreachable_object_store_is_a_500_the_same_key_may_retry() {
+    // An S3 endpoint nothing listens on.
+    let settings = storage::objects::S3Settings {
+        endpoint: Some(format!(
+            "http://127.0.0.1:{}",
+            tests::deployment::free_port()
+        )),
+        region: Some("us-east-1".to_owned()),
+        access_key_id: Some("unreachable".to_owned()),
+        secret_access_key: Some("unreachable".to_owned()),
+        allow_http: Some(true),
+    };
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .media_target(storage::objects::ObjectStoreTarget::S3 {
+            url: "s3://media-down".to_owned(),
+            settings,
+        })
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx
+        .app
+        .key(
+            &ctx.agency,
+            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
+        )
+        .await;
+    let media = Media { ctx, key };
+    let number = media.ctx.listing().await;
+    let path = format!("/api/v1/listings/{number}/media");
+    let idempotency = idempotency_key();
+    let body = multipart(&[Part::File("files", "front.jpg", jpeg(64, 48))]);
+    let response = media
+        .upload_to(&path, &media.key, &idempotency, body.clone())
+        .await;
+    let refused = expect_error(
+        response,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+    )
+    .await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("safe to retry"),
+        "{refused}"
+    );
+    assert!(listing_media(&media, &number).await.is_empty(), "no rows");
+    // Nothing was recorded under the key: the retry runs again (and fails
+    // again), it is not a replay of the first answer.
+    let again = media.upload_to(&path, &media.key, &idempotency, body).await;
+    assert!(again.headers().get("x-idempotent-replay").is_none());
+    let second = expect_error(
+        again,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+    )
+    .await;
+    assert_ne!(
+        second["error"]["request_id"],
+        refused["error"]["request_id"]
+    );
+    assert!(
+        listing_media(&media, &number).await.is_empty(),
+        "still no rows"
+    );
+}
