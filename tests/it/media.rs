@@ -1044,3 +1044,63 @@ async fn an_unreachable_object_store_is_a_500_the_same_key_may_retry() {
         "still no rows"
     );
 }
+
+#[tokio::test]
+async fn a_timed_out_upload_to_s3_leaves_no_object_and_no_unfinished_multipart_upload() {
+    let s3 = tests::s3::S3Server::start().await;
+    let limits = api::routes::media::upload::UploadLimits {
+        timeout: Duration::from_secs(2),
+        ..api::routes::media::upload::UploadLimits::default()
+    };
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .media_target(s3.target(Some("agencies")))
+        .upload_limits(limits)
+        .spawn()
+        .await;
+    let ctx = Ctx::with_app(app).await;
+    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
+    let media = Media { ctx, key };
+    // One whole file, then the start of a second one, then nothing.
+    let complete = multipart(&[
+        Part::File("files", "a.jpg", jpeg(64, 48)),
+        Part::File("files", "b.jpg", jpeg(64, 48)),
+    ]);
+    let cut = complete.len() - 300;
+    let (first, rest) = complete.split_at(cut);
+    let (first, rest) = (first.to_vec(), rest.to_vec());
+    let chunks = futures::stream::iter(vec![first, rest]).then(move |chunk| async move {
+        if chunk.len() < cut {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        Ok::<_, std::io::Error>(chunk)
+    });
+    let stalled = media
+        .ctx
+        .app
+        .client
+        .post(media.ctx.app.url("/api/v1/media/upload"))
+        .header("X-API-Key", &media.key)
+        .header("X-Idempotency-Key", idempotency_key())
+        .header(
+            "Content-Type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    expect_error(stalled, StatusCode::REQUEST_TIMEOUT, "upload.timeout").await;
+    // s3s-fs keeps objects under the bucket's directory and an unfinished
+    // multipart upload as `.upload-<id>` files beside it.
+    let left: Vec<_> = stored_files(&s3.root())
+        .into_iter()
+        .filter(|path| {
+            let path = path.to_string_lossy();
+            path.contains("/media-test/agencies/") || path.contains(".upload-")
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the first file removed, the second's multipart upload aborted: {left:?}"
+    );
+}

@@ -156,18 +156,59 @@ struct Receiving {
     limits: UploadLimits,
     stores: Vec<Arc<dyn ObjectStore>>,
     stored: Vec<NewMediaItem>,
+    /// The file being written: one multipart upload per store.
+    writing: Vec<WriteMultipart>,
     total: u64,
     fingerprint: PartsFingerprint,
     fields: Fields,
+    /// Set once the rows are being recorded: from then on the objects belong
+    /// to them and are never removed on the request's behalf.
+    handed_over: bool,
 }
 
 impl Receiving {
-    /// Removes every object stored so far (a refused or failed request).
-    async fn discard(&self) {
-        for item in &self.stored {
-            let path = ObjectPath::from(item.object_key.as_str());
-            for store in &self.stores {
-                if let Err(err) = store.delete(&path).await {
+    /// Removes every object stored so far and aborts the file being written
+    /// (a refused or failed request).
+    async fn discard(&mut self) {
+        let writing = std::mem::take(&mut self.writing);
+        let stored = std::mem::take(&mut self.stored);
+        discard_objects(&self.stores, writing, &stored).await;
+    }
+}
+
+impl Drop for Receiving {
+    /// A request dropped midway (the client hung up) leaves no objects
+    /// behind: they are removed in the background.
+    fn drop(&mut self) {
+        if self.handed_over || (self.writing.is_empty() && self.stored.is_empty()) {
+            return;
+        }
+        let writing = std::mem::take(&mut self.writing);
+        let stored = std::mem::take(&mut self.stored);
+        let stores = self.stores.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { discard_objects(&stores, writing, &stored).await });
+        }
+    }
+}
+
+/// Aborts unfinished multipart uploads and deletes the finished objects.
+async fn discard_objects(
+    stores: &[Arc<dyn ObjectStore>],
+    writing: Vec<WriteMultipart>,
+    stored: &[NewMediaItem],
+) {
+    for writer in writing {
+        if let Err(err) = writer.abort().await {
+            tracing::warn!(%err, "could not abort a refused upload's multipart upload");
+        }
+    }
+    for item in stored {
+        let path = ObjectPath::from(item.object_key.as_str());
+        for store in stores {
+            match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(err) => {
                     tracing::warn!(%err, key = %item.object_key, "could not remove a refused upload's object");
                 }
             }
@@ -244,7 +285,6 @@ async fn receive_file(
     let id = MediaId::generate();
     // The first bytes wait here until the format is known.
     let mut head: Vec<u8> = Vec::with_capacity(MediaType::SNIFF_LEN);
-    let mut writers: Vec<WriteMultipart> = Vec::new();
     let mut media_type = None;
     let mut hasher = Sha256::new();
     let mut size: u64 = 0;
@@ -280,15 +320,15 @@ async fn receive_file(
                     continue;
                 }
                 let detected = detect(&head, &filename)?;
-                writers = open_writers(&receiving.stores, tenant, &id, detected).await?;
-                for writer in &mut writers {
+                open_writers(receiving, tenant, &id, detected).await?;
+                for writer in &mut receiving.writing {
                     writer.write(&head);
                 }
                 head.clear();
                 media_type = Some(detected);
                 continue;
             }
-            for writer in &mut writers {
+            for writer in &mut receiving.writing {
                 writer
                     .wait_for_capacity(STORE_CONCURRENCY)
                     .await
@@ -300,7 +340,7 @@ async fn receive_file(
     }
     .await;
     if let Err(err) = result {
-        for writer in writers {
+        for writer in std::mem::take(&mut receiving.writing) {
             let _ = writer.abort().await;
         }
         return Err(err);
@@ -310,16 +350,15 @@ async fn receive_file(
         Some(kind) => kind,
         None => {
             let detected = detect(&head, &filename)?;
-            writers = open_writers(&receiving.stores, tenant, &id, detected).await?;
-            for writer in &mut writers {
+            open_writers(receiving, tenant, &id, detected).await?;
+            for writer in &mut receiving.writing {
                 writer.write(&head);
             }
             detected
         }
     };
-    for writer in writers {
-        writer.finish().await.map_err(storage_unavailable)?;
-    }
+    // Recorded before the writers finish: should one store fail, the
+    // request's discard also removes what the others completed.
     receiving.stored.push(NewMediaItem {
         object_key: storage::media::original_key(tenant, &id, media_type),
         id,
@@ -328,6 +367,10 @@ async fn receive_file(
         media_type,
         content_sha256: hex::encode(hasher.finalize()),
     });
+    while !receiving.writing.is_empty() {
+        let writer = receiving.writing.remove(0);
+        writer.finish().await.map_err(storage_unavailable)?;
+    }
     Ok(())
 }
 
@@ -350,22 +393,22 @@ fn storage_unavailable(err: object_store::Error) -> ApiError {
     )
 }
 
+/// Starts the file's multipart upload on every store, into `receiving.writing`.
 async fn open_writers(
-    stores: &[Arc<dyn ObjectStore>],
+    receiving: &mut Receiving,
     tenant: &Tenant,
     id: &MediaId,
     media_type: MediaType,
-) -> Result<Vec<WriteMultipart>, ApiError> {
+) -> Result<(), ApiError> {
     let path = ObjectPath::from(storage::media::original_key(tenant, id, media_type));
-    let mut writers = Vec::with_capacity(stores.len());
-    for store in stores {
+    for store in &receiving.stores {
         let upload = store
             .put_multipart(&path)
             .await
             .map_err(storage_unavailable)?;
-        writers.push(WriteMultipart::new(upload));
+        receiving.writing.push(WriteMultipart::new(upload));
     }
-    Ok(writers)
+    Ok(())
 }
 
 /// Reads every part: files to the store, fields into `receiving.fields`.
@@ -455,11 +498,14 @@ async fn accept_upload(
         stores: Vec::new(),
         stored: Vec::new(),
         total: 0,
+        writing: Vec::new(),
         fingerprint: PartsFingerprint::default(),
         fields: Fields::default(),
+        handed_over: false,
     };
-    // Limits hold even if the request is dropped midway: objects of an
-    // unfinished request are removed by the guard below.
+    // A timeout drops `receive` midway; `discard` below then aborts the file
+    // being written. A request dropped altogether leaves that to `Receiving`'s
+    // drop.
     let received = tokio::time::timeout(
         limits.timeout,
         receive(state, tenant, multipart, &mut receiving),
@@ -476,7 +522,18 @@ async fn accept_upload(
         ))
     });
     let outcome = match received {
-        Ok(()) => record(state, tenant, path_listing, &receiving).await,
+        Ok(()) => {
+            // Dropped from here on, the request may have committed its rows.
+            receiving.handed_over = true;
+            record(
+                state,
+                tenant,
+                path_listing,
+                &receiving.fields,
+                &receiving.stored,
+            )
+            .await
+        }
         Err(err) => Err(err),
     };
     match outcome {
@@ -500,9 +557,9 @@ async fn record(
     state: &AppState,
     tenant: &Tenant,
     path_listing: Option<&str>,
-    receiving: &Receiving,
+    fields: &Fields,
+    stored: &[NewMediaItem],
 ) -> Result<UploadOut, ApiError> {
-    let fields = &receiving.fields;
     let listing = listing_of(
         state,
         tenant,
@@ -522,7 +579,7 @@ async fn record(
     let items = state
         .store()
         .media()
-        .create_upload(tenant, &operation_id, &options, &receiving.stored)
+        .create_upload(tenant, &operation_id, &options, stored)
         .await?;
     // The rows are committed: from here on nothing fails the request, since a
     // refusal would remove originals the rows point at. Items whose job did
