@@ -116,14 +116,22 @@ struct Media {
 
 impl Media {
     async fn new(backend: tests::Backend) -> Self {
-        let ctx = Ctx::with_app(TestApp::builder(backend).with_workers().spawn().await).await;
-        let key = ctx
-            .app
-            .key(
-                &ctx.agency,
-                &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
-            )
-            .await;
+        Self::on(TestApp::builder(backend).with_workers().spawn().await).await
+    }
+
+    /// On `app`, with a key that uploads and reads and writes listings.
+    async fn on(app: TestApp) -> Self {
+        Self::with_scopes(
+            app,
+            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
+        )
+        .await
+    }
+
+    /// On `app`, with a key of `scopes`.
+    async fn with_scopes(app: TestApp, scopes: &[Scope]) -> Self {
+        let ctx = Ctx::with_app(app).await;
+        let key = ctx.app.key(&ctx.agency, scopes).await;
         Self { ctx, key }
     }
 
@@ -149,6 +157,38 @@ impl Media {
                 format!("multipart/form-data; boundary={BOUNDARY}"),
             )
             .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Uploads `body` in two pieces cut at `cut`, the second `stall` later.
+    async fn upload_stalling(
+        &self,
+        body: Vec<u8>,
+        cut: usize,
+        stall: Duration,
+    ) -> reqwest::Response {
+        let rest = body[cut..].to_vec();
+        let mut first = body;
+        first.truncate(cut);
+        let chunks = futures::stream::iter([(first, Duration::ZERO), (rest, stall)]).then(
+            |(chunk, wait)| async move {
+                tokio::time::sleep(wait).await;
+                Ok::<_, std::io::Error>(chunk)
+            },
+        );
+        self.ctx
+            .app
+            .client
+            .post(self.ctx.app.url("/api/v1/media/upload"))
+            .header("X-API-Key", &self.key)
+            .header("X-Idempotency-Key", idempotency_key())
+            .header(
+                "Content-Type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(reqwest::Body::wrap_stream(chunks))
             .send()
             .await
             .unwrap()
@@ -654,15 +694,7 @@ async fn uploads_to_s3_keep_originals_and_variants_in_the_bucket() {
         .media_target(s3.target(Some("agencies")))
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx
-        .app
-        .key(
-            &ctx.agency,
-            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
-        )
-        .await;
-    let media = Media { ctx, key };
+    let media = Media::on(app).await;
     let number = media.ctx.listing().await;
     upload_and_wait(
         &media,
@@ -894,9 +926,7 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         .upload_limits(limits)
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    let media = Media { ctx, key };
+    let media = Media::with_scopes(app, &[Scope::MediaWrite]).await;
     let file = |bytes: usize| {
         let mut content = jpeg(16, 16);
         content.resize(bytes, 7);
@@ -945,29 +975,9 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         Part::File("files", "a.jpg", file(2000)),
         Part::File("files", "b.jpg", file(2000)),
     ]);
-    let (first, rest) = complete.split_at(2500);
-    let (first, rest) = (first.to_vec(), rest.to_vec());
-    let chunks = futures::stream::iter(vec![first, rest]).then(|chunk| async move {
-        if chunk.len() < 2500 {
-            tokio::time::sleep(Duration::from_secs(4)).await;
-        }
-        Ok::<_, std::io::Error>(chunk)
-    });
     let stalled = media
-        .ctx
-        .app
-        .client
-        .post(media.ctx.app.url("/api/v1/media/upload"))
-        .header("X-API-Key", &media.key)
-        .header("X-Idempotency-Key", idempotency_key())
-        .header(
-            "Content-Type",
-            format!("multipart/form-data; boundary={BOUNDARY}"),
-        )
-        .body(reqwest::Body::wrap_stream(chunks))
-        .send()
-        .await
-        .unwrap();
+        .upload_stalling(complete, 2500, Duration::from_secs(4))
+        .await;
     expect_error(stalled, StatusCode::REQUEST_TIMEOUT, "upload.timeout").await;
     assert!(
         stored_files(&media.media_dir()).is_empty(),
@@ -995,15 +1005,7 @@ async fn an_unreachable_object_store_is_a_500_the_same_key_may_retry() {
         })
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx
-        .app
-        .key(
-            &ctx.agency,
-            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
-        )
-        .await;
-    let media = Media { ctx, key };
+    let media = Media::on(app).await;
     let number = media.ctx.listing().await;
     let path = format!("/api/v1/listings/{number}/media");
     let idempotency = idempotency_key();
@@ -1057,38 +1059,16 @@ async fn a_timed_out_upload_to_s3_leaves_no_object_and_no_unfinished_multipart_u
         .upload_limits(limits)
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    let media = Media { ctx, key };
+    let media = Media::with_scopes(app, &[Scope::MediaWrite]).await;
     // One whole file, then the start of a second one, then nothing.
     let complete = multipart(&[
         Part::File("files", "a.jpg", jpeg(64, 48)),
         Part::File("files", "b.jpg", jpeg(64, 48)),
     ]);
     let cut = complete.len() - 300;
-    let (first, rest) = complete.split_at(cut);
-    let (first, rest) = (first.to_vec(), rest.to_vec());
-    let chunks = futures::stream::iter(vec![first, rest]).then(move |chunk| async move {
-        if chunk.len() < cut {
-            tokio::time::sleep(Duration::from_secs(4)).await;
-        }
-        Ok::<_, std::io::Error>(chunk)
-    });
     let stalled = media
-        .ctx
-        .app
-        .client
-        .post(media.ctx.app.url("/api/v1/media/upload"))
-        .header("X-API-Key", &media.key)
-        .header("X-Idempotency-Key", idempotency_key())
-        .header(
-            "Content-Type",
-            format!("multipart/form-data; boundary={BOUNDARY}"),
-        )
-        .body(reqwest::Body::wrap_stream(chunks))
-        .send()
-        .await
-        .unwrap();
+        .upload_stalling(complete, cut, Duration::from_secs(4))
+        .await;
     expect_error(stalled, StatusCode::REQUEST_TIMEOUT, "upload.timeout").await;
     // s3s-fs keeps objects under the bucket's directory and an unfinished
     // multipart upload as `.upload-<id>` files beside it.

@@ -7,7 +7,6 @@ use storage::api_keys::Scope;
 use tests::TestApp;
 
 use super::*;
-use crate::listings::Ctx;
 use crate::support::expect_error;
 
 /// The start of an ISO base media file: an `ftyp` box with `brands` (major
@@ -30,9 +29,7 @@ fn iso_bmff(brands: &[&[u8; 4]]) -> Vec<u8> {
 #[tokio::test]
 async fn formats_are_judged_by_content_not_by_name_or_declared_type() {
     let app = TestApp::builder(tests::Backend::Sqlite).spawn().await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    let media = Media { ctx, key };
+    let media = Media::with_scopes(app, &[Scope::MediaWrite]).await;
     // ISO base media that is not MP4 video: HEIC, AVIF, QuickTime, M4A.
     for (name, bytes) in [
         ("photo.heic", iso_bmff(&[b"heic", b"mif1", b"heic"])),

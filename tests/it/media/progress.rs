@@ -10,7 +10,6 @@ use storage::api_keys::Scope;
 use tests::TestApp;
 
 use super::*;
-use crate::listings::Ctx;
 use tests::backend_tests;
 
 /// An upload of one JPEG recorded straight in the store (its original on
@@ -50,9 +49,11 @@ async fn recorded_upload(
 
 /// A media context without workers: the test drives what happens.
 async fn media_without_workers(backend: tests::Backend) -> Media {
-    let ctx = Ctx::with_app(TestApp::builder(backend).spawn().await).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    Media { ctx, key }
+    Media::with_scopes(
+        TestApp::builder(backend).spawn().await,
+        &[Scope::MediaWrite],
+    )
+    .await
 }
 
 backend_tests! {

@@ -10,7 +10,6 @@ use storage::api_keys::Scope;
 use tests::TestApp;
 
 use super::*;
-use crate::listings::Ctx;
 
 #[tokio::test]
 async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
@@ -85,6 +84,21 @@ async fn refuse_media_jobs(app: &TestApp, refuse: bool) {
     pool.close().await;
 }
 
+/// The item once it reaches `status` (within 30 seconds).
+async fn item_reaching(
+    media: &Media,
+    tenant: &storage::Tenant,
+    id: &storage::ids::MediaId,
+    status: storage::media::MediaStatus,
+    what: &str,
+) -> storage::media::MediaItem {
+    tests::deployment::eventually(Duration::from_secs(30), what, || async {
+        let item = media.ctx.app.store.media().item(tenant, id).await.unwrap();
+        (item.status == status).then_some(item)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn an_upload_whose_jobs_were_not_queued_keeps_its_originals_for_the_sweep() {
     let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
@@ -93,9 +107,7 @@ async fn an_upload_whose_jobs_were_not_queued_keeps_its_originals_for_the_sweep(
         .with_workers()
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    let media = Media { ctx, key };
+    let media = Media::with_scopes(app, &[Scope::MediaWrite]).await;
     refuse_media_jobs(&media.ctx.app, true).await;
     let response = media
         .upload(&[Part::File("files", "front.jpg", jpeg(200, 100))])
@@ -124,20 +136,12 @@ async fn an_upload_whose_jobs_were_not_queued_keeps_its_originals_for_the_sweep(
     clock.advance_seconds(301);
     let sweep = workers::handlers::maintenance::Maintenance::SweepMedia;
     assert_eq!(sweep.run(media.ctx.app.state.platform()).await.unwrap(), 1);
-    let ready = tests::deployment::eventually(
-        Duration::from_secs(30),
+    let ready = item_reaching(
+        &media,
+        &tenant,
+        &id,
+        storage::media::MediaStatus::Ready,
         "the swept item processed",
-        || async {
-            let item = media
-                .ctx
-                .app
-                .store
-                .media()
-                .item(&tenant, &id)
-                .await
-                .unwrap();
-            (item.status == storage::media::MediaStatus::Ready).then_some(item)
-        },
     )
     .await;
     assert_eq!(ready.variants.len(), 6);
@@ -149,9 +153,7 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
         .with_workers()
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx.app.key(&ctx.agency, &[Scope::MediaWrite]).await;
-    let media = Media { ctx, key };
+    let media = Media::with_scopes(app, &[Scope::MediaWrite]).await;
     // Every progress write of this agency fails, so every attempt of the
     // job fails (after it marked its item processing).
     let storage::Database::Sqlite(sqlite) = media.ctx.app.store.db() else {
@@ -176,20 +178,12 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
     let id = storage::ids::MediaId::parse(body["files"][0]["media_id"].as_str().unwrap()).unwrap();
     let operation =
         storage::ids::OperationId::parse(body["operation_id"].as_str().unwrap()).unwrap();
-    let failed = tests::deployment::eventually(
-        Duration::from_secs(30),
+    let failed = item_reaching(
+        &media,
+        &tenant,
+        &id,
+        storage::media::MediaStatus::Failed,
         "the item failed once its job was given up on",
-        || async {
-            let item = media
-                .ctx
-                .app
-                .store
-                .media()
-                .item(&tenant, &id)
-                .await
-                .unwrap();
-            (item.status == storage::media::MediaStatus::Failed).then_some(item)
-        },
     )
     .await;
     assert_eq!(

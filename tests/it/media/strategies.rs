@@ -7,7 +7,6 @@
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use storage::api_keys::Scope;
 use storage::events::EventType;
 use storage::objects::object_store::path::Path as ObjectPath;
 use storage::objects::object_store::{ObjectStore, ObjectStoreExt};
@@ -15,7 +14,6 @@ use tests::TestApp;
 use tests::s3::S3Server;
 
 use super::*;
-use crate::listings::Ctx;
 use crate::support::expect_error;
 
 /// The prefix the app's bucket target writes under.
@@ -30,15 +28,7 @@ async fn with_s3() -> (S3Server, Media) {
         .media_target(s3.target(Some(PREFIX)))
         .spawn()
         .await;
-    let ctx = Ctx::with_app(app).await;
-    let key = ctx
-        .app
-        .key(
-            &ctx.agency,
-            &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
-        )
-        .await;
-    (s3, Media { ctx, key })
+    (s3, Media::on(app).await)
 }
 
 /// Every key in the bucket (read through S3, so the server's own metadata
