@@ -293,6 +293,12 @@ end
 return #held
 ";
 
+/// The names of `workers` as one JSON array, which SQLite expands with `json_each`.
+fn worker_names(workers: &[HeldBy]) -> Result<String, QueueError> {
+    let names: Vec<&str> = workers.iter().map(|w| w.worker.as_str()).collect();
+    serde_json::to_string(&names).map_err(|err| QueueError::Push(err.to_string()))
+}
+
 impl JobQueue {
     /// Puts every job still held by `workers` (stopped workers of this
     /// process) back in its queue at once, instead of leaving it locked until
@@ -303,13 +309,7 @@ impl JobQueue {
         }
         match &self.backend {
             QueueBackend::Sqlite(pool) => {
-                let names = serde_json::to_string(
-                    &workers
-                        .iter()
-                        .map(|w| w.worker.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(|err| QueueError::Push(err.to_string()))?;
+                let names = worker_names(workers)?;
                 let mut tx = pool.begin().await?;
                 let mut released = 0;
                 for statement in SQLITE_RELEASE {
@@ -354,13 +354,7 @@ impl JobQueue {
         }
         match &self.backend {
             QueueBackend::Sqlite(pool) => {
-                let names = serde_json::to_string(
-                    &workers
-                        .iter()
-                        .map(|w| w.worker.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(|err| QueueError::Push(err.to_string()))?;
+                let names = worker_names(workers)?;
                 sqlx::query(
                     "update Workers set last_seen = strftime('%s', 'now') \
                      where id in (select value from json_each(?1))",
