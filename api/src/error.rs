@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use storage::api_keys::Scope;
-use storage::{Rule, StorageError};
+use storage::{Entity, Rule, StorageError};
 use utoipa::ToSchema;
 
 /// Which resource a 404 is about; each has its own code in the specification.
@@ -497,11 +497,7 @@ impl IntoResponse for ApiError {
 impl From<StorageError> for ApiError {
     fn from(err: StorageError) -> Self {
         match err {
-            StorageError::NotFound("user") => Self::NotFound(Resource::User),
-            StorageError::NotFound("listing") => Self::NotFound(Resource::Listing),
-            StorageError::NotFound("api key") => Self::NotFound(Resource::ApiKey),
-            StorageError::NotFound("operation") => Self::NotFound(Resource::Operation),
-            StorageError::NotFound("media") => Self::NotFound(Resource::Media),
+            StorageError::NotFound(entity) => Self::not_found(entity),
             StorageError::Invalid { field, reason } => Self::field(field, reason),
             StorageError::Fields(fields) => Self::Validation(
                 fields
@@ -512,6 +508,27 @@ impl From<StorageError> for ApiError {
             StorageError::Conflict { field } => Self::field(field, "is already taken"),
             StorageError::Rule(rule) => rule.into(),
             other => Self::internal(other),
+        }
+    }
+}
+
+impl ApiError {
+    /// The answer to a repository's `NotFound`. Every entity is listed: those
+    /// a client can name get their 404 code; the others are never looked up
+    /// from a client's input, so their absence is the server's inconsistency.
+    fn not_found(entity: Entity) -> Self {
+        match entity {
+            Entity::User => Self::NotFound(Resource::User),
+            Entity::Listing => Self::NotFound(Resource::Listing),
+            Entity::ApiKey => Self::NotFound(Resource::ApiKey),
+            Entity::Operation => Self::NotFound(Resource::Operation),
+            Entity::Media => Self::NotFound(Resource::Media),
+            Entity::Agency => Self::NotFound(Resource::Agency),
+            Entity::AgencyOwner
+            | Entity::Session
+            | Entity::Appointment
+            | Entity::OpenInvoice
+            | Entity::Package => Self::internal(format!("{entity} not found")),
         }
     }
 }

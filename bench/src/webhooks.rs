@@ -336,7 +336,7 @@ pub async fn run_sender(args: SenderArgs) -> anyhow::Result<()> {
         .await?
         .into_iter()
         .filter(|e| e.event_type == "listing.created" && e.occurred_at >= load_started)
-        .map(|e| (e.event_id, e.occurred_at.as_micros()))
+        .map(|e| (e.event_id.to_string(), e.occurred_at.as_micros()))
         .collect();
 
     // Wait for every delivery to arrive.

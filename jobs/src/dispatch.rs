@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use storage::ids::EventId;
 use storage::outbox::OutboxListener;
 use tokio::sync::{Notify, mpsc};
 
@@ -22,7 +23,7 @@ const BATCH: usize = 1024;
 /// Pushes dispatch jobs for committed events.
 #[derive(Clone)]
 pub struct DispatchOnCommit {
-    sender: mpsc::UnboundedSender<String>,
+    sender: mpsc::UnboundedSender<EventId>,
     outstanding: Arc<(AtomicUsize, Notify)>,
 }
 
@@ -52,7 +53,7 @@ impl DispatchOnCommit {
 }
 
 impl OutboxListener for DispatchOnCommit {
-    fn events_committed(&self, event_ids: &[String]) {
+    fn events_committed(&self, event_ids: &[EventId]) {
         for id in event_ids {
             self.outstanding.0.fetch_add(1, Ordering::SeqCst);
             if self.sender.send(id.clone()).is_err() {
@@ -65,7 +66,7 @@ impl OutboxListener for DispatchOnCommit {
 
 async fn push_batches(
     queue: JobQueue,
-    mut receiver: mpsc::UnboundedReceiver<String>,
+    mut receiver: mpsc::UnboundedReceiver<EventId>,
     outstanding: Arc<(AtomicUsize, Notify)>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
@@ -81,7 +82,7 @@ async fn push_batches(
 }
 
 /// Dispatch jobs for `event_ids`, each keyed by its events.
-pub fn dispatch_jobs(event_ids: Vec<String>) -> Vec<(DispatchEvents, PushOptions)> {
+pub fn dispatch_jobs(event_ids: Vec<EventId>) -> Vec<(DispatchEvents, PushOptions)> {
     DispatchEvents::chunked(event_ids)
         .into_iter()
         .map(|job| {

@@ -5,6 +5,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use storage::ids::EventId;
 
 /// A kind of job.
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
@@ -22,7 +23,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchEvents {
     /// The events' ids (`event_id` of the envelope), in commit order.
-    pub event_ids: Vec<String>,
+    pub event_ids: Vec<EventId>,
 }
 
 impl DispatchEvents {
@@ -30,7 +31,7 @@ impl DispatchEvents {
     pub const MAX_EVENTS: usize = 100;
 
     /// Jobs for `event_ids`, at most [`Self::MAX_EVENTS`] each.
-    pub fn chunked(event_ids: Vec<String>) -> Vec<Self> {
+    pub fn chunked(event_ids: Vec<EventId>) -> Vec<Self> {
         event_ids
             .chunks(Self::MAX_EVENTS)
             .map(|chunk| Self {
@@ -45,7 +46,7 @@ impl DispatchEvents {
     pub fn idempotency_key(&self) -> String {
         let mut digest = Sha256::new();
         for id in &self.event_ids {
-            digest.update(id.as_bytes());
+            digest.update(id.as_str().as_bytes());
             digest.update(b"\n");
         }
         let digest = digest.finalize();
@@ -210,7 +211,7 @@ mod tests {
 
     #[test]
     fn dispatch_jobs_are_chunked_and_keyed_by_their_events() {
-        let ids: Vec<String> = (0..250).map(|i| format!("evt{i:03}")).collect();
+        let ids: Vec<EventId> = (0..250).map(|_| EventId::generate()).collect();
         let jobs = DispatchEvents::chunked(ids.clone());
         assert_eq!(
             jobs.iter()
@@ -218,7 +219,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [100, 100, 50]
         );
-        let flattened: Vec<String> = jobs.iter().flat_map(|job| job.event_ids.clone()).collect();
+        let flattened: Vec<EventId> = jobs.iter().flat_map(|job| job.event_ids.clone()).collect();
         assert_eq!(flattened, ids);
         let again = DispatchEvents::chunked(ids);
         assert_eq!(jobs[0].idempotency_key(), again[0].idempotency_key());

@@ -11,7 +11,7 @@ pub use password_links::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordL
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::users::{Role, User, normalise_email};
-use crate::{Result, StorageError, Store};
+use crate::{Entity, Result, StorageError, Store};
 
 /// Longest free-text account field.
 const MAX_FIELD_CHARS: usize = 200;
@@ -249,7 +249,7 @@ impl Accounts<'_> {
                 .rows_affected()
         });
         if updated == 0 {
-            return Err(StorageError::NotFound("user"));
+            return Err(StorageError::NotFound(Entity::User));
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use sqlx::types::Json;
 use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::users::{Role, User};
-use crate::{Result, StorageError, Store, Timestamp};
+use crate::{Entity, Result, StorageError, Store, Timestamp};
 
 /// What kind of business an agency is; its owner user has the matching role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,7 +140,8 @@ impl Agencies<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("agency"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::Agency))?
+            .try_into()
     }
 
     /// Replaces the agency's budget overrides (budget name → requests per minute).
@@ -158,7 +159,7 @@ impl Agencies<'_> {
                 .rows_affected()
         });
         if updated == 0 {
-            return Err(StorageError::NotFound("agency"));
+            return Err(StorageError::NotFound(Entity::Agency));
         }
         Ok(())
     }
@@ -170,6 +171,6 @@ impl Agencies<'_> {
             .users()
             .oldest_with_role(id, agency.kind.owner_role())
             .await?
-            .ok_or(StorageError::NotFound("agency owner"))
+            .ok_or(StorageError::NotFound(Entity::AgencyOwner))
     }
 }

@@ -12,7 +12,7 @@ use ulid::Ulid;
 
 use crate::db::{on_pool, write_on_pool};
 use crate::ids::{AgencyId, ApiKeyId, UserId};
-use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
+use crate::{Entity, Environment, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Length of the random part of an `sk_` key (base62, about 190 bits).
 const SK_RANDOM_LEN: usize = 32;
@@ -658,7 +658,8 @@ impl ApiKeys<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("api key"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::ApiKey))?
+            .try_into()
     }
 
     /// Every key of `agency`, oldest first (never a plaintext).
@@ -713,7 +714,8 @@ impl ApiKeys<'_> {
             }
             row
         });
-        row.ok_or(StorageError::NotFound("api key"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::ApiKey))?
+            .try_into()
     }
 }
 

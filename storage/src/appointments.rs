@@ -3,14 +3,16 @@
 
 use serde_json::json;
 
-use crate::db::in_transaction;
+use crate::db::{Tx, in_transaction, on_tx};
 use crate::error::Rule;
 use crate::events::{EventType, NewEvent};
-use crate::ids::{AppointmentId, UserId};
+use crate::ids::{AppointmentId, EventId, UserId};
 use crate::listing_status::ListingStatus;
-use crate::listings::{fetch_listing, found, normalise_listing_number};
 use crate::outbox::insert_event;
-use crate::{Result, Store, Tenant, Timestamp};
+use crate::records::fetch_listing;
+use crate::records::listing::{Listing, found};
+use crate::records::numbers::normalise_listing_number;
+use crate::{Entity, Result, Store, Tenant, Timestamp};
 
 /// A listing's shoot.
 #[derive(Clone, Debug)]
@@ -36,6 +38,48 @@ pub struct Scheduled {
     pub previous_scheduled_at: Option<Timestamp>,
 }
 
+/// The listing's scheduled shoot (its id and time), read in the lender's
+/// transaction; `None` when none is scheduled.
+pub(crate) async fn scheduled_shoot<'c>(
+    tx: impl Into<Tx<'c>>,
+    listing: &Listing,
+) -> Result<Option<(AppointmentId, Timestamp)>> {
+    Ok(on_tx!(tx.into(), conn => {
+        sqlx::query_as(
+            "select id, scheduled_at from appointments where listing_id = $1 and status = 'scheduled'",
+        )
+        .bind(&listing.id)
+        .fetch_optional(&mut *conn)
+        .await?
+    }))
+}
+
+/// Cancels the shoot of a cancelled listing in the lender's transaction and
+/// writes `scheduling.appointment.created`'s counterpart,
+/// `scheduling.appointment.cancelled`; returns that event's id.
+pub(crate) async fn cancel_with_listing<'c>(
+    tx: impl Into<Tx<'c>>,
+    listing: &Listing,
+    (appointment_id, scheduled_at): &(AppointmentId, Timestamp),
+    now: Timestamp,
+) -> Result<EventId> {
+    on_tx!(tx.into(), conn => {
+        sqlx::query("update appointments set status = 'cancelled', updated_at = $1 where id = $2")
+            .bind(now)
+            .bind(appointment_id)
+            .execute(&mut *conn)
+            .await?;
+        let data = json!({
+            "appointment_id": appointment_id,
+            "listing_number": listing.listing_number,
+            "scheduled_at": scheduled_at.to_rfc3339(),
+            "reason": "listing_cancelled",
+        });
+        let cancelled = NewEvent::new(EventType::AppointmentCancelled, data);
+        insert_event(&mut *conn, &listing.tenant(), now, cancelled).await
+    })
+}
+
 /// Appointment repository; see [`Store::appointments`].
 pub struct Appointments<'a> {
     pub(crate) store: &'a Store,
@@ -52,7 +96,7 @@ impl Appointments<'_> {
     ) -> Result<Scheduled> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
-        let mut emitted: Vec<String> = Vec::new();
+        let mut emitted = Vec::new();
         let scheduled = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             if listing.status == ListingStatus::Cancelled {
@@ -120,14 +164,8 @@ impl Appointments<'_> {
                 "previous_scheduled_at": previous.map(Timestamp::to_rfc3339),
                 "photographer_id": appointment.photographer_id,
             });
-            insert_event!(
-                &mut *tx,
-                tenant,
-                now,
-                NewEvent::new(event_type, data),
-                &mut emitted
-            )
-            .await?;
+            emitted
+                .push(insert_event(&mut *tx, tenant, now, NewEvent::new(event_type, data)).await?);
             Scheduled {
                 appointment,
                 previous_scheduled_at: previous,
@@ -173,7 +211,7 @@ impl Appointments<'_> {
             .execute(&mut *tx)
             .await?;
             if updated.rows_affected() == 0 {
-                return Err(crate::StorageError::NotFound("appointment"));
+                return Err(crate::StorageError::NotFound(Entity::Appointment));
             }
         });
         self.store.listing_cache().invalidate(tenant, &number);

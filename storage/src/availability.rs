@@ -11,7 +11,7 @@ use chrono_tz::Tz;
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{AgencyId, UserId};
 use crate::packages::{self, CATALOG, Package};
-use crate::{Result, StorageError, Store, Tenant, Timestamp};
+use crate::{Entity, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Travel time kept free before and after every booked shoot.
 pub const TRAVEL_BUFFER_MINUTES: i64 = 30;
@@ -397,7 +397,7 @@ impl Availability<'_> {
                     .fetch_optional(&mut *tx)
                     .await?;
             match role.as_deref() {
-                None => return Err(StorageError::NotFound("user")),
+                None => return Err(StorageError::NotFound(Entity::User)),
                 Some("photographer") => {}
                 Some(_) => {
                     return Err(StorageError::Invalid {

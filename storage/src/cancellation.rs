@@ -1,7 +1,7 @@
 //! The no-fee cancellation window: an owner's fee tiers and the cutoff they
 //! put before a scheduled shoot.
 
-use crate::db::{in_transaction, on_pool};
+use crate::db::{Tx, in_transaction, on_pool, on_tx};
 use crate::ids::{AgencyId, UserId};
 use crate::{Result, StorageError, Store, Timestamp};
 
@@ -104,28 +104,43 @@ impl CancellationFees<'_> {
 
     /// The owner's tiers, or the default when none are set.
     pub async fn for_owner(&self, agency: &AgencyId, owner: &UserId) -> Result<Vec<FeeTier>> {
-        let rows: Vec<(i64, i64, String)> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as(
-                "select hours_before, amount, currency from cancellation_fee_tiers
-                 where agency_id = $1 and owner_user_id = $2 order by hours_before desc",
-            )
-            .bind(agency)
-            .bind(owner)
-            .fetch_all(pool)
-            .await?
+        let rows: Vec<TierRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(OWNER_TIERS).bind(agency).bind(owner).fetch_all(pool).await?
         });
-        if rows.is_empty() {
-            return Ok(default_tiers());
-        }
-        Ok(rows
-            .into_iter()
-            .map(|(hours_before, amount, currency)| FeeTier {
-                hours_before,
-                amount,
-                currency,
-            })
-            .collect())
+        Ok(tiers_or_default(rows))
     }
+}
+
+/// An owner's stored tiers, largest first.
+const OWNER_TIERS: &str = "select hours_before, amount, currency from cancellation_fee_tiers
+     where agency_id = $1 and owner_user_id = $2 order by hours_before desc";
+
+/// `hours_before`, `amount`, `currency`.
+type TierRow = (i64, i64, String);
+
+fn tiers_or_default(rows: Vec<TierRow>) -> Vec<FeeTier> {
+    if rows.is_empty() {
+        return default_tiers();
+    }
+    rows.into_iter()
+        .map(|(hours_before, amount, currency)| FeeTier {
+            hours_before,
+            amount,
+            currency,
+        })
+        .collect()
+}
+
+/// The owner's tiers (or the default), read in the lender's transaction.
+pub(crate) async fn tiers_in<'c>(
+    tx: impl Into<Tx<'c>>,
+    agency: &AgencyId,
+    owner: &UserId,
+) -> Result<Vec<FeeTier>> {
+    let rows: Vec<TierRow> = on_tx!(tx.into(), conn => {
+        sqlx::query_as(OWNER_TIERS).bind(agency).bind(owner).fetch_all(&mut *conn).await?
+    });
+    Ok(tiers_or_default(rows))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 pub enum StorageError {
     /// No row matched, within the caller's tenant.
     #[error("{0} not found")]
-    NotFound(&'static str),
+    NotFound(Entity),
     /// A uniqueness rule was broken (the field named).
     #[error("{field} is already taken")]
     Conflict {
@@ -56,6 +56,60 @@ impl StorageError {
     /// True when the error is a foreign-key violation reported by the database.
     pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
         matches!(err, sqlx::Error::Database(db) if db.is_foreign_key_violation())
+    }
+}
+
+/// What a repository looked for and did not find: each caller maps every
+/// variant exhaustively (the API to its 404 codes), so a new kind of row does
+/// not compile until someone decides what its absence means to a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entity {
+    /// An agency.
+    Agency,
+    /// The owner account of an agency.
+    AgencyOwner,
+    /// A user of the tenant's agency.
+    User,
+    /// A session of the developer settings.
+    Session,
+    /// An API key of the tenant's agency.
+    ApiKey,
+    /// A listing of the tenant.
+    Listing,
+    /// A listing's shoot appointment.
+    Appointment,
+    /// An unpaid (or paid) invoice of a listing.
+    OpenInvoice,
+    /// A package of the price list.
+    Package,
+    /// An uploaded media item of the tenant.
+    Media,
+    /// An upload or archive operation of the tenant.
+    Operation,
+}
+
+impl Entity {
+    /// How messages and operator commands name it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Agency => "agency",
+            Self::AgencyOwner => "agency owner",
+            Self::User => "user",
+            Self::Session => "session",
+            Self::ApiKey => "api key",
+            Self::Listing => "listing",
+            Self::Appointment => "appointment",
+            Self::OpenInvoice => "open invoice",
+            Self::Package => "package",
+            Self::Media => "media",
+            Self::Operation => "operation",
+        }
+    }
+}
+
+impl std::fmt::Display for Entity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -699,7 +699,8 @@ mod tests {
     use super::*;
     use crate::ids::{AgencyId, ListingId, OrderId, UserId};
     use crate::listings::{Listing, generate_listing_number, listing_event_data};
-    use crate::orders::{InvoiceState, Order, invoice_number};
+    use crate::orders::{InvoiceState, Order};
+    use crate::records::numbers::invoice_number;
     use crate::{Environment, Timestamp};
 
     const VARIANT_A: &str = "listing.created listing.updated listing.status_changed \

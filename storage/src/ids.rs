@@ -1,6 +1,11 @@
 //! Typed identifiers: a prefix naming the kind of thing, then a ULID
 //! (`agc_01JD…`, `usr_01JD…`). The prefix makes an id self-describing in logs and
 //! support tickets, and the type stops a user id from being passed as an agency id.
+//! Event ids are the one exception: the specification makes them bare ULIDs.
+//!
+//! Deserialising an id (a job payload, say) checks it like [`AgencyId::parse`]
+//! does; reading one from a database column trusts it, as the column only
+//! ever holds ids this service generated.
 
 use std::fmt;
 
@@ -39,6 +44,15 @@ macro_rules! typed_id {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                Self::parse(&text).ok_or_else(|| {
+                    serde::de::Error::custom(format!("{text:?} is not a {}… id", $prefix))
+                })
             }
         }
     };
@@ -91,6 +105,61 @@ typed_id!(
     "apt_"
 );
 
+typed_id!(
+    /// Identifies a webhook endpoint of an agency.
+    WebhookEndpointId,
+    "whe_"
+);
+typed_id!(
+    /// Identifies one delivery of an event (or a replay or test) to an endpoint.
+    DeliveryId,
+    "whd_"
+);
+typed_id!(
+    /// Identifies an e-mail notification recorded for an agency's owner.
+    NotificationId,
+    "ntf_"
+);
+
+/// Identifies an event of the outbox: the bare ULID clients see as
+/// `event_id` and `X-Event-Id`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct EventId(String);
+
+impl EventId {
+    /// A new, unique id; ULIDs generated later sort later.
+    pub fn generate() -> Self {
+        Self(Ulid::generate().to_string())
+    }
+
+    /// Parses an id received from outside; `None` when it is not a ULID. It
+    /// is normalised to upper case.
+    pub fn parse(text: &str) -> Option<Self> {
+        Ulid::from_string(text).ok().map(|u| Self(u.to_string()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EventId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not an event id")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +177,18 @@ mod tests {
         assert_eq!(UserId::parse(agency.as_str()), None);
         assert_eq!(UserId::parse("usr_not-a-ulid"), None);
         assert_eq!(UserId::parse(""), None);
+    }
+
+    #[test]
+    fn deserialising_checks_the_id() {
+        let id = DeliveryId::generate();
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(serde_json::from_str::<DeliveryId>(&text).unwrap(), id);
+        assert!(serde_json::from_str::<DeliveryId>("\"whe_01JZ3KE6F7G8H9J0K1M2N3P4Q5\"").is_err());
+        let event = EventId::generate();
+        let text = serde_json::to_string(&event).unwrap();
+        assert_eq!(serde_json::from_str::<EventId>(&text).unwrap(), event);
+        assert!(serde_json::from_str::<EventId>("\"evt_1\"").is_err());
     }
 
     #[test]

@@ -11,11 +11,9 @@ pub mod db;
 pub mod error;
 pub mod event_catalog;
 pub mod events;
-mod group_commit;
 pub mod idempotency;
 pub mod ids;
 pub mod listing_cache;
-pub mod listing_detail;
 pub mod listing_status;
 pub mod listings;
 pub mod media;
@@ -26,6 +24,7 @@ pub mod packages;
 pub mod page;
 pub mod preferences;
 pub mod progress;
+pub mod records;
 pub mod sandbox;
 pub mod schedules;
 pub mod secrets;
@@ -39,7 +38,7 @@ use std::sync::Arc;
 
 pub use clock::{Clock, Timestamp};
 pub use db::{Backend, Database, DatabaseTarget};
-pub use error::{Rule, StorageError};
+pub use error::{Entity, Rule, StorageError};
 pub use secrets::MasterKey;
 pub use tenancy::{Environment, Tenant};
 
@@ -87,7 +86,7 @@ impl Store {
     }
 
     /// Tells the listener that `event_ids` committed.
-    pub(crate) fn announce(&self, event_ids: &[String]) {
+    pub(crate) fn announce(&self, event_ids: &[ids::EventId]) {
         self.outbox_listener.announce(event_ids);
     }
 

@@ -12,7 +12,7 @@ use crate::db::{in_transaction, on_pool};
 use crate::events::{EventType, NewEvent};
 use crate::ids::{ListingId, MediaId, OperationId};
 use crate::outbox::insert_event;
-use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
+use crate::{Entity, Environment, Result, StorageError, Store, Tenant, Timestamp};
 
 pub use format::MediaType;
 
@@ -415,7 +415,7 @@ impl Media<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        let row = row.ok_or(StorageError::NotFound("media"))?;
+        let row = row.ok_or(StorageError::NotFound(Entity::Media))?;
         Ok(self.with_variants(vec![row]).await?.remove(0))
     }
 
@@ -484,7 +484,7 @@ impl Media<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        let row = row.ok_or(StorageError::NotFound("media"))?;
+        let row = row.ok_or(StorageError::NotFound(Entity::Media))?;
         let tenant = Tenant::new(
             row.agency_id,
             Environment::from_sandbox_flag(row.item.is_sandbox),
@@ -635,7 +635,7 @@ impl Media<'_> {
             .await?
         });
         let data = upload_event_data(operation_id, listing_number.as_deref(), &items);
-        let mut emitted: Vec<String> = Vec::new();
+        let mut emitted = Vec::new();
         let completed = in_transaction!(self.store.db(), |tx| {
             let changed = sqlx::query(
                 "update media_operations set status = $4, completed_at = $5
@@ -650,14 +650,15 @@ impl Media<'_> {
             .await?
             .rows_affected();
             if changed == 1 && !all_failed {
-                insert_event!(
-                    &mut *tx,
-                    tenant,
-                    now,
-                    NewEvent::new(EventType::MediaUploadCompleted, data),
-                    &mut emitted
-                )
-                .await?;
+                emitted.push(
+                    insert_event(
+                        &mut *tx,
+                        tenant,
+                        now,
+                        NewEvent::new(EventType::MediaUploadCompleted, data),
+                    )
+                    .await?,
+                );
             }
             changed == 1
         });
@@ -680,7 +681,7 @@ impl Media<'_> {
             .fetch_optional(&mut *pool)
             .await?
         });
-        let seq = seq.ok_or(StorageError::NotFound("operation"))?;
+        let seq = seq.ok_or(StorageError::NotFound(Entity::Operation))?;
         Ok(u64::try_from(seq).unwrap_or(0))
     }
 
@@ -786,7 +787,7 @@ impl Media<'_> {
             .await?
         });
         let ids: Vec<MediaId> = ids
-            .ok_or(StorageError::NotFound("operation"))?
+            .ok_or(StorageError::NotFound(Entity::Operation))?
             .and_then(|text| serde_json::from_str::<Vec<String>>(&text).ok())
             .unwrap_or_default()
             .iter()
@@ -842,7 +843,7 @@ impl Media<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        let (agency, is_sandbox) = owner.ok_or(StorageError::NotFound("operation"))?;
+        let (agency, is_sandbox) = owner.ok_or(StorageError::NotFound(Entity::Operation))?;
         let tenant = Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox));
         let operation = self.operation(&tenant, id).await?;
         Ok((tenant, operation))
@@ -862,7 +863,7 @@ impl Media<'_> {
             .await?
         });
         let (id, kind, status, archive_name, archive_key, archive_size_bytes, created_at) =
-            row.ok_or(StorageError::NotFound("operation"))?;
+            row.ok_or(StorageError::NotFound(Entity::Operation))?;
         Ok(MediaOperation {
             id,
             kind,

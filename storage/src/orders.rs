@@ -1,144 +1,24 @@
-//! Orders of a listing and their invoices: raised when the listing is created,
-//! paid through the payment provider's callback (here `record_payment`, which
-//! also activates and bills the listing), voided by cancellation.
+//! Orders of a listing and their invoices: raised when the listing is created
+//! ([`raise`], in the creation's transaction), paid through the payment
+//! provider's callback (here `record_payment`, which also activates and bills
+//! the listing), voided by cancellation ([`void_unpaid`], in its transaction).
 
-use serde_json::json;
-
-use crate::db::{in_transaction, on_pool};
+use crate::db::{Tx, in_transaction, on_pool, on_tx};
 use crate::error::Rule;
 use crate::events::{EventType, NewEvent};
-use crate::ids::{ListingId, OrderId};
+use crate::ids::OrderId;
 use crate::listing_status::ListingStatus;
-use crate::listings::{Listing, fetch_listing, found, normalise_listing_number};
 use crate::outbox::insert_event;
+use crate::packages::Package;
 use crate::page::{Page, Position};
-use crate::{Result, StorageError, Store, Tenant, Timestamp};
+use crate::records::fetch_listing;
+use crate::records::listing::{Listing, found};
+use crate::records::numbers::{invoice_number, normalise_listing_number};
+use crate::records::order::{ORDER_COLUMNS, OrderRow};
+use crate::sandbox::{SideEffectKind, payment_detail, record_side_effect};
+use crate::{Entity, Result, StorageError, Store, Tenant, Timestamp};
 
-/// Where an invoice is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InvoiceState {
-    /// Being prepared.
-    Draft,
-    /// Sent, awaiting payment.
-    Open,
-    /// Paid.
-    Paid,
-    /// Cancelled without payment.
-    Void,
-}
-
-impl InvoiceState {
-    /// The wire and column name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Draft => "draft",
-            Self::Open => "open",
-            Self::Paid => "paid",
-            Self::Void => "void",
-        }
-    }
-
-    /// Parses a column value.
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Draft, Self::Open, Self::Paid, Self::Void]
-            .into_iter()
-            .find(|state| state.as_str() == text)
-    }
-}
-
-/// A new invoice number: `INV-` and ten unambiguous characters.
-pub fn invoice_number() -> String {
-    const ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
-    let tail: String = (0..10)
-        .map(|_| char::from(ALPHABET[rand::random_range(0..ALPHABET.len())]))
-        .collect();
-    format!("INV-{tail}")
-}
-
-/// An order and its invoice.
-#[derive(Clone, Debug)]
-pub struct Order {
-    /// Its id.
-    pub id: OrderId,
-    /// The listing ordered for.
-    pub listing_id: ListingId,
-    /// That listing's number.
-    pub listing_number: String,
-    /// Package key.
-    pub package: String,
-    /// Amount in minor units.
-    pub amount: i64,
-    /// ISO 4217 currency.
-    pub currency: String,
-    /// Invoice number.
-    pub invoice_number: String,
-    /// Invoice state.
-    pub invoice_state: InvoiceState,
-    /// The payment provider's reference, once paid.
-    pub payment_reference: Option<String>,
-    /// When paid.
-    pub paid_at: Option<Timestamp>,
-    /// When voided.
-    pub voided_at: Option<Timestamp>,
-    /// When raised.
-    pub created_at: Timestamp,
-}
-
-impl Order {
-    /// The `data` of invoice events.
-    pub fn event_data(&self) -> serde_json::Value {
-        json!({
-            "order_id": self.id,
-            "listing_number": self.listing_number,
-            "invoice_number": self.invoice_number,
-            "invoice_state": self.invoice_state.as_str(),
-            "package": self.package,
-            "amount": self.amount,
-            "currency": self.currency,
-            "payment_reference": self.payment_reference,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct OrderRow {
-    id: OrderId,
-    listing_id: ListingId,
-    package: String,
-    amount: i64,
-    currency: String,
-    invoice_number: String,
-    invoice_state: String,
-    payment_reference: Option<String>,
-    paid_at: Option<Timestamp>,
-    voided_at: Option<Timestamp>,
-    created_at: Timestamp,
-}
-
-impl OrderRow {
-    pub(crate) fn into_order(self, listing_number: &str) -> Result<Order> {
-        let invoice_state = InvoiceState::parse(&self.invoice_state).ok_or_else(|| {
-            StorageError::Corrupt(format!("invoice state {}", self.invoice_state))
-        })?;
-        Ok(Order {
-            id: self.id,
-            listing_id: self.listing_id,
-            listing_number: listing_number.to_owned(),
-            package: self.package,
-            amount: self.amount,
-            currency: self.currency,
-            invoice_number: self.invoice_number,
-            invoice_state,
-            payment_reference: self.payment_reference,
-            paid_at: self.paid_at,
-            voided_at: self.voided_at,
-            created_at: self.created_at,
-        })
-    }
-}
-
-pub(crate) const ORDER_COLUMNS: &str = "id, listing_id, package, amount, currency, invoice_number, \
-     invoice_state, payment_reference, paid_at, voided_at, created_at";
+pub use crate::records::order::{InvoiceState, Order};
 
 /// A recorded payment.
 #[derive(Clone, Debug)]
@@ -149,6 +29,87 @@ pub struct Payment {
     pub order: Order,
     /// False when the invoice had been paid before (nothing changed).
     pub newly_paid: bool,
+}
+
+/// Raises the order of a new listing, its invoice open for `package`, in
+/// the lender's transaction.
+pub(crate) async fn raise<'c>(
+    tx: impl Into<Tx<'c>>,
+    listing: &Listing,
+    package: &Package,
+    now: Timestamp,
+) -> Result<Order> {
+    let order = Order {
+        id: OrderId::generate(),
+        listing_id: listing.id.clone(),
+        listing_number: listing.listing_number.clone(),
+        package: package.key.to_owned(),
+        amount: package.amount,
+        currency: package.currency.to_owned(),
+        invoice_number: invoice_number(),
+        invoice_state: InvoiceState::Open,
+        payment_reference: None,
+        paid_at: None,
+        voided_at: None,
+        created_at: now,
+    };
+    on_tx!(tx.into(), conn => {
+        sqlx::query(
+            "insert into orders (id, agency_id, is_sandbox, listing_id, package, amount, currency,
+                 invoice_number, invoice_state, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+        )
+        .bind(&order.id)
+        .bind(&listing.agency_id)
+        .bind(listing.environment.is_sandbox())
+        .bind(&order.listing_id)
+        .bind(&order.package)
+        .bind(order.amount)
+        .bind(&order.currency)
+        .bind(&order.invoice_number)
+        .bind(order.invoice_state.as_str())
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    });
+    Ok(order)
+}
+
+/// The first order raised for `listing` (the one its creation raised), read
+/// in the lender's transaction.
+pub(crate) async fn first_of<'c>(tx: impl Into<Tx<'c>>, listing: &Listing) -> Result<Order> {
+    let row: OrderRow = on_tx!(tx.into(), conn => {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "select {ORDER_COLUMNS} from orders where listing_id = $1 order by created_at, id limit 1"
+        )))
+        .bind(&listing.id)
+        .fetch_one(&mut *conn)
+        .await?
+    });
+    row.into_order(&listing.listing_number)
+}
+
+/// Voids `listing`'s unpaid invoices (draft or open) in the lender's
+/// transaction and returns the voided orders.
+pub(crate) async fn void_unpaid<'c>(
+    tx: impl Into<Tx<'c>>,
+    listing: &Listing,
+    now: Timestamp,
+) -> Result<Vec<Order>> {
+    let rows: Vec<OrderRow> = on_tx!(tx.into(), conn => {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "update orders set invoice_state = 'void', voided_at = $1, updated_at = $1
+             where listing_id = $2 and invoice_state in ('draft', 'open')
+             returning {ORDER_COLUMNS}"
+        )))
+        .bind(now)
+        .bind(&listing.id)
+        .fetch_all(&mut *conn)
+        .await?
+    });
+    rows.into_iter()
+        .map(|row| row.into_order(&listing.listing_number))
+        .collect()
 }
 
 /// Order repository; see [`Store::orders`].
@@ -215,7 +176,7 @@ impl Orders<'_> {
         let number = normalise_listing_number(listing_number);
         let now = self.store.clock().now();
         let reference = reference.unwrap_or_else(|| format!("pay_{}", ulid::Ulid::generate()));
-        let mut emitted: Vec<String> = Vec::new();
+        let mut emitted = Vec::new();
         let payment = in_transaction!(self.store.db(), |tx| {
             let listing = found(fetch_listing!(&mut *tx, tenant, &number).await?)?;
             if listing.status == ListingStatus::Cancelled {
@@ -243,7 +204,7 @@ impl Orders<'_> {
                     .bind(&listing.id)
                     .fetch_optional(&mut *tx)
                     .await?;
-                    let row = earlier.ok_or(StorageError::NotFound("open invoice"))?;
+                    let row = earlier.ok_or(StorageError::NotFound(Entity::OpenInvoice))?;
                     (row.into_order(&listing.listing_number)?, false)
                 }
             };
@@ -257,29 +218,19 @@ impl Orders<'_> {
             .execute(&mut *tx)
             .await?;
             if newly_paid {
-                insert_event!(
-                    &mut *tx,
-                    tenant,
-                    now,
-                    NewEvent::new(EventType::InvoicePaid, order.event_data()),
-                    &mut emitted
-                )
-                .await?;
+                let paid = NewEvent::new(EventType::InvoicePaid, order.event_data());
+                emitted.push(insert_event(&mut *tx, tenant, now, paid).await?);
                 if tenant.environment.is_sandbox() {
                     // The sandbox charges nobody: the payment is a recorded no-op.
-                    let detail = crate::sandbox::payment_detail(
-                        &order.id,
-                        order.amount,
-                        &order.currency,
-                        &reference,
-                    );
-                    crate::sandbox::record_side_effect!(
+                    let detail =
+                        payment_detail(&order.id, order.amount, &order.currency, &reference);
+                    record_side_effect(
                         &mut *tx,
                         &tenant.agency_id,
-                        crate::sandbox::SideEffectKind::Payment,
+                        SideEffectKind::Payment,
                         &listing.listing_number,
                         &detail,
-                        now
+                        now,
                     )
                     .await?;
                 }

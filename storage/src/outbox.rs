@@ -1,74 +1,76 @@
 //! The transactional outbox: events are written in the transaction of the
-//! change they describe (`insert_event!`), and read back in insertion order by
-//! the dispatcher and by tests.
+//! change they describe ([`insert_events`]), and read back in insertion order
+//! by the dispatcher and by tests.
 
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::db::{in_transaction, on_pool, write_on_pool};
-use crate::ids::AgencyId;
+use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
+use crate::events::{API_VERSION, NewEvent};
+use crate::ids::{AgencyId, EventId};
 use crate::{Environment, Result, Store, Tenant, Timestamp};
 
-/// Writes one `NewEvent` for `tenant` at `now` with the given executor (a
-/// transaction), adding its event id to `$emitted` (to announce after the
-/// commit), and returns the sqlx result.
-macro_rules! insert_event {
-    ($executor:expr, $tenant:expr, $now:expr, $event:expr, $emitted:expr) => {{
-        let tenant: &$crate::Tenant = $tenant;
-        let event: $crate::events::NewEvent = $event;
-        let now: $crate::Timestamp = $now;
-        let event_id = ulid::Ulid::generate().to_string();
-        $emitted.push(event_id.clone());
-        sqlx::query(
-            "insert into events (event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data)
-             values ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(event_id)
-        .bind(&tenant.agency_id)
-        .bind(tenant.environment.is_sandbox())
-        .bind(event.event_type.as_str())
-        .bind($crate::events::API_VERSION)
-        .bind(now)
-        .bind(sqlx::types::Json(event.data))
-        .execute($executor)
-    }};
-}
-pub(crate) use insert_event;
-
-/// Writes several `NewEvent`s for `tenant` at `now` in one statement, in
-/// order, adding their ids to `$emitted`.
-macro_rules! insert_events {
-    ($executor:expr, $tenant:expr, $now:expr, $events:expr, $emitted:expr) => {{
-        let tenant: &$crate::Tenant = $tenant;
-        let now: $crate::Timestamp = $now;
-        let events: Vec<$crate::events::NewEvent> = $events.into_iter().collect();
-        let tuples: Vec<String> = (0..events.len())
-            .map(|i| {
-                let p = i * 7;
-                format!("(${}, ${}, ${}, ${}, ${}, ${}, ${})", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7)
-            })
-            .collect();
-        let sql = format!(
-            "insert into events (event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data) values {}",
-            tuples.join(", ")
-        );
+/// Writes `events` for `tenant` at `now` in the lender's transaction, in
+/// order and in one statement, and returns their ids, which the lender
+/// announces once it committed ([`Store::announce`]).
+pub(crate) async fn insert_events<'c>(
+    tx: impl Into<Tx<'c>>,
+    tenant: &Tenant,
+    now: Timestamp,
+    events: impl IntoIterator<Item = NewEvent>,
+) -> Result<Vec<EventId>> {
+    let events: Vec<NewEvent> = events.into_iter().collect();
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tuples: Vec<String> = (0..events.len())
+        .map(|i| {
+            let p = i * 7;
+            format!(
+                "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                p + 1,
+                p + 2,
+                p + 3,
+                p + 4,
+                p + 5,
+                p + 6,
+                p + 7
+            )
+        })
+        .collect();
+    let sql = format!(
+        "insert into events (event_id, agency_id, is_sandbox, event_type, api_version, occurred_at, data) values {}",
+        tuples.join(", ")
+    );
+    let ids: Vec<EventId> = events.iter().map(|_| EventId::generate()).collect();
+    on_tx!(tx.into(), conn => {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for event in events {
-            let event_id = ulid::Ulid::generate().to_string();
-            $emitted.push(event_id.clone());
+        for (id, event) in ids.iter().zip(events) {
             query = query
-                .bind(event_id)
+                .bind(id.clone())
                 .bind(tenant.agency_id.clone())
                 .bind(tenant.environment.is_sandbox())
                 .bind(event.event_type.as_str())
-                .bind($crate::events::API_VERSION)
+                .bind(API_VERSION)
                 .bind(now)
-                .bind(sqlx::types::Json(event.data));
+                .bind(Json(event.data));
         }
-        query.execute($executor)
-    }};
+        query.execute(&mut *conn).await?;
+    });
+    Ok(ids)
 }
-pub(crate) use insert_events;
+
+/// Writes one event in the lender's transaction; see [`insert_events`].
+pub(crate) async fn insert_event<'c>(
+    tx: impl Into<Tx<'c>>,
+    tenant: &Tenant,
+    now: Timestamp,
+    event: NewEvent,
+) -> Result<EventId> {
+    let mut ids = insert_events(tx, tenant, now, [event]).await?;
+    ids.pop()
+        .ok_or_else(|| crate::StorageError::Corrupt("an inserted event has no id".to_owned()))
+}
 
 /// An event as stored.
 #[derive(Clone, Debug)]
@@ -76,7 +78,7 @@ pub struct StoredEvent {
     /// Insertion order.
     pub seq: i64,
     /// The ULID clients see as `event_id` and `X-Event-Id`.
-    pub event_id: String,
+    pub event_id: EventId,
     /// Whose event it is.
     pub agency_id: AgencyId,
     /// Live or sandbox activity.
@@ -96,7 +98,7 @@ pub struct StoredEvent {
 #[derive(sqlx::FromRow)]
 pub(crate) struct EventRow {
     seq: i64,
-    event_id: String,
+    event_id: EventId,
     agency_id: AgencyId,
     is_sandbox: bool,
     event_type: String,
@@ -131,7 +133,7 @@ pub struct Outbox<'a> {
 
 impl Outbox<'_> {
     /// The event with this id, whoever's it is (dispatch works across tenants).
-    pub async fn get(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+    pub async fn get(&self, event_id: &EventId) -> Result<Option<StoredEvent>> {
         let sql = format!("select {EVENT_COLUMNS} from events where event_id = $1");
         let row: Option<EventRow> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(event_id).fetch_optional(pool).await?
@@ -141,7 +143,7 @@ impl Outbox<'_> {
 
     /// Marks an event dispatched; false when it already was (another
     /// dispatcher got there first), so a dispatch runs its fan-out once.
-    pub async fn mark_dispatched(&self, event_id: &str) -> Result<bool> {
+    pub async fn mark_dispatched(&self, event_id: &EventId) -> Result<bool> {
         let now = self.store.clock().now();
         let updated = write_on_pool!(self.store.db(), pool => {
             sqlx::query("update events set dispatched_at = $1 where event_id = $2 and dispatched_at is null")
@@ -220,7 +222,7 @@ impl Outbox<'_> {
 /// outbox sweep finds.
 pub trait OutboxListener: Send + Sync + 'static {
     /// `event_ids` were committed, in order.
-    fn events_committed(&self, event_ids: &[String]);
+    fn events_committed(&self, event_ids: &[EventId]);
 }
 
 /// The listener a store announces committed events to, shared by its clones.
@@ -241,7 +243,7 @@ impl ListenerSlot {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(listener);
     }
 
-    pub(crate) fn announce(&self, event_ids: &[String]) {
+    pub(crate) fn announce(&self, event_ids: &[EventId]) {
         if event_ids.is_empty() {
             return;
         }

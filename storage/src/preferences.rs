@@ -3,7 +3,7 @@
 
 use crate::db::{in_transaction, on_pool};
 use crate::ids::UserId;
-use crate::{Result, StorageError, Store, Tenant};
+use crate::{Entity, Result, StorageError, Store, Tenant};
 
 /// Date and time display formats.
 pub const DATE_TIME_FORMATS: [&str; 3] = ["friendly", "us", "uk"];
@@ -119,6 +119,6 @@ impl UserPreferences<'_> {
                 .fetch_optional(&mut *tx)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("user"))
+        row.ok_or(StorageError::NotFound(Entity::User))
     }
 }

@@ -9,19 +9,18 @@
 
 use serde_json::{Value, json};
 
-use crate::db::on_pool;
+use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
 use crate::ids::{AgencyId, ListingId, OrderId};
 use crate::listing_status::ListingStatus;
-use crate::listings::{Listing, SANDBOX_PREFIX, fetch_listing, found};
-use crate::orders::invoice_number;
 use crate::packages::{DEFAULT_PACKAGE, find};
+use crate::records::fetch_listing;
+use crate::records::listing::{Listing, found};
+use crate::records::numbers::{NUMBER_ALPHABET, SANDBOX_PREFIX, invoice_number};
 use crate::secrets::hmac_sha256;
-use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
+use crate::{Entity, Environment, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Characters of the agency-derived part of a fixture number.
 const FIXTURE_SLUG_LEN: usize = 10;
-/// The alphabet of listing numbers (no 0/O, 1/I/L).
-const SLUG_ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
 
 /// One fixture listing.
 #[derive(Clone, Copy, Debug)]
@@ -63,7 +62,7 @@ pub fn fixture_number(agency: &AgencyId, fixture: &Fixture) -> String {
     let slug: String = digest
         .iter()
         .take(FIXTURE_SLUG_LEN)
-        .map(|byte| char::from(SLUG_ALPHABET[usize::from(*byte) % SLUG_ALPHABET.len()]))
+        .map(|byte| char::from(NUMBER_ALPHABET[usize::from(*byte) % NUMBER_ALPHABET.len()]))
         .collect();
     format!("{SANDBOX_PREFIX}{}_{slug}", fixture.name)
 }
@@ -102,25 +101,31 @@ pub struct SideEffect {
     pub created_at: Timestamp,
 }
 
-/// Records a side effect with the given executor, inside the caller's transaction.
-macro_rules! record_side_effect {
-    ($executor:expr, $agency:expr, $kind:expr, $subject:expr, $detail:expr, $now:expr) => {{
-        let kind: $crate::sandbox::SideEffectKind = $kind;
-        let detail: &serde_json::Value = $detail;
+/// Records a side effect in the lender's transaction.
+pub(crate) async fn record_side_effect<'c>(
+    tx: impl Into<Tx<'c>>,
+    agency: &AgencyId,
+    kind: SideEffectKind,
+    subject: &str,
+    detail: &Value,
+    now: Timestamp,
+) -> Result<()> {
+    on_tx!(tx.into(), conn => {
         sqlx::query(
             "insert into sandbox_side_effects (id, agency_id, kind, subject, detail, created_at)
              values ($1, $2, $3, $4, $5, $6)",
         )
         .bind(format!("sfx_{}", ulid::Ulid::generate()))
-        .bind($agency)
+        .bind(agency)
         .bind(kind.as_str())
-        .bind($subject)
+        .bind(subject)
         .bind(detail.to_string())
-        .bind($now)
-        .execute($executor)
-    }};
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    });
+    Ok(())
 }
-pub(crate) use record_side_effect;
 
 /// The sandbox repository; see [`Store::sandbox`].
 pub struct Sandbox<'a> {
@@ -140,13 +145,13 @@ impl Sandbox<'_> {
                 reason: "has no active owner to own the fixtures".to_owned(),
             });
         }
-        let package = find(DEFAULT_PACKAGE).ok_or(StorageError::NotFound("package"))?;
+        let package = find(DEFAULT_PACKAGE).ok_or(StorageError::NotFound(Entity::Package))?;
         let now = self.store.clock().now();
         let numbers: Vec<(Fixture, String)> = FIXTURES
             .iter()
             .map(|fixture| (*fixture, fixture_number(agency, fixture)))
             .collect();
-        crate::db::in_transaction!(self.store.db(), |tx| {
+        in_transaction!(self.store.db(), |tx| {
             for (fixture, number) in &numbers {
                 let existing: Option<ListingId> = sqlx::query_scalar(
                     "select id from listings where agency_id = $1 and is_sandbox = $2 and listing_number = $3",
@@ -235,13 +240,13 @@ impl Sandbox<'_> {
                 .await?;
                 let detail =
                     payment_detail(&order_id, package.amount, package.currency, &reference);
-                record_side_effect!(
+                record_side_effect(
                     &mut *tx,
                     agency,
                     SideEffectKind::Payment,
                     number,
                     &detail,
-                    now
+                    now,
                 )
                 .await?;
             }
@@ -277,8 +282,8 @@ impl Sandbox<'_> {
         detail: &Value,
     ) -> Result<()> {
         let now = self.store.clock().now();
-        crate::db::write_on_pool!(self.store.db(), pool => {
-            record_side_effect!(&mut *pool, agency, SideEffectKind::Email, recipient, detail, now)
+        write_on_pool!(self.store.db(), pool => {
+            record_side_effect(&mut *pool, agency, SideEffectKind::Email, recipient, detail, now)
                 .await?;
         });
         Ok(())
@@ -322,7 +327,7 @@ mod tests {
             assert_ne!(number, fixture_number(&two, fixture));
             assert!(number.starts_with(&format!("snd_{}_", fixture.name)));
             assert_eq!(
-                crate::listings::normalise_listing_number(&number.to_lowercase()),
+                crate::records::numbers::normalise_listing_number(&number.to_lowercase()),
                 number
             );
         }

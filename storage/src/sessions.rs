@@ -12,7 +12,7 @@ use crate::db::{on_pool, write_on_pool};
 use crate::ids::{SessionId, UserId};
 use crate::secrets::encode_token;
 use crate::users::{USER_COLUMNS, User, UserRow, normalise_email};
-use crate::{Result, StorageError, Store, Timestamp};
+use crate::{Entity, Result, StorageError, Store, Timestamp};
 
 /// The longest a session lives, however busy.
 pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 3600;
@@ -175,7 +175,7 @@ impl Sessions<'_> {
         let session = self
             .by_id(&id)
             .await?
-            .ok_or(StorageError::NotFound("session"))?;
+            .ok_or(StorageError::NotFound(Entity::Session))?;
         Ok(StartedSession { session, token })
     }
 
@@ -248,7 +248,7 @@ impl Sessions<'_> {
         });
         self.by_id(&session.id)
             .await?
-            .ok_or(StorageError::NotFound("session"))
+            .ok_or(StorageError::NotFound(Entity::Session))
     }
 
     /// Returns a session to its real user; a session not impersonating is
@@ -265,7 +265,7 @@ impl Sessions<'_> {
         });
         self.by_id(&session.id)
             .await?
-            .ok_or(StorageError::NotFound("session"))
+            .ok_or(StorageError::NotFound(Entity::Session))
     }
 
     /// Deletes sessions, and password links, that ended or expired more

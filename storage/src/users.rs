@@ -2,10 +2,12 @@
 //! listing. People belong to the agency, not to an environment: the same team
 //! works with live and sandbox keys (see docs/decisions.md).
 
-use crate::db::{on_pool, write_on_pool};
+use crate::db::{in_transaction, on_pool, write_on_pool};
+use crate::events::{EventType, NewEvent};
 use crate::ids::{AgencyId, UserId};
+use crate::outbox::{insert_event, insert_events};
 use crate::page::{Page, Position};
-use crate::{Result, StorageError, Store, Tenant, Timestamp};
+use crate::{Entity, Result, StorageError, Store, Tenant, Timestamp};
 
 /// The roles of the specification. `super_admin` and `admin` are platform roles:
 /// they are never listed among an agency's people.
@@ -282,7 +284,7 @@ impl Users<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("user"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::User))?.try_into()
     }
 
     /// The user with this id in any agency: for platform identities, which
@@ -295,7 +297,7 @@ impl Users<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("user"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::User))?.try_into()
     }
 
     /// Changes the role of the tenant's user; returns the user as changed.
@@ -303,7 +305,7 @@ impl Users<'_> {
         let sql = format!(
             "update users set role = $3 where agency_id = $1 and id = $2 returning {USER_COLUMNS}"
         );
-        let row: Option<UserRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+        let row: Option<UserRow> = in_transaction!(self.store.db(), |tx| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(&tenant.agency_id)
                 .bind(id)
@@ -311,7 +313,7 @@ impl Users<'_> {
                 .fetch_optional(&mut *tx)
                 .await?
         });
-        row.ok_or(StorageError::NotFound("user"))?.try_into()
+        row.ok_or(StorageError::NotFound(Entity::User))?.try_into()
     }
 
     /// Suspends (`active == false`) or reactivates the tenant's user.
@@ -324,7 +326,7 @@ impl Users<'_> {
              returning {USER_COLUMNS}"
         );
         let mut emitted = Vec::new();
-        let changed: Option<UserRow> = crate::db::in_transaction!(self.store.db(), |tx| {
+        let changed: Option<UserRow> = in_transaction!(self.store.db(), |tx| {
             let row: Option<UserRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(&tenant.agency_id)
                 .bind(id)
@@ -337,14 +339,8 @@ impl Users<'_> {
                     "role": row.role,
                     "deactivated_at": now.to_rfc3339(),
                 });
-                crate::outbox::insert_event!(
-                    &mut *tx,
-                    tenant,
-                    now,
-                    crate::events::NewEvent::new(crate::events::EventType::UserDeactivated, data),
-                    &mut emitted
-                )
-                .await?;
+                let deactivated = NewEvent::new(EventType::UserDeactivated, data);
+                emitted.push(insert_event(&mut *tx, tenant, now, deactivated).await?);
             }
             row
         });
@@ -366,13 +362,13 @@ impl Users<'_> {
              returning {USER_COLUMNS}"
         );
         let mut emitted = Vec::new();
-        let row: UserRow = crate::db::in_transaction!(self.store.db(), |tx| {
+        let row: UserRow = in_transaction!(self.store.db(), |tx| {
             let before: UserRow = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(&tenant.agency_id)
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?
-                .ok_or(StorageError::NotFound("user"))?;
+                .ok_or(StorageError::NotFound(Entity::User))?;
             let after: UserRow = sqlx::query_as(sqlx::AssertSqlSafe(update))
                 .bind(&tenant.agency_id)
                 .bind(id)
@@ -380,8 +376,8 @@ impl Users<'_> {
                 .await?;
             let mut events = Vec::new();
             if before.manager_id.is_some() {
-                events.push(crate::events::NewEvent::new(
-                    crate::events::EventType::UserHierarchyChanged,
+                events.push(NewEvent::new(
+                    EventType::UserHierarchyChanged,
                     serde_json::json!({
                         "user_id": after.id,
                         "manager_id": null,
@@ -391,8 +387,8 @@ impl Users<'_> {
                 ));
             }
             if before.is_active {
-                events.push(crate::events::NewEvent::new(
-                    crate::events::EventType::UserDeactivated,
+                events.push(NewEvent::new(
+                    EventType::UserDeactivated,
                     serde_json::json!({
                         "user_id": after.id,
                         "role": after.role,
@@ -400,9 +396,7 @@ impl Users<'_> {
                     }),
                 ));
             }
-            if !events.is_empty() {
-                crate::outbox::insert_events!(&mut *tx, tenant, now, events, &mut emitted).await?;
-            }
+            emitted.extend(insert_events(&mut *tx, tenant, now, events).await?);
             after
         });
         self.store.announce(&emitted);

@@ -14,7 +14,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::db::{in_transaction, on_pool};
-use crate::ids::{AgencyId, UserId};
+use crate::ids::{AgencyId, EventId, UserId};
 use crate::outbox::StoredEvent;
 use crate::page::{Page, Position};
 use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
@@ -461,7 +461,7 @@ pub struct FanOut {
     /// before are not among them.
     pub dispatched: Vec<StoredEvent>,
     /// The ids given that name no event.
-    pub missing: Vec<String>,
+    pub missing: Vec<EventId>,
     /// The new deliveries, due now, in event order.
     pub deliveries: Vec<String>,
 }
@@ -735,7 +735,7 @@ impl Webhooks<'_> {
     /// enabled endpoint of its agency. Events dispatched before are left out,
     /// so a second run creates nothing. One claim statement and one endpoint
     /// read per agency serve the whole batch, whatever its size.
-    pub async fn fan_out(&self, event_ids: &[String]) -> Result<FanOut> {
+    pub async fn fan_out(&self, event_ids: &[EventId]) -> Result<FanOut> {
         if event_ids.is_empty() {
             return Ok(FanOut::default());
         }
@@ -789,10 +789,11 @@ impl Webhooks<'_> {
             let missing = if dispatched.len() < event_ids.len() {
                 // Some were dispatched before (a sweep and the fast path both
                 // pushed them), or do not exist at all.
-                let known: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(known_sql.clone()))
-                    .bind(&ids)
-                    .fetch_all(&mut *tx)
-                    .await?;
+                let known: Vec<EventId> =
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(known_sql.clone()))
+                        .bind(&ids)
+                        .fetch_all(&mut *tx)
+                        .await?;
                 event_ids
                     .iter()
                     .filter(|id| !known.contains(id))

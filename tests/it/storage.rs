@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
-use storage::ids::{AgencyId, ApiKeyId, UserId};
+use storage::ids::{AgencyId, ApiKeyId, EventId, UserId};
 use storage::listings::NewListing;
 use storage::users::{NewUser, Role, UserFilter};
 use storage::webhooks::{EndpointEnvironment, NewEndpoint};
-use storage::{Clock, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
+use storage::{Clock, Entity, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};
 
 async fn store(backend: tests::Backend) -> (Store, TestDatabase) {
@@ -47,7 +47,7 @@ backend_tests! {
         }
         assert!(matches!(
             store.agencies().get(&AgencyId::generate()).await,
-            Err(StorageError::NotFound("agency"))
+            Err(StorageError::NotFound(Entity::Agency))
         ));
     }
 
@@ -86,7 +86,7 @@ backend_tests! {
         let (other, _) = store.agencies().create("B", AgencyKind::MediaAgency).await.unwrap();
         let user = store.users().create(&agency.id, new_user(Role::Viewer, "v@example.com", None)).await.unwrap();
         assert_eq!(store.users().get(&live(&agency.id), &user.id).await.unwrap().id, user.id);
-        assert!(matches!(store.users().get(&live(&other.id), &user.id).await, Err(StorageError::NotFound("user"))));
+        assert!(matches!(store.users().get(&live(&other.id), &user.id).await, Err(StorageError::NotFound(Entity::User))));
     }
 
     async fn the_users_listing_is_ordered_filtered_and_paged(backend) {
@@ -167,7 +167,7 @@ backend_tests! {
         // Another agency cannot revoke it; its own agency can, twice.
         assert!(matches!(
             store.api_keys().revoke(&other.id, &issued.key.id).await,
-            Err(StorageError::NotFound("api key"))
+            Err(StorageError::NotFound(Entity::ApiKey))
         ));
         let revoked = store.api_keys().revoke(&agency.id, &issued.key.id).await.unwrap();
         assert_eq!(revoked.status, KeyStatus::Revoked);
@@ -220,7 +220,7 @@ backend_tests! {
                 ..Default::default()
             }).await.unwrap();
         }
-        let events: Vec<String> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap().into_iter().map(|e| e.event_id).collect();
+        let events: Vec<EventId> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap().into_iter().map(|e| e.event_id).collect();
         assert!(events.len() >= 2);
         let clock = store.clock().clone();
         let sweep = |limit: u32| {
@@ -238,7 +238,7 @@ backend_tests! {
         assert!(sweep(100).await.is_empty());
         assert!(store.outbox().mark_dispatched(&events[1]).await.unwrap());
         clock.advance_seconds(601);
-        let again: Vec<String> = events.iter().filter(|id| **id != events[1]).cloned().collect();
+        let again: Vec<EventId> = events.iter().filter(|id| **id != events[1]).cloned().collect();
         assert_eq!(sweep(100).await, again, "still undispatched after the interval: offered again");
     }
 
@@ -280,8 +280,9 @@ backend_tests! {
         events.sort_by_key(|event| event.seq);
         assert_eq!(events.len(), 8);
         // Given out of order, with an id of no event and one given twice.
-        let mut ids: Vec<String> = events.iter().rev().map(|e| e.event_id.clone()).collect();
-        ids.push("evt_01NOSUCHEVENT0000000000000".to_owned());
+        let mut ids: Vec<EventId> = events.iter().rev().map(|e| e.event_id.clone()).collect();
+        let no_such_event = EventId::generate();
+        ids.push(no_such_event.clone());
         ids.push(events[0].event_id.clone());
 
         let fan_out = store.webhooks().fan_out(&ids).await.unwrap();
@@ -289,7 +290,7 @@ backend_tests! {
         let in_commit_order: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
         assert_eq!(dispatched, in_commit_order, "each event once, in commit order");
         assert!(fan_out.dispatched.iter().all(|e| e.dispatched_at.is_some()));
-        assert_eq!(fan_out.missing, ["evt_01NOSUCHEVENT0000000000000"]);
+        assert_eq!(fan_out.missing, [no_such_event.clone()]);
         // Agency one's endpoint hears listing.created only; agency two's every
         // type; the disabled endpoints get failed records, nothing due.
         assert_eq!(fan_out.deliveries.len(), 2 + 4);
@@ -311,7 +312,7 @@ backend_tests! {
         // A second run (the sweep and the fast path both pushed) creates nothing.
         let again = store.webhooks().fan_out(&ids).await.unwrap();
         assert!(again.dispatched.is_empty() && again.deliveries.is_empty(), "{again:?}");
-        assert_eq!(again.missing, ["evt_01NOSUCHEVENT0000000000000"]);
+        assert_eq!(again.missing, [no_such_event]);
         let total: usize = {
             let mut total = 0;
             for (enabled, disabled) in &endpoints {

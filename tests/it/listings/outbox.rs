@@ -24,7 +24,7 @@ backend_tests! {
         let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
         assert_eq!(types, ["listing.created", "invoice.created"]);
         let event = &events[0];
-        assert!(ulid::Ulid::from_string(&event.event_id).is_ok());
+        assert!(ulid::Ulid::from_string(event.event_id.as_str()).is_ok());
         assert_eq!(event.api_version, API_VERSION);
         assert_eq!(event.agency_id, ctx.agency.id);
         assert!(!event.environment.is_sandbox());

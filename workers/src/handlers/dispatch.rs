@@ -10,6 +10,7 @@ use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, DispatchEvents};
+use storage::ids::EventId;
 
 use super::{JobError, WorkerState, begin, observe, settle};
 
@@ -34,7 +35,12 @@ pub async fn dispatch_events(
             } else {
                 Err(JobError(format!(
                     "events {} do not exist",
-                    fan_out.missing.join(", ")
+                    fan_out
+                        .missing
+                        .iter()
+                        .map(EventId::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )))
             };
             (result, fan_out.deliveries)

@@ -5,7 +5,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::Timestamp;
 use storage::ids::UserId;
-use storage::listing_detail::ListingDetail;
+use storage::listings::ListingDetail;
 use storage::listing_status::ListingStatus;
 use storage::listings::ListingFilter;
 use utoipa::{IntoParams, ToSchema};

@@ -2,11 +2,13 @@
 //! profile) behind one type, with connection settings and migrations.
 //!
 //! Repositories share one SQL text between the backends (both accept `$n`
-//! placeholders, `on conflict` and `returning`); the macros below compile a
-//! repository body once per backend. Reads use the pool; every write goes
-//! through `in_transaction!` (durable), `write_on_pool!` (one durable
+//! placeholders, `on conflict` and `returning`); the macros of `writes`
+//! compile a repository body once per backend. Reads use the pool; every write
+//! goes through `in_transaction!` (durable), `write_on_pool!` (one durable
 //! statement) or `bookkeeping_transaction!` (need not wait for the disk). On
-//! SQLite all three go through the file's group commit (`group_commit`).
+//! SQLite all three go through the file's group commit (`group_commit`). A
+//! repository function that writes as part of another's transaction takes a
+//! [`Tx`].
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -18,7 +20,19 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, SqlitePool};
 
 use crate::Result;
-use crate::group_commit::GroupCommit;
+
+mod group_commit;
+mod lock;
+mod tx;
+mod writes;
+
+use group_commit::GroupCommit;
+pub use lock::{lock_for_migrations, lock_sqlite_file};
+pub(crate) use tx::Tx;
+pub(crate) use tx::on_tx;
+pub(crate) use writes::{
+    bookkeeping_transaction, in_transaction, on_pool, write_on_pool, write_unit,
+};
 
 /// The table our migrator records applied migrations in. apalis keeps its own
 /// migrations in sqlx's default table of the same database, so ours has its own.
@@ -72,118 +86,6 @@ pub enum Database {
     Sqlite(SqliteDb),
     /// The distributed profile.
     Postgres(PgPool),
-}
-
-/// Runs `$body` with `$pool` bound to the backend's pool, for reads; the body
-/// is compiled once per backend.
-macro_rules! on_pool {
-    ($db:expr, $pool:ident => $body:expr) => {
-        match $db {
-            $crate::db::Database::Sqlite(sqlite) => {
-                let $pool = sqlite.pool();
-                $body
-            }
-            $crate::db::Database::Postgres($pool) => $body,
-        }
-    };
-}
-pub(crate) use on_pool;
-
-/// Runs a writing `$body` once per backend with `$tx` bound to a connection in
-/// a transaction. The body may leave early with `?` or `return Err(..)`: its
-/// writes are then undone. With `durable`, the call returns after the commit
-/// reached the disk; `bookkeeping` writes may return before.
-macro_rules! write_unit {
-    ($db:expr, $durability:ident, |$tx:ident| $body:block) => {
-        match $db {
-            $crate::db::Database::Sqlite(sqlite) => {
-                let mut slot = sqlite.group().enter().await?;
-                let result: $crate::Result<_> = async {
-                    let $tx = slot.connection();
-                    Ok($body)
-                }
-                .await;
-                let batch = slot.finish(result.is_ok()).await?;
-                let output = result?;
-                $crate::db::write_unit!(@wait $durability, sqlite, batch);
-                output
-            }
-            $crate::db::Database::Postgres(pool) => {
-                let mut $tx = pool.begin().await?;
-                let result: $crate::Result<_> = async { Ok($body) }.await;
-                let output = result?;
-                $tx.commit().await?;
-                output
-            }
-        }
-    };
-    (@wait durable, $sqlite:ident, $batch:ident) => {
-        $sqlite.group().committed($batch).await?;
-    };
-    (@wait bookkeeping, $sqlite:ident, $batch:ident) => {
-        let _ = $batch;
-    };
-}
-pub(crate) use write_unit;
-
-/// A durable write transaction: returns after its commit reached the disk.
-macro_rules! in_transaction {
-    ($db:expr, |$tx:ident| $body:block) => {
-        $crate::db::write_unit!($db, durable, |$tx| $body)
-    };
-}
-pub(crate) use in_transaction;
-
-/// One durable writing statement, `$pool` bound to where it runs.
-macro_rules! write_on_pool {
-    ($db:expr, $pool:ident => $body:expr) => {
-        $crate::db::write_unit!($db, durable, |$pool| {
-            let $pool = &mut *$pool;
-            $body
-        })
-    };
-}
-pub(crate) use write_on_pool;
-
-/// A bookkeeping write (idempotency records): on SQLite part of the group
-/// commit without waiting for it; on PostgreSQL a transaction on the
-/// bookkeeping pool, whose sessions commit asynchronously.
-macro_rules! bookkeeping_transaction {
-    ($db:expr, |$tx:ident| $body:block) => {
-        $crate::db::write_unit!($db, bookkeeping, |$tx| $body)
-    };
-}
-pub(crate) use bookkeeping_transaction;
-
-/// Serialises migrations of one SQLite file across processes (sqlx takes no
-/// lock on SQLite).
-pub async fn lock_for_migrations(pool: &SqlitePool) -> Result<Option<std::fs::File>> {
-    lock_sqlite_file(pool.connect_options().get_filename()).await
-}
-
-/// An exclusive cross-process lock on `<file>.lock`, held until the returned
-/// file is dropped: for opening a SQLite file (its first switch to WAL fails at
-/// once, not after the busy timeout, when another process holds the file) and
-/// for migrating it. An in-memory database needs none.
-pub async fn lock_sqlite_file(filename: &std::path::Path) -> Result<Option<std::fs::File>> {
-    if filename.as_os_str().is_empty() || filename.to_string_lossy().contains(":memory:") {
-        return Ok(None);
-    }
-    let mut path = filename.as_os_str().to_owned();
-    path.push(".lock");
-    let locked = tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        file.lock()?;
-        Ok::<_, std::io::Error>(file)
-    })
-    .await
-    .map_err(|err| crate::StorageError::Corrupt(format!("migration lock task: {err}")))?
-    .map_err(|err| crate::StorageError::Corrupt(format!("migration lock: {err}")))?;
-    Ok(Some(locked))
 }
 
 /// Pool sizing and connection options that are not part of the URL.

@@ -11,10 +11,11 @@ use crate::cancellation::FeeTier;
 use crate::cancellation::{default_tiers, no_fee_cutoff};
 use crate::db::Database;
 use crate::ids::{AppointmentId, ListingId, OrderId, UserId};
-use crate::listings::{Listing, ListingRow, normalise_listing_number};
-use crate::orders::{InvoiceState, Order};
+use crate::records::listing::{Listing, ListingRow};
+use crate::records::numbers::normalise_listing_number;
+use crate::records::order::{InvoiceState, Order};
 use crate::users::Role;
-use crate::{Result, StorageError, Tenant, Timestamp};
+use crate::{Entity, Result, StorageError, Tenant, Timestamp};
 
 /// A person assigned to a listing, as the detail read shows them.
 #[derive(Clone, Debug)]
@@ -219,5 +220,6 @@ pub(crate) async fn fetch(
                 .await?
         }
     };
-    row.ok_or(StorageError::NotFound("listing"))?.into_detail()
+    row.ok_or(StorageError::NotFound(Entity::Listing))?
+        .into_detail()
 }

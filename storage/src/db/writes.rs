@@ -1,0 +1,84 @@
+//! The per-backend macros every repository body is written with: a body is
+//! compiled once for SQLite and once for PostgreSQL, bound to that backend's
+//! pool (reads) or to a connection inside a write transaction.
+
+/// Runs `$body` with `$pool` bound to the backend's pool, for reads; the body
+/// is compiled once per backend.
+macro_rules! on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::db::Database::Sqlite(sqlite) => {
+                let $pool = sqlite.pool();
+                $body
+            }
+            $crate::db::Database::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Runs a writing `$body` once per backend with `$tx` bound to a connection in
+/// a transaction. The body may leave early with `?` or `return Err(..)`: its
+/// writes are then undone. With `durable`, the call returns after the commit
+/// reached the disk; `bookkeeping` writes may return before.
+macro_rules! write_unit {
+    ($db:expr, $durability:ident, |$tx:ident| $body:block) => {
+        match $db {
+            $crate::db::Database::Sqlite(sqlite) => {
+                let mut slot = sqlite.group().enter().await?;
+                let result: $crate::Result<_> = async {
+                    let $tx = slot.connection();
+                    Ok($body)
+                }
+                .await;
+                let batch = slot.finish(result.is_ok()).await?;
+                let output = result?;
+                $crate::db::write_unit!(@wait $durability, sqlite, batch);
+                output
+            }
+            $crate::db::Database::Postgres(pool) => {
+                let mut $tx = pool.begin().await?;
+                let result: $crate::Result<_> = async { Ok($body) }.await;
+                let output = result?;
+                $tx.commit().await?;
+                output
+            }
+        }
+    };
+    (@wait durable, $sqlite:ident, $batch:ident) => {
+        $sqlite.group().committed($batch).await?;
+    };
+    (@wait bookkeeping, $sqlite:ident, $batch:ident) => {
+        let _ = $batch;
+    };
+}
+pub(crate) use write_unit;
+
+/// A durable write transaction: returns after its commit reached the disk.
+macro_rules! in_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, durable, |$tx| $body)
+    };
+}
+pub(crate) use in_transaction;
+
+/// One durable writing statement, `$pool` bound to where it runs.
+macro_rules! write_on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        $crate::db::write_unit!($db, durable, |$pool| {
+            let $pool = &mut *$pool;
+            $body
+        })
+    };
+}
+pub(crate) use write_on_pool;
+
+/// A bookkeeping write (idempotency records): on SQLite part of the group
+/// commit without waiting for it; on PostgreSQL a transaction on the
+/// bookkeeping pool, whose sessions commit asynchronously.
+macro_rules! bookkeeping_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, bookkeeping, |$tx| $body)
+    };
+}
+pub(crate) use bookkeeping_transaction;
