@@ -40,6 +40,23 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every type the service emits.
+    pub const ALL: [Self; 13] = [
+        Self::ListingCreated,
+        Self::ListingStatusChanged,
+        Self::ListingCancelled,
+        Self::ListingSectionUpdated,
+        Self::InvoiceCreated,
+        Self::InvoicePaid,
+        Self::InvoiceVoided,
+        Self::AppointmentCreated,
+        Self::AppointmentRescheduled,
+        Self::AppointmentCancelled,
+        Self::UserDeactivated,
+        Self::UserHierarchyChanged,
+        Self::MediaUploadCompleted,
+    ];
+
     /// The canonical wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
