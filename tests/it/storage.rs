@@ -290,7 +290,7 @@ backend_tests! {
         let in_commit_order: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
         assert_eq!(dispatched, in_commit_order, "each event once, in commit order");
         assert!(fan_out.dispatched.iter().all(|e| e.dispatched_at.is_some()));
-        assert_eq!(fan_out.missing, [no_such_event.clone()]);
+        assert_eq!(fan_out.missing, std::slice::from_ref(&no_such_event));
         // Agency one's endpoint hears listing.created only; agency two's every
         // type; the disabled endpoints get failed records, nothing due.
         assert_eq!(fan_out.deliveries.len(), 2 + 4);

@@ -1,0 +1,219 @@
+//! Attempts: recording one and moving its delivery and endpoint on (retry,
+//! fail, auto-disable and notify), the endpoint's hourly budget, and giving
+//! a delivery up or deferring it.
+
+use super::delivery_record::{
+    AfterAttempt, Attempt, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
+};
+use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
+use super::{Webhooks, new_id};
+use crate::db::{in_transaction, on_pool};
+use crate::ids::UserId;
+use crate::{Result, Timestamp};
+
+impl Webhooks<'_> {
+    /// Attempts made to an endpoint since `since` (its hourly inbound budget).
+    pub async fn attempts_since(&self, endpoint_id: &str, since: Timestamp) -> Result<i64> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_scalar(
+                "select count(*) from webhook_attempts where endpoint_id = $1 and started_at >= $2",
+            )
+            .bind(endpoint_id)
+            .bind(since)
+            .fetch_one(pool)
+            .await?)
+        })
+    }
+
+    /// The start of the oldest attempt to an endpoint since `since`: an hour
+    /// after it, the hourly budget frees a slot.
+    pub async fn oldest_attempt_since(
+        &self,
+        endpoint_id: &str,
+        since: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_scalar(
+                "select min(started_at) from webhook_attempts where endpoint_id = $1 and started_at >= $2",
+            )
+            .bind(endpoint_id)
+            .bind(since)
+            .fetch_one(pool)
+            .await?)
+        })
+    }
+
+    /// Records attempt number `attempt.attempt` of a delivery and moves the
+    /// delivery and its endpoint on, in one transaction. An attempt recorded
+    /// before (a job that ran twice) changes nothing. A delivery failing for
+    /// good raises the endpoint's failure count; at [`AUTO_DISABLE_AFTER`] the
+    /// endpoint is disabled and its agency's owner notified. A success resets
+    /// the count.
+    pub async fn record_attempt(
+        &self,
+        delivery: &Delivery,
+        attempt: &Attempt,
+        after: AfterAttempt,
+    ) -> Result<AttemptRecorded> {
+        let now = self.store.clock().now();
+        let (status, next_at, completed_at) = match after {
+            AfterAttempt::Succeeded => (DeliveryStatus::Succeeded, None, Some(now)),
+            AfterAttempt::RetryAt(at) => (DeliveryStatus::Retrying, Some(at), None),
+            AfterAttempt::Failed => (DeliveryStatus::Failed, None, Some(now)),
+        };
+        let result = in_transaction!(self.store.db(), |tx| {
+            let inserted = sqlx::query(
+                "insert into webhook_attempts (delivery_id, attempt, endpoint_id, nonce, started_at,
+                     duration_ms, outcome, status_code, response_excerpt, error)
+                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 on conflict do nothing",
+            )
+            .bind(&delivery.id)
+            .bind(attempt.attempt)
+            .bind(&delivery.endpoint_id)
+            .bind(&attempt.nonce)
+            .bind(attempt.started_at)
+            .bind(attempt.duration_ms)
+            .bind(&attempt.outcome)
+            .bind(attempt.status_code)
+            .bind(&attempt.response_excerpt)
+            .bind(&attempt.error)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                AttemptRecorded {
+                    recorded: false,
+                    consecutive_failures: 0,
+                    disabled_endpoint: false,
+                    notification_id: None,
+                }
+            } else {
+                sqlx::query(
+                    "update webhook_deliveries set status = $2, attempts = $3, next_attempt_at = $4,
+                         completed_at = $5
+                     where id = $1",
+                )
+                .bind(&delivery.id)
+                .bind(status.as_str())
+                .bind(attempt.attempt)
+                .bind(next_at)
+                .bind(completed_at)
+                .execute(&mut *tx)
+                .await?;
+                // Replays and test fires are an owner's probes: they do not
+                // move the endpoint's health.
+                let counts = delivery.kind == DeliveryKind::Event;
+                let mut notification_id = None;
+                let (failures, disabled) = match after {
+                    AfterAttempt::Succeeded if counts => {
+                        sqlx::query(
+                            "update webhook_endpoints set consecutive_failures = 0 where id = $1",
+                        )
+                        .bind(&delivery.endpoint_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        (0, false)
+                    }
+                    AfterAttempt::Failed if counts => {
+                        let counted: Option<(i32, String)> = sqlx::query_as(
+                            "update webhook_endpoints set consecutive_failures = consecutive_failures + 1
+                             where id = $1 and deleted_at is null
+                             returning consecutive_failures, status",
+                        )
+                        .bind(&delivery.endpoint_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                        // A deleted endpoint counts nothing and is disabled by nobody.
+                        let (failures, status) = counted.unwrap_or((0, String::new()));
+                        let disable = failures >= AUTO_DISABLE_AFTER && status == "enabled";
+                        if disable {
+                            sqlx::query(
+                                "update webhook_endpoints set status = 'disabled', disabled_reason = $2,
+                                     disabled_at = $3, updated_at = $3
+                                 where id = $1",
+                            )
+                            .bind(&delivery.endpoint_id)
+                            .bind(AUTO_DISABLED_REASON)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                            let owner: Option<UserId> = sqlx::query_scalar(
+                                "select u.id from users u join agencies a on a.id = u.agency_id
+                                 where u.agency_id = $1 and u.role = a.kind and u.is_active
+                                 order by u.created_at, u.id limit 1",
+                            )
+                            .bind(&delivery.agency_id)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                            let id = new_id("ntf_");
+                            sqlx::query(
+                                "insert into notifications (id, agency_id, user_id, kind, subject, body, created_at,
+                                     is_sandbox)
+                                 values ($1, $2, $3, 'webhook_endpoint_disabled', $4, $5, $6,
+                                     (select is_sandbox from webhook_endpoints where id = $7))",
+                            )
+                            .bind(&id)
+                            .bind(&delivery.agency_id)
+                            .bind(owner)
+                            .bind(format!("Webhook endpoint {} was disabled", delivery.endpoint_id))
+                            .bind(format!(
+                                "Deliveries to webhook endpoint {} failed {failures} times in a row, so it \
+                                 was disabled ({AUTO_DISABLED_REASON}). Fix the receiver, then re-enable \
+                                 the endpoint; failed deliveries can be replayed.",
+                                delivery.endpoint_id
+                            ))
+                            .bind(now)
+                            .bind(&delivery.endpoint_id)
+                            .execute(&mut *tx)
+                            .await?;
+                            notification_id = Some(id);
+                        }
+                        (failures, disable)
+                    }
+                    _ => (0, false),
+                };
+                AttemptRecorded {
+                    recorded: true,
+                    consecutive_failures: failures,
+                    disabled_endpoint: disabled,
+                    notification_id,
+                }
+            }
+        });
+        Ok(result)
+    }
+
+    /// Gives up a delivery without an attempt (its endpoint was deleted or disabled).
+    pub async fn abandon(&self, delivery_id: &str) -> Result<bool> {
+        let now = self.store.clock().now();
+        let updated = in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_deliveries set status = 'failed', next_attempt_at = null, completed_at = $2
+                 where id = $1 and status in ('pending', 'retrying')",
+            )
+            .bind(delivery_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(updated == 1)
+    }
+
+    /// Moves a delivery's next attempt to `at` (held back by its endpoint's
+    /// hourly budget).
+    pub async fn defer(&self, delivery_id: &str, at: Timestamp) -> Result<()> {
+        in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_deliveries set next_attempt_at = $2
+                 where id = $1 and status in ('pending', 'retrying')",
+            )
+            .bind(delivery_id)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,171 @@
+//! Deliveries read and made by hand: replays and test fires, one delivery,
+//! an endpoint's deliveries, a delivery's attempts, and what a worker needs
+//! to make the next attempt.
+
+use sqlx::types::Json;
+
+use super::delivery_record::{
+    Attempt, DELIVERY_COLUMNS, Delivery, DeliveryKind, DeliveryRow, DeliveryTarget,
+};
+use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointWithSecret, WebhookEndpoint};
+use super::{Webhooks, new_id};
+use crate::db::{in_transaction, on_pool};
+use crate::page::{Page, Position};
+use crate::{Result, StorageError, Tenant};
+
+impl Webhooks<'_> {
+    /// A one-off delivery to the tenant's endpoint (a replay or a test fire),
+    /// due now.
+    pub async fn create_manual(
+        &self,
+        endpoint: &WebhookEndpoint,
+        kind: DeliveryKind,
+        template: &Delivery,
+    ) -> Result<Delivery> {
+        let now = self.store.clock().now();
+        let id = new_id("whd_");
+        let sql = format!(
+            "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, replay_of, event_id,
+                 event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
+                 next_attempt_at, created_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', 0, $12, $12)
+             returning {}",
+            DELIVERY_COLUMNS.replace("d.", "")
+        );
+        let row: DeliveryRow = in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&id)
+                .bind(&endpoint.id)
+                .bind(&endpoint.agency_id)
+                .bind(kind.as_str())
+                .bind(&template.replay_of)
+                .bind(&template.event_id)
+                .bind(&template.event_type)
+                .bind(&template.api_version)
+                .bind(template.occurred_at)
+                .bind(template.is_sandbox)
+                .bind(Json(&template.data))
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?
+        });
+        row.try_into()
+    }
+
+    /// A delivery of one of the tenant's endpoints.
+    pub async fn delivery(&self, tenant: &Tenant, id: &str) -> Result<Option<Delivery>> {
+        let sql = format!(
+            "select {DELIVERY_COLUMNS} from webhook_deliveries d
+             join webhook_endpoints e on e.id = d.endpoint_id
+             where d.id = $1 and e.agency_id = $2 and e.is_sandbox = $3 and e.deleted_at is null"
+        );
+        let row: Option<DeliveryRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Delivery::try_from).transpose()
+    }
+
+    /// An endpoint's deliveries, newest first.
+    pub async fn deliveries(
+        &self,
+        endpoint_id: &str,
+        before: Option<&Position>,
+        limit: u32,
+    ) -> Result<Page<Delivery>> {
+        let list_sql = format!(
+            "select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1
+             and ($2 is null or (d.created_at, d.id) < ($2, $3))
+             order by d.created_at desc, d.id desc limit $4"
+        );
+        let limit = limit.min(crate::page::MAX_PAGE_SIZE);
+        let (rows, total): (Vec<DeliveryRow>, i64) = on_pool!(self.store.db(), pool => {
+            let rows = sqlx::query_as(sqlx::AssertSqlSafe(list_sql))
+                .bind(endpoint_id)
+                .bind(before.map(|p| p.created_at))
+                .bind(before.map(|p| p.id.as_str()))
+                .bind(i64::from(limit) + 1)
+                .fetch_all(pool)
+                .await?;
+            let total = sqlx::query_scalar("select count(*) from webhook_deliveries where endpoint_id = $1")
+                .bind(endpoint_id)
+                .fetch_one(pool)
+                .await?;
+            (rows, total)
+        });
+        let deliveries = rows
+            .into_iter()
+            .map(Delivery::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::from_overfetch(deliveries, limit, total, |d| {
+            Position::after(d.created_at, d.id.clone())
+        }))
+    }
+
+    /// A delivery's attempts, in order.
+    pub async fn attempts(&self, delivery_id: &str) -> Result<Vec<Attempt>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_as(
+                "select attempt, nonce, started_at, duration_ms, outcome, status_code,
+                        response_excerpt, error
+                 from webhook_attempts where delivery_id = $1 order by attempt",
+            )
+            .bind(delivery_id)
+            .fetch_all(pool)
+            .await?)
+        })
+    }
+
+    /// A delivery with its endpoint and secret, whoever's it is (workers).
+    pub async fn target(&self, delivery_id: &str) -> Result<Option<DeliveryTarget>> {
+        let delivery_sql =
+            format!("select {DELIVERY_COLUMNS} from webhook_deliveries d where d.id = $1");
+        let endpoint_sql = format!(
+            "select {ENDPOINT_COLUMNS}, secret_sealed from webhook_endpoints
+             where id = $1 and deleted_at is null"
+        );
+        let found: Option<(DeliveryRow, Option<(EndpointRow, String)>)> = on_pool!(self.store.db(), pool => {
+            let delivery: Option<DeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
+                .bind(delivery_id)
+                .fetch_optional(pool)
+                .await?;
+            match delivery {
+                None => None,
+                Some(delivery) => {
+                    let endpoint: Option<EndpointWithSecret> = sqlx::query_as(sqlx::AssertSqlSafe(endpoint_sql))
+                        .bind(&delivery.endpoint_id)
+                        .fetch_optional(pool)
+                        .await?;
+                    Some((delivery, endpoint.map(|e| (e.endpoint, e.secret_sealed))))
+                }
+            }
+        });
+        let Some((delivery, endpoint)) = found else {
+            return Ok(None);
+        };
+        let delivery = Delivery::try_from(delivery)?;
+        let (endpoint, secret) = match endpoint {
+            None => (None, None),
+            Some((row, sealed)) => {
+                let endpoint = WebhookEndpoint::try_from(row)?;
+                let secret = self.store.derived_keys().open(&sealed, &endpoint.id);
+                if secret.is_none() {
+                    return Err(StorageError::Corrupt(format!(
+                        "the signing secret of {} does not open",
+                        endpoint.id
+                    )));
+                }
+                (Some(endpoint), secret)
+            }
+        };
+        Ok(Some(DeliveryTarget {
+            delivery,
+            endpoint,
+            secret,
+        }))
+    }
+}

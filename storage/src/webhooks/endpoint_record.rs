@@ -1,0 +1,220 @@
+//! A webhook endpoint as stored: which events it hears, whether it is
+//! enabled, its record and columns, and what creating or changing one takes.
+
+use sqlx::types::Json;
+
+use crate::ids::{AgencyId, UserId};
+use crate::{Environment, Result, StorageError, Timestamp};
+
+/// Which events an endpoint hears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointEnvironment {
+    /// Live events only.
+    Live,
+    /// Sandbox events only.
+    Sandbox,
+    /// Both.
+    Both,
+}
+
+impl EndpointEnvironment {
+    /// The wire and column value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Sandbox => "sandbox",
+            Self::Both => "both",
+        }
+    }
+
+    /// Parses our value or the specification's labels ("Live events only",
+    /// "Sandbox events only", "Both"), in any case.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "live" | "live events only" | "live_events_only" | "live only" => Some(Self::Live),
+            "sandbox" | "sandbox events only" | "sandbox_events_only" | "sandbox only" => {
+                Some(Self::Sandbox)
+            }
+            "both" => Some(Self::Both),
+            _ => None,
+        }
+    }
+
+    /// Whether an event of `environment` reaches such an endpoint.
+    pub const fn hears(self, environment: Environment) -> bool {
+        matches!(
+            (self, environment),
+            (Self::Both, _)
+                | (Self::Live, Environment::Live)
+                | (Self::Sandbox, Environment::Sandbox)
+        )
+    }
+}
+
+/// Whether an endpoint receives deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointStatus {
+    /// Deliveries are made.
+    Enabled,
+    /// Deliveries are not made until an owner re-enables it.
+    Disabled,
+}
+
+impl EndpointStatus {
+    /// The wire and column value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Enabled => "enabled",
+            Self::Disabled => "disabled",
+        }
+    }
+}
+
+/// Why the platform disabled an endpoint after consecutive failed deliveries.
+pub const AUTO_DISABLED_REASON: &str = "auto_disabled_consecutive_failures";
+/// Why an owner's own disable is recorded.
+pub const MANUALLY_DISABLED_REASON: &str = "disabled_by_owner";
+/// Consecutive failed deliveries that disable an endpoint.
+pub const AUTO_DISABLE_AFTER: i32 = 50;
+
+/// A registered endpoint (never its secret).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookEndpoint {
+    /// `whe_…`.
+    pub id: String,
+    /// The owning agency.
+    pub agency_id: AgencyId,
+    /// The pool of the key that registered it.
+    pub pool: Environment,
+    /// Optional label.
+    pub name: Option<String>,
+    /// Where deliveries go (HTTPS).
+    pub url: String,
+    /// Canonical event types it hears; `None` hears every type, including
+    /// types added later.
+    pub event_types: Option<Vec<String>>,
+    /// Which events it hears.
+    pub environment: EndpointEnvironment,
+    /// Enabled or disabled.
+    pub status: EndpointStatus,
+    /// Why it is disabled.
+    pub disabled_reason: Option<String>,
+    /// When it was disabled.
+    pub disabled_at: Option<Timestamp>,
+    /// Failed deliveries in a row (a success resets it).
+    pub consecutive_failures: i32,
+    /// The user whose key registered it.
+    pub created_by: Option<UserId>,
+    /// Registration time.
+    pub created_at: Timestamp,
+    /// Last change.
+    pub updated_at: Timestamp,
+}
+
+impl WebhookEndpoint {
+    /// Whether an event of this type and environment is delivered here.
+    pub fn subscribes_to(&self, event_type: &str, environment: Environment) -> bool {
+        let pool_allows = self.pool == Environment::Live || environment == Environment::Sandbox;
+        pool_allows
+            && self.environment.hears(environment)
+            && self
+                .event_types
+                .as_ref()
+                .is_none_or(|types| types.iter().any(|t| t == event_type))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(super) struct EndpointRow {
+    id: String,
+    agency_id: AgencyId,
+    is_sandbox: bool,
+    name: Option<String>,
+    url: String,
+    event_types: Option<Json<Vec<String>>>,
+    environment: String,
+    status: String,
+    disabled_reason: Option<String>,
+    disabled_at: Option<Timestamp>,
+    consecutive_failures: i32,
+    created_by: Option<UserId>,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+pub(super) const ENDPOINT_COLUMNS: &str = "id, agency_id, is_sandbox, name, url, event_types, environment, status, \
+     disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at";
+
+impl TryFrom<EndpointRow> for WebhookEndpoint {
+    type Error = StorageError;
+
+    fn try_from(row: EndpointRow) -> Result<Self> {
+        let environment = EndpointEnvironment::parse(&row.environment).ok_or_else(|| {
+            StorageError::Corrupt(format!("endpoint environment {}", row.environment))
+        })?;
+        let status = match row.status.as_str() {
+            "enabled" => EndpointStatus::Enabled,
+            "disabled" => EndpointStatus::Disabled,
+            other => return Err(StorageError::Corrupt(format!("endpoint status {other}"))),
+        };
+        Ok(Self {
+            id: row.id,
+            agency_id: row.agency_id,
+            pool: Environment::from_sandbox_flag(row.is_sandbox),
+            name: row.name,
+            url: row.url,
+            event_types: row.event_types.map(|types| types.0),
+            environment,
+            status,
+            disabled_reason: row.disabled_reason,
+            disabled_at: row.disabled_at,
+            consecutive_failures: row.consecutive_failures,
+            created_by: row.created_by,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+/// What registering an endpoint takes (validated by the caller).
+#[derive(Clone, Debug)]
+pub struct NewEndpoint {
+    /// Optional label.
+    pub name: Option<String>,
+    /// HTTPS URL.
+    pub url: String,
+    /// Canonical types; `None` for every type.
+    pub event_types: Option<Vec<String>>,
+    /// Which events it hears.
+    pub environment: EndpointEnvironment,
+    /// The acting user.
+    pub created_by: Option<UserId>,
+}
+
+/// A partial update; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointChanges {
+    /// New label (`Some(None)` clears it).
+    pub name: Option<Option<String>>,
+    /// New URL.
+    pub url: Option<String>,
+    /// New subscription (`Some(None)` subscribes to every type).
+    pub event_types: Option<Option<Vec<String>>>,
+    /// New environment.
+    pub environment: Option<EndpointEnvironment>,
+}
+
+/// A new signing secret: `whsec_` + 32 random bytes, base64url.
+pub fn generate_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::fill(&mut bytes[..]);
+    format!("whsec_{}", crate::secrets::encode_token(&bytes))
+}
+
+#[derive(sqlx::FromRow)]
+/// An endpoint's row with its sealed signing secret.
+pub(super) struct EndpointWithSecret {
+    #[sqlx(flatten)]
+    pub(super) endpoint: EndpointRow,
+    pub(super) secret_sealed: String,
+}

@@ -1,0 +1,237 @@
+//! Managing an agency's endpoints: register, read, list, update, enable or
+//! disable, rotate the signing secret, delete; and opening a sealed secret.
+
+use sqlx::types::Json;
+
+use super::endpoint_record::{
+    ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow, NewEndpoint,
+    WebhookEndpoint, generate_secret,
+};
+use super::{Webhooks, new_id};
+use crate::db::{in_transaction, on_pool};
+use crate::page::{Page, Position};
+use crate::{Result, Tenant};
+
+impl Webhooks<'_> {
+    /// Registers an endpoint; returns it and its signing secret (shown once).
+    pub async fn create(
+        &self,
+        tenant: &Tenant,
+        new: NewEndpoint,
+    ) -> Result<(WebhookEndpoint, String)> {
+        let id = new_id("whe_");
+        let secret = generate_secret();
+        let sealed = self.store.derived_keys().seal(&secret, &id);
+        let now = self.store.clock().now();
+        let sql = format!(
+            "insert into webhook_endpoints (id, agency_id, is_sandbox, name, url, event_types,
+                 environment, secret_sealed, status, consecutive_failures, created_by, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10)
+             returning {ENDPOINT_COLUMNS}"
+        );
+        let row: EndpointRow = in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(&new.name)
+                .bind(&new.url)
+                .bind(new.event_types.as_ref().map(Json))
+                .bind(new.environment.as_str())
+                .bind(&sealed)
+                .bind(&new.created_by)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?
+        });
+        Ok((row.try_into()?, secret))
+    }
+
+    /// The tenant's endpoint.
+    pub async fn get(&self, tenant: &Tenant, id: &str) -> Result<Option<WebhookEndpoint>> {
+        let sql = format!(
+            "select {ENDPOINT_COLUMNS} from webhook_endpoints
+             where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null"
+        );
+        let row: Option<EndpointRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(WebhookEndpoint::try_from).transpose()
+    }
+
+    /// The tenant's endpoints, oldest first.
+    pub async fn list(
+        &self,
+        tenant: &Tenant,
+        after: Option<&Position>,
+        limit: u32,
+    ) -> Result<Page<WebhookEndpoint>> {
+        const WHERE: &str = "agency_id = $1 and is_sandbox = $2 and deleted_at is null";
+        let list_sql = format!(
+            "select {ENDPOINT_COLUMNS} from webhook_endpoints where {WHERE}
+             and ($3 is null or (created_at, id) > ($3, $4))
+             order by created_at, id limit $5"
+        );
+        let count_sql = format!("select count(*) from webhook_endpoints where {WHERE}");
+        let limit = limit.min(crate::page::MAX_PAGE_SIZE);
+        let (rows, total): (Vec<EndpointRow>, i64) = on_pool!(self.store.db(), pool => {
+            let rows = sqlx::query_as(sqlx::AssertSqlSafe(list_sql))
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(after.map(|p| p.created_at))
+                .bind(after.map(|p| p.id.as_str()))
+                .bind(i64::from(limit) + 1)
+                .fetch_all(pool)
+                .await?;
+            let total = sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql))
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .fetch_one(pool)
+                .await?;
+            (rows, total)
+        });
+        let endpoints = rows
+            .into_iter()
+            .map(WebhookEndpoint::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::from_overfetch(endpoints, limit, total, |e| {
+            Position::after(e.created_at, e.id.clone())
+        }))
+    }
+
+    /// Applies a partial update; `None` when the tenant has no such endpoint.
+    pub async fn update(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        changes: EndpointChanges,
+    ) -> Result<Option<WebhookEndpoint>> {
+        let now = self.store.clock().now();
+        let sql = format!(
+            "update webhook_endpoints set
+                 name = case when $4 then $5 else name end,
+                 url = coalesce($6, url),
+                 event_types = case when $7 then $8 else event_types end,
+                 environment = coalesce($9, environment),
+                 updated_at = $10
+             where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
+             returning {ENDPOINT_COLUMNS}"
+        );
+        let row: Option<EndpointRow> = in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(changes.name.is_some())
+                .bind(changes.name.clone().flatten())
+                .bind(&changes.url)
+                .bind(changes.event_types.is_some())
+                .bind(changes.event_types.clone().flatten().map(Json))
+                .bind(changes.environment.map(EndpointEnvironment::as_str))
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?
+        });
+        row.map(WebhookEndpoint::try_from).transpose()
+    }
+
+    /// Disables (with `reason`) or re-enables an endpoint. Re-enabling
+    /// clears the reason and the failure count.
+    pub async fn set_enabled(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        enabled: bool,
+        reason: &str,
+    ) -> Result<Option<WebhookEndpoint>> {
+        let now = self.store.clock().now();
+        let sql = format!(
+            "update webhook_endpoints set
+                 status = case when $4 then 'enabled' else 'disabled' end,
+                 disabled_reason = case when $4 then null
+                     when status = 'disabled' then disabled_reason else $5 end,
+                 disabled_at = case when $4 then null
+                     when status = 'disabled' then disabled_at else $6 end,
+                 consecutive_failures = case when $4 then 0 else consecutive_failures end,
+                 updated_at = $6
+             where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
+             returning {ENDPOINT_COLUMNS}"
+        );
+        let row: Option<EndpointRow> = in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(enabled)
+                .bind(reason)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?
+        });
+        row.map(WebhookEndpoint::try_from).transpose()
+    }
+
+    /// Replaces the signing secret at once; returns the new one (shown once).
+    pub async fn rotate_secret(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+    ) -> Result<Option<(WebhookEndpoint, String)>> {
+        let secret = generate_secret();
+        let sealed = self.store.derived_keys().seal(&secret, id);
+        let now = self.store.clock().now();
+        let sql = format!(
+            "update webhook_endpoints set secret_sealed = $4, updated_at = $5
+             where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
+             returning {ENDPOINT_COLUMNS}"
+        );
+        let row: Option<EndpointRow> = in_transaction!(self.store.db(), |tx| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(&sealed)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?
+        });
+        row.map(|row| Ok((WebhookEndpoint::try_from(row)?, secret)))
+            .transpose()
+    }
+
+    /// Deletes an endpoint: it disappears from the API and receives nothing
+    /// more; its deliveries and attempts stay for the record until retention
+    /// purges them.
+    pub async fn delete(&self, tenant: &Tenant, id: &str) -> Result<bool> {
+        let now = self.store.clock().now();
+        let deleted = in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_endpoints set deleted_at = $4, updated_at = $4
+                 where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null",
+            )
+            .bind(id)
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(deleted == 1)
+    }
+
+    /// The sealed secret as stored (for checks that it is not plaintext).
+    pub async fn sealed_secret(&self, id: &str) -> Result<Option<String>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_scalar("select secret_sealed from webhook_endpoints where id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?)
+        })
+    }
+}

@@ -1,0 +1,141 @@
+//! Fanning committed events out: one delivery per (event, subscribed
+//! endpoint), all of a batch in one transaction.
+
+use std::collections::HashMap;
+
+use sqlx::types::Json;
+
+use super::delivery_record::FanOut;
+use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointStatus, WebhookEndpoint};
+use super::{Webhooks, new_id};
+use crate::db::in_transaction;
+use crate::ids::{AgencyId, EventId};
+use crate::outbox::StoredEvent;
+use crate::{Result, StorageError};
+
+impl Webhooks<'_> {
+    /// Fans a batch of events out, in one transaction: each event not yet
+    /// dispatched is marked dispatched and gets one delivery per subscribed,
+    /// enabled endpoint of its agency. Events dispatched before are left out,
+    /// so a second run creates nothing. One claim statement and one endpoint
+    /// read per agency serve the whole batch, whatever its size.
+    pub async fn fan_out(&self, event_ids: &[EventId]) -> Result<FanOut> {
+        if event_ids.is_empty() {
+            return Ok(FanOut::default());
+        }
+        let now = self.store.clock().now();
+        let ids = serde_json::to_string(event_ids)
+            .map_err(|err| StorageError::Corrupt(format!("event ids: {err}")))?;
+        // The ids go in as one JSON array; both backends expand it in SQL.
+        let backend = self.store.db().backend();
+        let id_list = |placeholder: &str| match backend {
+            crate::db::Backend::Sqlite => format!("select value from json_each({placeholder})"),
+            crate::db::Backend::Postgres => {
+                format!("select jsonb_array_elements_text({placeholder}::jsonb)")
+            }
+        };
+        let claim_sql = format!(
+            "update events set dispatched_at = $1
+             where event_id in ({}) and dispatched_at is null
+             returning {}",
+            id_list("$2"),
+            crate::outbox::EVENT_COLUMNS
+        );
+        let known_sql = format!(
+            "select event_id from events where event_id in ({})",
+            id_list("$1")
+        );
+        let endpoints_sql = format!(
+            "select {ENDPOINT_COLUMNS} from webhook_endpoints
+             where agency_id = $1 and deleted_at is null"
+        );
+        // A disabled endpoint gets its delivery failed at once, without an
+        // attempt: a record its owner can replay after re-enabling.
+        let insert_sql =
+            "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
+                 event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
+                 next_attempt_at, created_at, completed_at)
+             values ($1, $2, $3, 'event', $4, $5, $6, $7, $8, $9,
+                     case when $11 then 'pending' else 'failed' end, 0,
+                     case when $11 then $10 end, $10,
+                     case when $11 then null else $10 end)
+             on conflict do nothing";
+        let fan_out = in_transaction!(self.store.db(), |tx| {
+            let claimed: Vec<crate::outbox::EventRow> =
+                sqlx::query_as(sqlx::AssertSqlSafe(claim_sql.clone()))
+                    .bind(now)
+                    .bind(&ids)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let mut dispatched: Vec<StoredEvent> =
+                claimed.into_iter().map(StoredEvent::from).collect();
+            dispatched.sort_by_key(|event| event.seq);
+            let missing = if dispatched.len() < event_ids.len() {
+                // Some were dispatched before (a sweep and the fast path both
+                // pushed them), or do not exist at all.
+                let known: Vec<EventId> =
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(known_sql.clone()))
+                        .bind(&ids)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                event_ids
+                    .iter()
+                    .filter(|id| !known.contains(id))
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let mut endpoints_of: HashMap<AgencyId, Vec<WebhookEndpoint>> = HashMap::new();
+            let mut deliveries = Vec::new();
+            for event in &dispatched {
+                if !endpoints_of.contains_key(&event.agency_id) {
+                    let rows: Vec<EndpointRow> =
+                        sqlx::query_as(sqlx::AssertSqlSafe(endpoints_sql.clone()))
+                            .bind(&event.agency_id)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                    let endpoints = rows
+                        .into_iter()
+                        .map(WebhookEndpoint::try_from)
+                        .collect::<Result<Vec<_>>>()?;
+                    endpoints_of.insert(event.agency_id.clone(), endpoints);
+                }
+                let endpoints = endpoints_of
+                    .get(&event.agency_id)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                for endpoint in endpoints {
+                    if !endpoint.subscribes_to(&event.event_type, event.environment) {
+                        continue;
+                    }
+                    let id = new_id("whd_");
+                    let inserted = sqlx::query(insert_sql)
+                        .bind(&id)
+                        .bind(&endpoint.id)
+                        .bind(&event.agency_id)
+                        .bind(&event.event_id)
+                        .bind(&event.event_type)
+                        .bind(&event.api_version)
+                        .bind(event.occurred_at)
+                        .bind(event.environment.is_sandbox())
+                        .bind(Json(&event.data))
+                        .bind(now)
+                        .bind(endpoint.status == EndpointStatus::Enabled)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if inserted == 1 && endpoint.status == EndpointStatus::Enabled {
+                        deliveries.push(id);
+                    }
+                }
+            }
+            FanOut {
+                dispatched,
+                missing,
+                deliveries,
+            }
+        });
+        Ok(fan_out)
+    }
+}

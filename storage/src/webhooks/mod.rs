@@ -1,0 +1,45 @@
+//! Webhooks: the endpoints an agency registers, one delivery per (event,
+//! endpoint), every attempt of a delivery, and the notification sent to an
+//! agency's owner when an endpoint is disabled.
+//!
+//! Endpoints belong to the pool of the key that registered them (live or
+//! sandbox), like every other row. A live endpoint chooses which events it
+//! hears (`live`, `sandbox` or `both`); a sandbox endpoint hears sandbox
+//! events only. Signing secrets are sealed with a key derived from the master
+//! key and opened only to sign a delivery.
+//!
+//! One file per part: the endpoint and delivery records (`endpoint_record`,
+//! `delivery_record`), managing endpoints (`endpoints`), fanning committed
+//! events out (`fan_out`), reading and creating deliveries (`deliveries`),
+//! recording attempts (`attempts`), the sweeps that recover and purge
+//! (`sweeps`), and the owner's notifications (`notifications`).
+
+mod attempts;
+mod deliveries;
+mod delivery_record;
+mod endpoint_record;
+mod endpoints;
+mod fan_out;
+mod notifications;
+mod sweeps;
+
+pub use delivery_record::{
+    AfterAttempt, Attempt, AttemptOutcome, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
+    DeliveryTarget, FanOut,
+};
+pub use endpoint_record::{
+    AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, EndpointChanges, EndpointEnvironment, EndpointStatus,
+    MANUALLY_DISABLED_REASON, NewEndpoint, WebhookEndpoint, generate_secret,
+};
+pub use notifications::Notification;
+
+use crate::Store;
+
+/// Webhook repository; see [`Store::webhooks`].
+pub struct Webhooks<'a> {
+    pub(crate) store: &'a Store,
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}{}", ulid::Ulid::generate())
+}

@@ -1,0 +1,67 @@
+//! The sweeps: deliveries whose attempt was due and never made, and the
+//! purge of finished deliveries.
+
+use super::Webhooks;
+use crate::db::in_transaction;
+use crate::{Result, Timestamp};
+
+impl Webhooks<'_> {
+    /// Deliveries whose next attempt was due before `before` but has not
+    /// been made (a lost push, a dead job): `(delivery id, attempt number)`,
+    /// oldest first. Their due time moves to `offered_again_at`, so a
+    /// delivery the sweep just offered leaves the head of the line and is
+    /// offered again only then. Replays and test fires left pending (their
+    /// request went away mid-attempt) are failed.
+    pub async fn sweep_overdue(
+        &self,
+        before: Timestamp,
+        offered_again_at: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<(String, i32)>> {
+        let now = self.store.clock().now();
+        let rows = in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "update webhook_deliveries set status = 'failed', next_attempt_at = null, completed_at = $2
+                 where kind <> 'event' and status = 'pending' and created_at < $1",
+            )
+            .bind(before)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            let rows: Vec<(String, i32)> = sqlx::query_as(
+                "update webhook_deliveries set next_attempt_at = $2
+                 where id in (
+                     select id from webhook_deliveries
+                     where status in ('pending', 'retrying') and next_attempt_at < $1
+                       and kind = 'event'
+                     order by next_attempt_at limit $3)
+                 returning id, attempts + 1",
+            )
+            .bind(before)
+            .bind(offered_again_at)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+            rows
+        });
+        Ok(rows)
+    }
+
+    /// Deletes finished deliveries (and their attempts) completed before
+    /// `before`, at most `limit`; returns how many.
+    pub async fn purge_finished(&self, before: Timestamp, limit: u32) -> Result<u64> {
+        // Attempts go with their delivery (on delete cascade).
+        let deleted = in_transaction!(self.store.db(), |tx| {
+            sqlx::query(
+                "delete from webhook_deliveries where id in (
+                     select id from webhook_deliveries where completed_at < $1 limit $2)",
+            )
+            .bind(before)
+            .bind(i64::from(limit))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(deleted)
+    }
+}
