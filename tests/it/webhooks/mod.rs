@@ -3,11 +3,18 @@
 //! replay, test fire, the environment filter, tenancy, the address policy and
 //! receivers written from the README snippets.
 
+mod attempts;
+mod audience;
+mod auto_disable;
 mod catalog;
-mod delivery;
 mod endpoints;
+mod hourly_budget;
+mod overdue_sweep;
 mod receivers;
 mod replay;
+mod retry_schedule;
+mod retry_timing;
+mod signing;
 mod ssrf;
 
 use std::time::Duration;

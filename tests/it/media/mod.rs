@@ -1,0 +1,25 @@
+//! Media: uploads streamed to the object store and their refusals and limits,
+//! formats told by content, the processing job's variants, progress as
+//! server-sent events, downloads, archives, storage strategies and recovery.
+//! The shared fixtures are in [`fixtures`], [`context`] and [`bucket`]; each
+//! other module covers one behaviour.
+
+mod archives;
+mod bucket;
+mod context;
+mod downloads;
+mod fixtures;
+mod formats;
+mod idempotency;
+mod limits;
+mod optimization;
+mod progress;
+mod progress_access;
+mod recovery;
+mod refusals;
+mod session_uploads;
+mod strategies;
+mod variants;
+
+use context::{Media, listing_media, read_events, upload_and_wait};
+use fixtures::{BOUNDARY, Part, jpeg, minimal_pdf, multipart, png, stored_files};
