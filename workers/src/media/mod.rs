@@ -3,6 +3,4 @@
 
 pub mod poster;
 pub mod stores;
-#[cfg(test)]
-mod variant_tests;
 pub mod variants;

@@ -1,0 +1,88 @@
+//! Poster images for uploads that are not images themselves.
+//!
+//! A listing's media can be an MP4 video or a PDF (a floor plan, a brochure).
+//! The image variant pipeline only understands still images, so this module
+//! turns such an upload, already stored as a local file, into one PNG:
+//!
+//! - [`probe_video`] reads the duration and frame size of a video with
+//!   `ffprobe`,
+//! - [`video_poster`] grabs one frame a little way into the video with
+//!   `ffmpeg`,
+//! - [`pdf_first_page`] renders page 1 of a PDF with poppler's `pdftoppm`.
+//!
+//! # Why external processes, and how they are guarded
+//!
+//! Decoding video and PDF in process would pull in large C libraries; running
+//! Debian's `ffmpeg`, `ffprobe` and `pdftoppm` keeps a crash or a hostile file
+//! outside the worker. Every run goes through one runner that applies the same
+//! guards: a timeout after which the process is killed (`kill_on_drop` as the
+//! backstop), a cap on stdout, stderr kept (only its tail) to explain a
+//! failure, and a typed error for a missing binary.
+//!
+//! ffmpeg-sidecar resolves the binaries (a sidecar next to the executable,
+//! else `PATH`) and builds the `ffmpeg` command line. Its own runner is
+//! synchronous and iterator based: a blocked read in `spawn_blocking` can
+//! neither be timed out nor killed from outside, and its metadata comes from
+//! parsing ffmpeg's human-readable log. So the command it builds is run by
+//! `tokio::process`, and the probe uses `ffprobe -of json`, which is a stable,
+//! machine-readable format.
+//!
+//! Input is forced to the MP4/QuickTime demuxer and the `file` protocol only,
+//! so an upload that is really a playlist or a `concat:` URL cannot make
+//! ffmpeg fetch other files or network addresses.
+//!
+//! The runner lives in `runner`, the client-safe failure reasons in `reason`,
+//! the spelling of the input path in `input`; `video` and `pdf` build the
+//! command lines.
+
+mod input;
+mod pdf;
+mod reason;
+mod runner;
+mod video;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod fixtures;
+
+use std::io;
+
+pub use pdf::pdf_first_page;
+pub use video::{VideoInfo, probe_video, video_poster};
+
+/// Why a poster image could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PosterError {
+    /// The named external program is not installed (not found on `PATH`).
+    #[error("{0} is not installed on the media worker")]
+    ToolMissing(&'static str),
+    /// The upload is corrupt or not of the expected kind; the reason is safe
+    /// to show to an API client (it never contains server paths).
+    #[error("the file cannot be read: {0}")]
+    Unreadable(String),
+    /// The external program ran longer than allowed and was killed.
+    #[error("{tool} did not finish within {seconds} s")]
+    TimedOut {
+        /// The program that was killed.
+        tool: &'static str,
+        /// The time limit that was exceeded.
+        seconds: u64,
+    },
+    /// The external program produced more output than allowed.
+    #[error("{tool} produced more than {limit} bytes of output")]
+    OutputTooLarge {
+        /// The program whose output was rejected.
+        tool: &'static str,
+        /// The output limit in bytes.
+        limit: usize,
+    },
+    /// Starting or talking to the external program failed.
+    #[error("running {tool} failed: {source}")]
+    Io {
+        /// The program that could not be run.
+        tool: &'static str,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+}
