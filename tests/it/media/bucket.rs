@@ -75,8 +75,8 @@ pub(super) async fn item_keys(media: &Media, media_id: &str) -> (String, Vec<Str
         .item(&media.ctx.live(), &id)
         .await
         .unwrap();
-    let variants = item.variants.iter().map(|v| v.object_key.clone()).collect();
-    (item.object_key, variants)
+    let variants = item.variants.iter().map(|v| v.object_key.to_string()).collect();
+    (item.object_key.to_string(), variants)
 }
 
 /// GETs `url` with a client that carries no key and no cookie.

@@ -19,8 +19,8 @@ async fn recorded_upload(
     tenant: &storage::Tenant,
 ) -> (storage::ids::OperationId, storage::ids::MediaId) {
     let id = storage::ids::MediaId::generate();
-    let key = storage::media::original_key(tenant, &id, storage::media::MediaType::Jpeg);
-    let path = app.db.data_dir().join("media").join(&key);
+    let key = storage::media::StorageKey::original(tenant, &id, storage::media::MediaType::Jpeg.extension());
+    let path = app.db.data_dir().join("media").join(key.as_str());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, jpeg(200, 100)).unwrap();
     let operation = storage::ids::OperationId::generate();

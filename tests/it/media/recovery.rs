@@ -23,10 +23,10 @@ async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
     let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
     // An upload whose rows committed but whose job push never happened.
     let id = storage::ids::MediaId::generate();
-    let key = storage::media::original_key(&tenant, &id, storage::media::MediaType::Jpeg);
+    let key = storage::media::StorageKey::original(&tenant, &id, storage::media::MediaType::Jpeg.extension());
     let dir = app.db.data_dir().join("media");
-    std::fs::create_dir_all(dir.join(&key).parent().unwrap()).unwrap();
-    std::fs::write(dir.join(&key), jpeg(200, 100)).unwrap();
+    std::fs::create_dir_all(dir.join(key.as_str()).parent().unwrap()).unwrap();
+    std::fs::write(dir.join(key.as_str()), jpeg(200, 100)).unwrap();
     let operation = storage::ids::OperationId::generate();
     let options = storage::media::UploadOptions {
         listing_id: None,
@@ -128,7 +128,7 @@ async fn an_upload_whose_jobs_were_not_queued_keeps_its_originals_for_the_sweep(
         .unwrap();
     assert_eq!(item.status, storage::media::MediaStatus::Queued);
     assert!(
-        media.media_dir().join(&item.object_key).is_file(),
+        media.media_dir().join(item.object_key.as_str()).is_file(),
         "the original stays where its row points"
     );
     // Once the queue takes jobs again, the sweep recovers the item.

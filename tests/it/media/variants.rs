@@ -61,7 +61,7 @@ backend_tests! {
             assert_eq!((found.1, found.2), (expected.1, expected.2), "{}", expected.0);
         }
         for variant in &front.variants {
-            let bytes = std::fs::read(media.media_dir().join(&variant.object_key)).unwrap();
+            let bytes = std::fs::read(media.media_dir().join(variant.object_key.as_str())).unwrap();
             let decoded = image::load_from_memory(&bytes).unwrap();
             assert_eq!((decoded.width() as i32, decoded.height() as i32), (variant.width, variant.height));
             let format = image::guess_format(&bytes).unwrap();

@@ -11,11 +11,10 @@ use std::time::Instant;
 use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 use jobs::kinds::BuildArchive;
-use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, WriteMultipart};
 use serde_json::json;
 use storage::ids::{AgencyId, OperationId};
-use storage::media::{MediaType, StorageStrategy};
+use storage::media::{MediaType, StorageKey, StorageStrategy};
 use storage::{Environment, Tenant};
 use tokio::io::AsyncReadExt;
 use zip::write::SimpleFileOptions;
@@ -89,15 +88,6 @@ fn ids_of(job: &BuildArchive) -> Result<(Tenant, OperationId), JobError> {
     Ok((tenant, operation))
 }
 
-/// The object key of an archive.
-pub fn archive_key(tenant: &Tenant, operation: &OperationId, name: &str) -> String {
-    format!(
-        "{}/{}/archives/{operation}/{name}.zip",
-        tenant.agency_id,
-        tenant.environment.as_str()
-    )
-}
-
 /// A name for `filename` not yet used in the archive (`photo (2).jpg`).
 fn unique_name(filename: &str, used: &mut HashSet<String>) -> String {
     let clean: String = filename
@@ -148,7 +138,7 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
     for item in &items {
         let original = stores
             .primary(item.storage_strategy)
-            .get(&ObjectPath::from(item.object_key.as_str()))
+            .get(&item.object_key.to_path())
             .await?
             .bytes()
             .await?;
@@ -182,7 +172,7 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .await
         .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
         .map_err(|err| JobError(format!("archive: {err}")))?;
-    let key = archive_key(&tenant, &operation, &name);
+    let key = StorageKey::archive(&tenant, &operation, &name);
     let size = upload(stores.targets(StorageStrategy::Cloud), &scratch.0, &key).await?;
     state
         .store
@@ -205,14 +195,14 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
 async fn upload(
     stores: Vec<std::sync::Arc<dyn object_store::ObjectStore>>,
     path: &std::path::Path,
-    key: &str,
+    key: &StorageKey,
 ) -> Result<i64, JobError> {
     let mut size = 0;
     for store in stores {
         let mut file = tokio::fs::File::open(path)
             .await
             .map_err(|err| JobError(format!("scratch file: {err}")))?;
-        let mut writer = WriteMultipart::new(store.put_multipart(&ObjectPath::from(key)).await?);
+        let mut writer = WriteMultipart::new(store.put_multipart(&key.to_path()).await?);
         let mut buffer = vec![0u8; UPLOAD_CHUNK];
         size = 0;
         loop {

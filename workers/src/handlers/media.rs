@@ -15,7 +15,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::{Value, json};
 use storage::ids::{AgencyId, MediaId, OperationId};
-use storage::media::{MediaItem, MediaStatus, MediaType, Variant, variant_key};
+use storage::media::{MediaItem, MediaStatus, MediaType, StorageKey, Variant};
 use storage::{Environment, StorageError, Tenant};
 
 use super::{JobError, Start, WorkerState, dead, is_last_failure, observe, settle, start};
@@ -285,7 +285,7 @@ async fn make_item_variants(
         .media
         .as_ref()
         .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;
-    let path = ObjectPath::from(item.object_key.as_str());
+    let path = item.object_key.to_path();
     let original = read_original(stores.primary(item.storage_strategy), &path)
         .await
         .map_err(|err| ItemError::Storage(format!("the stored original cannot be read: {err}")))?;
@@ -306,7 +306,7 @@ async fn make_item_variants(
         .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;
     let mut variants = Vec::with_capacity(encoded.len());
     for variant in encoded {
-        let key = variant_key(
+        let key = StorageKey::variant(
             tenant,
             &item.id,
             variant.name.as_str(),
@@ -316,7 +316,7 @@ async fn make_item_variants(
         let payload = PutPayload::from(variant.bytes);
         for store in stores.targets(item.storage_strategy) {
             store
-                .put(&ObjectPath::from(key.as_str()), payload.clone())
+                .put(&key.to_path(), payload.clone())
                 .await
                 .map_err(|err| ItemError::Storage(format!("storing a variant failed: {err}")))?;
         }

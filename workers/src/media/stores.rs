@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
-use object_store::path::Path as ObjectPath;
-use storage::media::StorageStrategy;
+use storage::media::{StorageKey, StorageStrategy};
 use storage::objects::{LOCAL_MEDIA_DIR, MediaObjects, ObjectStoreTarget};
 
 /// The two places media objects can live.
@@ -81,14 +80,14 @@ impl MediaStores {
     pub async fn signed_url(
         &self,
         strategy: StorageStrategy,
-        key: &str,
+        key: &StorageKey,
         expires_in: Duration,
     ) -> Result<Option<url::Url>, object_store::Error> {
         if self.is_local(strategy) {
             return Ok(None);
         }
         self.cloud
-            .signed_get_url(&ObjectPath::from(key), expires_in)
+            .signed_get_url(&key.to_path(), expires_in)
             .await
     }
 }

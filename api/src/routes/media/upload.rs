@@ -16,14 +16,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use jobs::PushOptions;
 use jobs::kinds::ProcessMedia;
-use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use storage::Tenant;
 use storage::ids::{ListingId, MediaId, OperationId};
-use storage::media::{MediaItem, MediaType, NewMediaItem, StorageStrategy, UploadOptions};
+use storage::media::{
+    MediaItem, MediaType, NewMediaItem, StorageKey, StorageStrategy, UploadOptions,
+};
 use utoipa::ToSchema;
 
 use super::caller::MediaCaller;
@@ -204,7 +205,7 @@ async fn discard_objects(
         }
     }
     for item in stored {
-        let path = ObjectPath::from(item.object_key.as_str());
+        let path = item.object_key.to_path();
         for store in stores {
             match store.delete(&path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
@@ -360,7 +361,7 @@ async fn receive_file(
     // Recorded before the writers finish: should one store fail, the
     // request's discard also removes what the others completed.
     receiving.stored.push(NewMediaItem {
-        object_key: storage::media::original_key(tenant, &id, media_type),
+        object_key: StorageKey::original(tenant, &id, media_type.extension()),
         id,
         filename,
         size_bytes: i64::try_from(size).unwrap_or(i64::MAX),
@@ -400,7 +401,7 @@ async fn open_writers(
     id: &MediaId,
     media_type: MediaType,
 ) -> Result<(), ApiError> {
-    let path = ObjectPath::from(storage::media::original_key(tenant, id, media_type));
+    let path = StorageKey::original(tenant, id, media_type.extension()).to_path();
     for store in &receiving.stores {
         let upload = store
             .put_multipart(&path)

@@ -21,6 +21,10 @@ use object_store::prefix::PrefixStore;
 use object_store::signer::{Method, Signer};
 use object_store::{ObjectStore, StaticCredentialProvider};
 
+mod key;
+
+pub use key::StorageKey;
+
 /// The `object_store` crate this module is built on, re-exported so callers
 /// (the media code, the tests) name the same version of its types.
 pub use object_store;

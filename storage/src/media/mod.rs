@@ -1,0 +1,41 @@
+//! Media: upload operations, their items (one per uploaded file) and each
+//! item's delivery variants. The bytes live in the object store under the
+//! keys [`StorageKey`] builds; these rows say where, what was detected, and
+//! how processing went. Every query is scoped by the tenant, except the
+//! worker's reads by id (a job carries ids it was given by a scoped request).
+//!
+//! One file per part: the records (`item`, `operation`, `format`), recording
+//! and reading uploads (`uploads`), processing an item and completing its
+//! upload (`processing`), progress numbers and snapshots (`snapshot`),
+//! archives (`archives`) and operations (`operations`).
+
+mod archives;
+mod format;
+mod item;
+mod operation;
+mod operations;
+mod processing;
+mod snapshot;
+mod uploads;
+
+pub use format::MediaType;
+pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
+pub use operation::{MediaOperation, QueuedItem, UploadOptions};
+
+pub use crate::objects::StorageKey;
+use crate::{Store, Tenant};
+
+/// Media repository; see [`Store::media`].
+pub struct Media<'a> {
+    pub(crate) store: &'a Store,
+}
+
+impl Media<'_> {
+    /// A listing read shows media: forget the agency's cached reads after a
+    /// change (other processes see it within the cache's one-second TTL).
+    fn changed(&self, tenant: &Tenant) {
+        self.store
+            .listing_cache()
+            .invalidate_agency(&tenant.agency_id);
+    }
+}

@@ -1,0 +1,103 @@
+//! `StorageKey`: where an object lives in the object store, built only by
+//! the constructors below, so the layout of the store is written down once:
+//!
+//! ```text
+//! <agency>/<environment>/<media id>/original.<ext>
+//! <agency>/<environment>/<media id>/<variant>.<ext>
+//! <agency>/<environment>/archives/<operation id>/<name>.zip
+//! ```
+//!
+//! Every key starts with the tenant, so one agency's objects never share a
+//! prefix with another's, nor live with sandbox ones.
+
+use std::fmt;
+
+use object_store::path::Path as ObjectPath;
+
+use crate::Tenant;
+use crate::ids::{MediaId, OperationId};
+
+/// An object's key in the media store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, sqlx::Type)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct StorageKey(String);
+
+impl StorageKey {
+    /// The original of an uploaded item, its extension the detected format's.
+    pub fn original(tenant: &Tenant, media: &MediaId, extension: &str) -> Self {
+        Self(format!(
+            "{}/original.{extension}",
+            Self::media_prefix(tenant, media)
+        ))
+    }
+
+    /// One delivery variant (`web`, `thumbnail`, …), beside its original.
+    pub fn variant(tenant: &Tenant, media: &MediaId, variant: &str, extension: &str) -> Self {
+        Self(format!(
+            "{}/{variant}.{extension}",
+            Self::media_prefix(tenant, media)
+        ))
+    }
+
+    /// The ZIP an archive operation writes.
+    pub fn archive(tenant: &Tenant, operation: &OperationId, name: &str) -> Self {
+        Self(format!(
+            "{}/archives/{operation}/{name}.zip",
+            Self::tenant_prefix(tenant)
+        ))
+    }
+
+    fn tenant_prefix(tenant: &Tenant) -> String {
+        format!("{}/{}", tenant.agency_id, tenant.environment.as_str())
+    }
+
+    fn media_prefix(tenant: &Tenant, media: &MediaId) -> String {
+        format!("{}/{media}", Self::tenant_prefix(tenant))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key as the object store names it.
+    pub fn to_path(&self) -> ObjectPath {
+        ObjectPath::from(self.0.as_str())
+    }
+}
+
+impl fmt::Display for StorageKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Environment;
+    use crate::ids::AgencyId;
+
+    #[test]
+    fn keys_start_with_the_tenant_and_keep_the_layout() {
+        let agency = AgencyId::generate();
+        let tenant = Tenant::new(agency.clone(), Environment::Sandbox);
+        let media = MediaId::generate();
+        let operation = OperationId::generate();
+        assert_eq!(
+            StorageKey::original(&tenant, &media, "jpg").as_str(),
+            format!("{agency}/sandbox/{media}/original.jpg")
+        );
+        assert_eq!(
+            StorageKey::variant(&tenant, &media, "web", "webp").as_str(),
+            format!("{agency}/sandbox/{media}/web.webp")
+        );
+        assert_eq!(
+            StorageKey::archive(&tenant, &operation, "shoot")
+                .to_path()
+                .as_ref(),
+            format!("{agency}/sandbox/archives/{operation}/shoot.zip")
+        );
+    }
+}
