@@ -27,15 +27,8 @@ use jobs::kinds::{
 use jobs::queue::QueueBackend;
 use jobs::{Job, JobQueue};
 
-use crate::handlers::WorkerState;
-use crate::handlers::archive::build_archive;
-use crate::handlers::deliver::deliver_webhook;
-use crate::handlers::dispatch::dispatch_events;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
-use crate::handlers::media::process_media;
-use crate::handlers::notify::send_notification;
-use crate::handlers::probe::run_probe;
-use crate::handlers::sandbox::seed_sandbox;
+use crate::handlers::{WorkerState, handle};
 use crate::pause::{Gates, Pausable};
 use crate::release::{Holders, Releasing};
 
@@ -240,13 +233,13 @@ pub async fn run(
             };
         }
         monitor = match *queue {
-            DispatchEvents::KIND => consume!(DispatchEvents, dispatch_events),
-            DeliverWebhook::KIND => consume!(DeliverWebhook, deliver_webhook),
-            SendNotification::KIND => consume!(SendNotification, send_notification),
-            SeedSandbox::KIND => consume!(SeedSandbox, seed_sandbox),
-            ProcessMedia::KIND => consume!(ProcessMedia, process_media),
-            BuildArchive::KIND => consume!(BuildArchive, build_archive),
-            Probe::KIND => consume!(Probe, run_probe),
+            DispatchEvents::KIND => consume!(DispatchEvents, handle::<DispatchEvents>),
+            DeliverWebhook::KIND => consume!(DeliverWebhook, handle::<DeliverWebhook>),
+            SendNotification::KIND => consume!(SendNotification, handle::<SendNotification>),
+            SeedSandbox::KIND => consume!(SeedSandbox, handle::<SeedSandbox>),
+            ProcessMedia::KIND => consume!(ProcessMedia, handle::<ProcessMedia>),
+            BuildArchive::KIND => consume!(BuildArchive, handle::<BuildArchive>),
+            Probe::KIND => consume!(Probe, handle::<Probe>),
             other => anyhow::bail!("no handler for queue {other}"),
         };
     }

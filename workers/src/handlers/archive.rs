@@ -6,10 +6,7 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::time::Instant;
 
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
-use jobs::Job;
 use jobs::kinds::BuildArchive;
 use object_store::{ObjectStoreExt, WriteMultipart};
 use serde_json::json;
@@ -21,32 +18,20 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use super::media::{ScratchFile, publish};
-use super::{JobError, Start, WorkerState, dead, is_last_failure, observe, settle, start};
+use super::{Handler, JobError, WorkerState};
 
 /// Bytes read from the scratch file per store write.
 const UPLOAD_CHUNK: usize = 5 * 1024 * 1024;
 
-/// Runs one archive.
-pub async fn build_archive(
-    job: BuildArchive,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = match start::<BuildArchive>(&state, &task_id, &attempt).await? {
-        Start::Run(attempt) => attempt,
-        Start::Dead(err) => {
-            give_up(&job, &state).await;
-            return Err(dead::<BuildArchive>(&task_id, err));
-        }
-    };
-    let started = Instant::now();
-    let result = run(&job, &state, attempt).await;
-    observe(BuildArchive::KIND, started, &result);
-    if is_last_failure::<BuildArchive, _>(attempt, &result) {
-        give_up(&job, &state).await;
+impl Handler for BuildArchive {
+    /// Runs one archive.
+    async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+        run(self, state, attempt).await
     }
-    settle::<BuildArchive>(attempt, result)
+
+    async fn give_up(&self, state: &WorkerState) {
+        give_up(self, state).await;
+    }
 }
 
 /// Records an archive job given up on: the archive failed, and its progress

@@ -3,31 +3,23 @@
 //! fifth failure fails the delivery. Each attempt number runs once: an
 //! attempt already recorded makes a repeated job a no-op.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
+use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, SendNotification};
-use jobs::{Job, PushOptions};
 use storage::webhooks::{AfterAttempt, AttemptOutcome, EndpointStatus};
 
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{Handler, JobError, WorkerState};
 use crate::webhooks::{self, schedule};
 
 /// Deliveries one endpoint receives per hour; more wait for a free slot.
 pub const HOURLY_BUDGET: i64 = 1000;
 
-/// Makes one attempt.
-pub async fn deliver_webhook(
-    job: DeliverWebhook,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = begin::<DeliverWebhook>(&state, &task_id, &attempt).await?;
-    let started = Instant::now();
-    let result = deliver(&job, &state).await;
-    observe(DeliverWebhook::KIND, started, &result);
-    settle::<DeliverWebhook>(attempt, result)
+impl Handler for DeliverWebhook {
+    /// Makes one attempt.
+    async fn run(&self, state: &WorkerState, _attempt: usize) -> Result<(), JobError> {
+        deliver(self, state).await
+    }
 }
 
 async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobError> {

@@ -6,9 +6,7 @@
 //! upload and emits `media.upload.completed` through the outbox.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 use jobs::kinds::ProcessMedia;
 use object_store::path::Path as ObjectPath;
@@ -18,31 +16,19 @@ use storage::ids::{AgencyId, MediaId, OperationId};
 use storage::media::{MediaItem, MediaStatus, MediaType, StorageKey, Variant};
 use storage::{Environment, StorageError, Tenant};
 
-use super::{JobError, Start, WorkerState, dead, is_last_failure, observe, settle, start};
+use super::{Handler, JobError, WorkerState};
 use crate::media::poster;
 use crate::media::variants::{VariantLimits, make_variants};
 
-/// Runs one item's processing.
-pub async fn process_media(
-    job: ProcessMedia,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = match start::<ProcessMedia>(&state, &task_id, &attempt).await? {
-        Start::Run(attempt) => attempt,
-        Start::Dead(err) => {
-            give_up(&job, &state).await;
-            return Err(dead::<ProcessMedia>(&task_id, err));
-        }
-    };
-    let started = Instant::now();
-    let result = run(&job, &state, attempt).await;
-    observe(ProcessMedia::KIND, started, &result);
-    if is_last_failure::<ProcessMedia, _>(attempt, &result) {
-        give_up(&job, &state).await;
+impl Handler for ProcessMedia {
+    /// Runs one item's processing.
+    async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+        run(self, state, attempt).await
     }
-    settle::<ProcessMedia>(attempt, result)
+
+    async fn give_up(&self, state: &WorkerState) {
+        give_up(self, state).await;
+    }
 }
 
 /// The failure reason of an item whose job was given up on.

@@ -1,4 +1,6 @@
-//! The job handlers, one module per kind, and what they share.
+//! The job handlers, one module per kind, and what they share: the state
+//! every handler reaches, and the runner (`runner`) that wraps each kind's
+//! [`Handler`] in the same start count, metrics and settlement.
 
 pub mod archive;
 pub mod deliver;
@@ -7,15 +9,16 @@ pub mod maintenance;
 pub mod media;
 pub mod notify;
 pub mod probe;
+mod runner;
 pub mod sandbox;
 
-use std::sync::Arc;
-use std::time::Instant;
+pub use runner::{Handler, JobError, handle, observe};
 
-use apalis::prelude::{AbortError, Attempt, BoxDynError, TaskId};
+use std::sync::Arc;
+
 use jobs::dispatch::DispatchOnCommit;
 use jobs::progress::ProgressHub;
-use jobs::{Job, JobQueue, QueueTarget};
+use jobs::{JobQueue, QueueTarget};
 use storage::Store;
 
 use crate::webhooks::{AddressPolicy, WebhookClient};
@@ -109,110 +112,4 @@ impl WorkerState {
         self.webhooks = Arc::new(webhooks);
         self
     }
-}
-
-/// Why a job failed; the message becomes the job's last error.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct JobError(pub String);
-
-impl From<storage::StorageError> for JobError {
-    fn from(err: storage::StorageError) -> Self {
-        Self(err.to_string())
-    }
-}
-
-impl From<jobs::QueueError> for JobError {
-    fn from(err: jobs::QueueError) -> Self {
-        Self(err.to_string())
-    }
-}
-
-/// What a handler hands back to apalis. A failure with attempts left is
-/// retried; the failure of the kind's last attempt kills the job, which makes
-/// it dead (kept for an operator) on every backend: apalis-redis would
-/// otherwise retry any job 25 times whatever its kind allows.
-pub fn settle<J: Job>(attempt: usize, result: Result<(), JobError>) -> Result<(), BoxDynError> {
-    match result {
-        Ok(()) => Ok(()),
-        Err(err) if attempt >= J::MAX_ATTEMPTS => {
-            tracing::warn!(kind = J::KIND, attempt, error = %err, "job dead");
-            Err(Box::new(AbortError::new(err)))
-        }
-        Err(err) => {
-            tracing::info!(kind = J::KIND, attempt, error = %err, "job failed; it will be retried");
-            Err(Box::new(err))
-        }
-    }
-}
-
-/// How a job's run begins: it runs as attempt `n`, or it is past its kind's
-/// attempts and is dead without running.
-pub enum Start {
-    /// Run it; this is its attempt number.
-    Run(usize),
-    /// Give up on it, for this reason.
-    Dead(JobError),
-}
-
-/// Counts the start of a job and tells whether it may run: a job past its
-/// kind's attempts (one that took its worker down every time) may not.
-/// Handlers that must record a job given up on (a media item, an archive)
-/// use this and [`dead`]; the others [`begin`].
-pub async fn start<J: Job>(
-    state: &WorkerState,
-    task_id: &TaskId,
-    attempt: &Attempt,
-) -> Result<Start, BoxDynError> {
-    let attempt = state
-        .queue
-        .count_start::<J>(&task_id.to_string(), attempt.current())
-        .await
-        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
-    if attempt > J::MAX_ATTEMPTS {
-        return Ok(Start::Dead(JobError(format!(
-            "its worker stopped during each of its {} attempts",
-            J::MAX_ATTEMPTS
-        ))));
-    }
-    Ok(Start::Run(attempt))
-}
-
-/// What a handler hands back to apalis for a job given up on before it ran.
-pub fn dead<J: Job>(task_id: &TaskId, err: JobError) -> BoxDynError {
-    tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
-    Box::new(AbortError::new(err))
-}
-
-/// Whether a run that ended in `result` was the job's last: the job dies
-/// rather than being retried.
-pub fn is_last_failure<J: Job, T>(attempt: usize, result: &Result<T, JobError>) -> bool {
-    result.is_err() && attempt >= J::MAX_ATTEMPTS
-}
-
-/// What a handler does first: counts the start and returns the attempt this
-/// run is, runs whose worker died included. A job past its kind's attempts
-/// (one that took its worker down every time) is dead without running again.
-pub async fn begin<J: Job>(
-    state: &WorkerState,
-    task_id: &TaskId,
-    attempt: &Attempt,
-) -> Result<usize, BoxDynError> {
-    match start::<J>(state, task_id, attempt).await? {
-        Start::Run(attempt) => Ok(attempt),
-        Start::Dead(err) => Err(dead::<J>(task_id, err)),
-    }
-}
-
-/// Records a job's duration and outcome by kind (`job_duration_seconds`,
-/// `jobs_total`).
-pub fn observe<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>) {
-    let outcome = if result.is_ok() {
-        "succeeded"
-    } else {
-        "failed"
-    };
-    metrics::histogram!("job_duration_seconds", "kind" => kind, "outcome" => outcome)
-        .record(started.elapsed().as_secs_f64());
-    metrics::counter!("jobs_total", "kind" => kind, "outcome" => outcome).increment(1);
 }

@@ -1,26 +1,15 @@
 //! `notification_email`: e-mail a recorded notification to its recipient
 //! through the configured relay, once.
 
-use std::time::Instant;
-
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
-use jobs::Job;
 use jobs::kinds::SendNotification;
 
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{Handler, JobError, WorkerState};
 
-/// Sends one notification.
-pub async fn send_notification(
-    job: SendNotification,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = begin::<SendNotification>(&state, &task_id, &attempt).await?;
-    let started = Instant::now();
-    let result = send(&job, &state).await;
-    observe(SendNotification::KIND, started, &result);
-    settle::<SendNotification>(attempt, result)
+impl Handler for SendNotification {
+    /// Sends one notification.
+    async fn run(&self, state: &WorkerState, _attempt: usize) -> Result<(), JobError> {
+        send(self, state).await
+    }
 }
 
 async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobError> {

@@ -2,29 +2,20 @@
 //! publishes `processing` for each step and `completed` at the end, with the
 //! attempt number, so a re-run after a worker died is visible.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
-use jobs::Job;
 use jobs::kinds::Probe;
 use serde_json::json;
 use storage::ids::AgencyId;
 use storage::{Environment, Tenant};
 
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{Handler, JobError, WorkerState};
 
-/// Runs a probe.
-pub async fn run_probe(
-    job: Probe,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = begin::<Probe>(&state, &task_id, &attempt).await?;
-    let started = Instant::now();
-    let result = run(&job, &state, attempt).await;
-    observe(Probe::KIND, started, &result);
-    settle::<Probe>(attempt, result)
+impl Handler for Probe {
+    /// Runs a probe.
+    async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+        run(self, state, attempt).await
+    }
 }
 
 async fn run(job: &Probe, state: &WorkerState, attempt: usize) -> Result<(), JobError> {

@@ -2,29 +2,18 @@
 //! listings in one transaction and reports `processing` then `completed`
 //! (with the fixtures' numbers) under the request's operation id.
 
-use std::time::Instant;
-
-use apalis::prelude::{Attempt, BoxDynError, Data, TaskId};
-use jobs::Job;
 use jobs::kinds::SeedSandbox;
 use serde_json::json;
 use storage::ids::AgencyId;
 use storage::{Environment, Tenant};
 
-use super::{JobError, WorkerState, begin, observe, settle};
+use super::{Handler, JobError, WorkerState};
 
-/// Runs a seeding.
-pub async fn seed_sandbox(
-    job: SeedSandbox,
-    state: Data<WorkerState>,
-    task_id: TaskId,
-    attempt: Attempt,
-) -> Result<(), BoxDynError> {
-    let attempt = begin::<SeedSandbox>(&state, &task_id, &attempt).await?;
-    let started = Instant::now();
-    let result = run(&job, &state, attempt).await;
-    observe(SeedSandbox::KIND, started, &result);
-    settle::<SeedSandbox>(attempt, result)
+impl Handler for SeedSandbox {
+    /// Runs a seeding.
+    async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
+        run(self, state, attempt).await
+    }
 }
 
 async fn run(job: &SeedSandbox, state: &WorkerState, attempt: usize) -> Result<(), JobError> {

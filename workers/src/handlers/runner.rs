@@ -1,0 +1,108 @@
+//! The one way a job runs, whatever its kind: [`handle`] counts the start
+//! (a job past its kind's attempts is dead without running), runs the kind's
+//! [`Handler`], records its duration and outcome, lets the kind record a job
+//! given up on, and tells apalis whether to retry or kill it.
+
+use std::future::Future;
+use std::time::Instant;
+
+use apalis::prelude::{AbortError, Attempt, BoxDynError, Data, TaskId};
+use jobs::Job;
+
+use super::WorkerState;
+
+/// Why a job failed; the message becomes the job's last error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JobError(pub String);
+
+impl From<storage::StorageError> for JobError {
+    fn from(err: storage::StorageError) -> Self {
+        Self(err.to_string())
+    }
+}
+
+impl From<jobs::QueueError> for JobError {
+    fn from(err: jobs::QueueError) -> Self {
+        Self(err.to_string())
+    }
+}
+
+/// What a kind of job does when it runs.
+pub trait Handler: Job {
+    /// Runs attempt number `attempt` (from 1, runs cut short by a dead
+    /// worker included). Runs are at least once: a handler must be idempotent.
+    fn run(
+        &self,
+        state: &WorkerState,
+        attempt: usize,
+    ) -> impl Future<Output = Result<(), JobError>> + Send;
+
+    /// Records a job given up on: its last attempt failed, or its worker
+    /// died during each. Best effort (errors are the handler's to log); by
+    /// default nothing, since the dead job itself is the record.
+    fn give_up(&self, _state: &WorkerState) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// The apalis handler of every kind: start, run, observe, settle.
+pub async fn handle<J: Handler>(
+    job: J,
+    state: Data<WorkerState>,
+    task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let attempt = state
+        .queue
+        .count_start::<J>(&task_id.to_string(), attempt.current())
+        .await
+        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
+    if attempt > J::MAX_ATTEMPTS {
+        job.give_up(&state).await;
+        let err = JobError(format!(
+            "its worker stopped during each of its {} attempts",
+            J::MAX_ATTEMPTS
+        ));
+        tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
+        return Err(Box::new(AbortError::new(err)));
+    }
+    let started = Instant::now();
+    let result = job.run(&state, attempt).await;
+    observe(J::KIND, started, &result);
+    if result.is_err() && attempt >= J::MAX_ATTEMPTS {
+        job.give_up(&state).await;
+    }
+    settle::<J>(attempt, result)
+}
+
+/// What a handler hands back to apalis. A failure with attempts left is
+/// retried; the failure of the kind's last attempt kills the job, which makes
+/// it dead (kept for an operator) on every backend: apalis-redis would
+/// otherwise retry any job 25 times whatever its kind allows.
+fn settle<J: Job>(attempt: usize, result: Result<(), JobError>) -> Result<(), BoxDynError> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(err) if attempt >= J::MAX_ATTEMPTS => {
+            tracing::warn!(kind = J::KIND, attempt, error = %err, "job dead");
+            Err(Box::new(AbortError::new(err)))
+        }
+        Err(err) => {
+            tracing::info!(kind = J::KIND, attempt, error = %err, "job failed; it will be retried");
+            Err(Box::new(err))
+        }
+    }
+}
+
+/// Records a run's duration and outcome by kind (`job_duration_seconds`,
+/// `jobs_total`); the maintenance schedules record theirs by task name.
+pub fn observe<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>) {
+    let outcome = if result.is_ok() {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    metrics::histogram!("job_duration_seconds", "kind" => kind, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!("jobs_total", "kind" => kind, "outcome" => outcome).increment(1);
+}
