@@ -2,31 +2,30 @@
 //! password → the session cookie and its CSRF token), `GET /session`,
 //! `DELETE /session` (logout), impersonation
 //! (`POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`),
-//! and password links (`POST /session/password-reset` e-mails one,
-//! `POST /session/password` spends it to set a password and sign in), whose
-//! routes are in [`password`].
+//! whose routes are in [`impersonation`], and password links
+//! (`POST /session/password-reset` e-mails one, `POST /session/password`
+//! spends it to set a password and sign in), whose routes are in [`password`].
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use storage::ids::UserId;
 use storage::sessions::{Session, StartedSession};
-use storage::users::Role;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::users::UserOut;
-use crate::error::{ApiError, ErrorEnvelope, Resource};
-use crate::extract::{ApiJson, ApiPath};
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::extract::ApiJson;
 use crate::middleware::session::{
     Csrf, SessionEndpoint, SessionPrincipal, clear_cookie, session_guarded, set_cookie,
 };
 use crate::rate_limit::{Bucket, RateLimitHeaders};
 use crate::state::AppState;
 
+mod impersonation;
 mod password;
 
 pub(crate) use password::{password_link_base, send_password_link};
@@ -48,12 +47,6 @@ static END_SESSION: SessionEndpoint = SessionEndpoint {
     csrf: Csrf::UnsafeMethods,
     user_limit: 60,
 };
-/// `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
-static IMPERSONATE: SessionEndpoint = SessionEndpoint {
-    name: "impersonate_user",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 60,
-};
 
 /// The routes of this resource.
 pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
@@ -67,11 +60,15 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
             routes!(current_session),
         ))
         .routes(session_guarded(state, &END_SESSION, routes!(logout)))
-        .routes(session_guarded(state, &IMPERSONATE, routes!(impersonate)))
         .routes(session_guarded(
             state,
-            &IMPERSONATE,
-            routes!(end_impersonation),
+            &impersonation::IMPERSONATE,
+            routes!(impersonation::impersonate),
+        ))
+        .routes(session_guarded(
+            state,
+            &impersonation::IMPERSONATE,
+            routes!(impersonation::end_impersonation),
         ))
 }
 
@@ -232,133 +229,4 @@ async fn logout(
         [(header::SET_COOKIE, clear_cookie())],
     )
         .into_response())
-}
-
-/// Switches the session to act as another user: the real user must be a
-/// broker or higher and strictly above the target's role.
-#[utoipa::path(
-    post,
-    path = "/users/{user_id}/impersonate",
-    tag = "sessions",
-    operation_id = "impersonate_user",
-    params(("user_id" = String, Path, description = "The user to act as")),
-    responses(
-        (status = 200, description = "The session, now acting as the user", body = SessionOut),
-        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
-        (status = 403, description = "auth.csrf_failed, or permission_denied: the caller is below broker, not strictly above the target, or the target is deactivated", body = ErrorEnvelope),
-        (status = 404, description = "user_not_found, also for another agency's user", body = ErrorEnvelope),
-    ),
-    security(("session_cookie" = [], "csrf_token" = []))
-)]
-async fn impersonate(
-    State(state): State<AppState>,
-    principal: SessionPrincipal,
-    ApiPath(user_id): ApiPath<String>,
-) -> Result<Json<SessionOut>, ApiError> {
-    let session = &principal.session;
-    let real = match &session.impersonator_id {
-        None => session.user.clone(),
-        Some(id) => state.store().users().by_id(id).await?,
-    };
-    let target_id = UserId::parse(&user_id).ok_or(ApiError::NotFound(Resource::User))?;
-    // Platform identities serve every agency; everyone else stays in their own.
-    let target = if real.role.is_platform() {
-        state.store().users().by_id(&target_id).await?
-    } else {
-        let tenant = storage::Tenant::new(real.agency_id.clone(), storage::Environment::Live);
-        state.store().users().get(&tenant, &target_id).await?
-    };
-    check_impersonation(real.role, &target)?;
-    let switched = state
-        .store()
-        .sessions()
-        .impersonate(session, &target.id)
-        .await?;
-    tracing::info!(
-        session_id = %session.id,
-        impersonator_id = %real.id,
-        user_id = %target.id,
-        "impersonation started"
-    );
-    Ok(Json(session_out(&state, switched)))
-}
-
-/// The impersonation rules: broker or higher, strictly above the target, and
-/// the target still active.
-fn check_impersonation(real: Role, target: &storage::users::User) -> Result<(), ApiError> {
-    if real.rank() < Role::Broker.rank() {
-        return Err(ApiError::Forbidden(
-            "Only a broker or a higher role may impersonate.".to_owned(),
-        ));
-    }
-    if real.rank() <= target.role.rank() {
-        return Err(ApiError::Forbidden(format!(
-            "A {} may impersonate only roles below their own, not a {}.",
-            real.as_str(),
-            target.role.as_str()
-        )));
-    }
-    if !target.is_active {
-        return Err(ApiError::Forbidden(
-            "A deactivated user cannot be impersonated.".to_owned(),
-        ));
-    }
-    Ok(())
-}
-
-/// Returns the session to its real user.
-#[utoipa::path(
-    delete,
-    path = "/session/impersonation",
-    tag = "sessions",
-    operation_id = "end_impersonation",
-    responses(
-        (status = 200, description = "The session, acting as its real user again", body = SessionOut),
-        (status = 401, description = "auth.session_required", body = ErrorEnvelope),
-        (status = 403, description = "auth.csrf_failed", body = ErrorEnvelope),
-    ),
-    security(("session_cookie" = [], "csrf_token" = []))
-)]
-async fn end_impersonation(
-    State(state): State<AppState>,
-    principal: SessionPrincipal,
-) -> Result<Json<SessionOut>, ApiError> {
-    let session = state
-        .store()
-        .sessions()
-        .end_impersonation(&principal.session)
-        .await?;
-    Ok(Json(session_out(&state, session)))
-}
-
-#[cfg(test)]
-mod tests {
-    use storage::ids::{AgencyId, UserId};
-    use storage::users::User;
-
-    use super::*;
-
-    fn user(role: Role, is_active: bool) -> User {
-        User {
-            id: UserId::generate(),
-            agency_id: AgencyId::generate(),
-            role,
-            email: None,
-            name: None,
-            manager_id: None,
-            is_active,
-            created_at: storage::Timestamp::from_micros(0),
-        }
-    }
-
-    #[test]
-    fn brokers_and_above_impersonate_strictly_lower_roles() {
-        assert!(check_impersonation(Role::Broker, &user(Role::Agent, true)).is_ok());
-        assert!(check_impersonation(Role::MediaAgency, &user(Role::Broker, true)).is_ok());
-        assert!(check_impersonation(Role::SuperAdmin, &user(Role::Admin, true)).is_ok());
-        assert!(check_impersonation(Role::Broker, &user(Role::Broker, true)).is_err());
-        assert!(check_impersonation(Role::Photographer, &user(Role::Viewer, true)).is_err());
-        assert!(check_impersonation(Role::Broker, &user(Role::MediaAgency, true)).is_err());
-        assert!(check_impersonation(Role::Admin, &user(Role::Agent, false)).is_err());
-    }
 }

@@ -1,0 +1,244 @@
+//! `admin webhook-endpoints`: an operator's view of an agency's webhook
+//! endpoints, changed under the same rules as the `/webhooks/endpoints`
+//! routes so an operator cannot store what the API would refuse.
+
+use clap::Args;
+use serde_json::{Value, json};
+use storage::{Environment, Tenant};
+use workers::webhooks::AddressPolicy;
+
+use super::error::AdminError;
+use super::open::existing_agency;
+use crate::config::StorageArgs;
+use crate::routes::webhooks::endpoint_rules::EndpointEdit;
+
+/// What `admin webhook-endpoints` does.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum WebhookAction {
+    /// The agency's endpoints.
+    List,
+    /// One endpoint.
+    Get,
+    /// Change its URL, event types, name or environment, under the checks of
+    /// `PATCH /webhooks/endpoints/{id}`.
+    Update,
+    /// Disable one (reason `disabled_by_owner`).
+    Disable,
+    /// Re-enable one and reset its failure count.
+    Enable,
+    /// Replace its signing secret; the new one is printed once.
+    RotateSecret,
+    /// Delete one.
+    Delete,
+    /// Its latest deliveries with their attempts.
+    Deliveries,
+}
+
+/// `admin webhook-endpoints`.
+#[derive(Debug, Args)]
+pub struct WebhookEndpoints {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// What to do.
+    #[arg(value_enum)]
+    action: WebhookAction,
+    /// The agency id (agc_…).
+    #[arg(long)]
+    agency: String,
+    /// The agency's sandbox endpoints instead of its live ones.
+    #[arg(long)]
+    sandbox: bool,
+    /// The endpoint (whe_…); every action but `list` needs it.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// What `update` changes.
+    #[command(flatten)]
+    update: EndpointUpdate,
+}
+
+/// The flags of `admin webhook-endpoints update`; other actions refuse them.
+#[derive(Debug, Args)]
+pub struct EndpointUpdate {
+    /// New HTTPS URL; its host must resolve to addresses deliveries may reach.
+    #[arg(long)]
+    url: Option<String>,
+    /// An event type (canonical name or alias) to receive instead of the
+    /// current ones; repeatable.
+    #[arg(long = "event-type")]
+    event_type: Vec<String>,
+    /// Comma-separated event types, added to any --event-type.
+    #[arg(long = "event-types", value_delimiter = ',')]
+    event_types: Vec<String>,
+    /// Receive every event type, including types added later.
+    #[arg(long, conflicts_with_all = ["event_type", "event_types"])]
+    all_event_types: bool,
+    /// New label, at most 200 characters; an empty one clears it.
+    #[arg(long)]
+    name: Option<String>,
+    /// live, sandbox or both ("Live events only", "Sandbox events only",
+    /// "Both"); a --sandbox endpoint hears sandbox events only.
+    #[arg(long)]
+    environment: Option<String>,
+    /// Accept URLs on private, loopback and link-local networks, as
+    /// `api serve --webhook-allow-private-networks` does; without it the
+    /// strict production policy applies.
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_NETWORKS")]
+    webhook_allow_private_networks: bool,
+}
+
+impl EndpointUpdate {
+    /// The change asked for.
+    fn edit(&self) -> EndpointEdit {
+        let types: Vec<String> = self
+            .event_type
+            .iter()
+            .chain(&self.event_types)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let asked_types = !self.event_type.is_empty() || !self.event_types.is_empty();
+        EndpointEdit {
+            url: self.url.clone(),
+            // Flags given but all blank reach the check as an empty list,
+            // which it refuses, rather than being dropped silently.
+            event_types: if self.all_event_types {
+                Some(None)
+            } else if asked_types {
+                Some(Some(types))
+            } else {
+                None
+            },
+            name: self.name.clone().map(Some),
+            environment: self.environment.clone(),
+        }
+    }
+
+    /// The address policy the URL is checked under.
+    fn policy(&self) -> AddressPolicy {
+        AddressPolicy {
+            allow_private_networks: self.webhook_allow_private_networks,
+        }
+    }
+}
+
+fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
+    json!({
+        "id": endpoint.id,
+        "name": endpoint.name,
+        "url": endpoint.url,
+        "event_types": endpoint.event_types,
+        "environment": endpoint.environment.as_str(),
+        "status": endpoint.status.as_str(),
+        "disabled_reason": endpoint.disabled_reason,
+        "consecutive_failures": endpoint.consecutive_failures,
+        "created_at": endpoint.created_at.to_rfc3339(),
+    })
+}
+
+/// `admin webhook-endpoints`.
+pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, AdminError> {
+    let store = args.storage.open_store().await?;
+    let agency = existing_agency(&store, &args.agency).await?;
+    let environment = if args.sandbox {
+        Environment::Sandbox
+    } else {
+        Environment::Live
+    };
+    let tenant = Tenant::new(agency, environment);
+    let webhooks = store.webhooks();
+    let edit = args.update.edit();
+    if !matches!(args.action, WebhookAction::Update) && !edit.is_empty() {
+        return Err(AdminError::new(
+            "validation.failed",
+            "--url, --event-type(s), --name and --environment only go with update",
+        ));
+    }
+    if let WebhookAction::List = args.action {
+        let mut items = Vec::new();
+        let mut after = None;
+        loop {
+            let page = webhooks.list(&tenant, after.as_ref(), 200).await?;
+            items.extend(page.items.iter().map(endpoint_json));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        return Ok(json!({ "items": items }));
+    }
+    let id = args
+        .endpoint
+        .ok_or_else(|| AdminError::new("validation.failed", "--endpoint is required"))?;
+    let not_found = || AdminError::new("webhook_endpoint_not_found", "no such webhook endpoint");
+    let reason = storage::webhooks::MANUALLY_DISABLED_REASON;
+    Ok(match args.action {
+        WebhookAction::List => unreachable!("handled above"),
+        WebhookAction::Get => {
+            let endpoint = webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::Update => {
+            if edit.is_empty() {
+                return Err(AdminError::new(
+                    "validation.failed",
+                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment",
+                ));
+            }
+            // As the route: an unknown endpoint is not found before any
+            // value is judged.
+            webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            let changes = edit.check(args.update.policy(), &tenant).await?;
+            let endpoint = webhooks
+                .update(&tenant, &id, changes)
+                .await?
+                .ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::Disable | WebhookAction::Enable => {
+            let enable = matches!(args.action, WebhookAction::Enable);
+            let endpoint = webhooks
+                .set_enabled(&tenant, &id, enable, reason)
+                .await?
+                .ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint) })
+        }
+        WebhookAction::RotateSecret => {
+            let (endpoint, secret) = webhooks
+                .rotate_secret(&tenant, &id)
+                .await?
+                .ok_or_else(not_found)?;
+            json!({ "endpoint": endpoint_json(&endpoint), "secret": secret })
+        }
+        WebhookAction::Delete => {
+            if !webhooks.delete(&tenant, &id).await? {
+                return Err(not_found());
+            }
+            json!({ "endpoint": { "id": id, "deleted": true } })
+        }
+        WebhookAction::Deliveries => {
+            webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
+            let page = webhooks.deliveries(&id, None, 50).await?;
+            let mut items = Vec::new();
+            for delivery in page.items {
+                let attempts = webhooks.attempts(&delivery.id).await?;
+                items.push(json!({
+                    "id": delivery.id,
+                    "event_id": delivery.event_id,
+                    "event_type": delivery.event_type,
+                    "kind": delivery.kind.as_str(),
+                    "status": delivery.status.as_str(),
+                    "attempts": attempts.iter().map(|a| json!({
+                        "attempt": a.attempt,
+                        "started_at": a.started_at.to_rfc3339(),
+                        "outcome": a.outcome,
+                        "status_code": a.status_code,
+                        "duration_ms": a.duration_ms,
+                        "response_excerpt": a.response_excerpt,
+                        "error": a.error,
+                    })).collect::<Vec<_>>(),
+                }));
+            }
+            json!({ "items": items, "total": page.total })
+        }
+    })
+}

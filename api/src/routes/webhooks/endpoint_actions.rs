@@ -1,0 +1,134 @@
+//! The actions on an endpoint beyond editing it: `POST
+//! /webhooks/endpoints/{endpoint_id}/disable`, `…/enable` and
+//! `…/rotate-secret`.
+
+use axum::Json;
+use axum::extract::State;
+use storage::webhooks::MANUALLY_DISABLED_REASON;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::wire::{EndpointOut, EndpointWithSecretOut};
+use crate::endpoints;
+use crate::error::{ApiError, ErrorEnvelope, Resource};
+use crate::extract::ApiPath;
+use crate::middleware::auth::{Principal, guarded};
+use crate::state::AppState;
+
+/// The action routes.
+pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(guarded(
+            state,
+            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            routes!(disable_endpoint),
+        ))
+        .routes(guarded(
+            state,
+            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            routes!(enable_endpoint),
+        ))
+        .routes(guarded(
+            state,
+            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            routes!(rotate_secret),
+        ))
+}
+
+/// Disables an endpoint (reason `disabled_by_owner`).
+#[utoipa::path(
+    post,
+    path = "/webhooks/endpoints/{endpoint_id}/disable",
+    tag = "webhooks",
+    operation_id = "disable_webhook_endpoint",
+    params(("endpoint_id" = String, Path, description = "The endpoint's id")),
+    responses(
+        (status = 200, description = "The endpoint", body = EndpointOut),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
+        (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+async fn disable_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(endpoint_id): ApiPath<String>,
+) -> Result<Json<EndpointOut>, ApiError> {
+    set_enabled(&state, &principal, &endpoint_id, false).await
+}
+
+/// Re-enables an endpoint and resets its failure count.
+#[utoipa::path(
+    post,
+    path = "/webhooks/endpoints/{endpoint_id}/enable",
+    tag = "webhooks",
+    operation_id = "enable_webhook_endpoint",
+    params(("endpoint_id" = String, Path, description = "The endpoint's id")),
+    responses(
+        (status = 200, description = "The endpoint", body = EndpointOut),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
+        (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+async fn enable_endpoint(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(endpoint_id): ApiPath<String>,
+) -> Result<Json<EndpointOut>, ApiError> {
+    set_enabled(&state, &principal, &endpoint_id, true).await
+}
+
+async fn set_enabled(
+    state: &AppState,
+    principal: &Principal,
+    endpoint_id: &str,
+    enabled: bool,
+) -> Result<Json<EndpointOut>, ApiError> {
+    let endpoint = state
+        .store()
+        .webhooks()
+        .set_enabled(
+            &principal.tenant(),
+            endpoint_id,
+            enabled,
+            MANUALLY_DISABLED_REASON,
+        )
+        .await?
+        .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
+    Ok(Json(endpoint.into()))
+}
+
+/// Replaces the signing secret at once; the new one is shown once.
+#[utoipa::path(
+    post,
+    path = "/webhooks/endpoints/{endpoint_id}/rotate-secret",
+    tag = "webhooks",
+    operation_id = "rotate_webhook_secret",
+    params(("endpoint_id" = String, Path, description = "The endpoint's id")),
+    responses(
+        (status = 200, description = "The endpoint and its new secret", body = EndpointWithSecretOut),
+        (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
+        (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
+    ),
+    security(("api_key" = []), ("bearer" = []))
+)]
+async fn rotate_secret(
+    State(state): State<AppState>,
+    principal: Principal,
+    ApiPath(endpoint_id): ApiPath<String>,
+) -> Result<Json<EndpointWithSecretOut>, ApiError> {
+    let (endpoint, secret) = state
+        .store()
+        .webhooks()
+        .rotate_secret(&principal.tenant(), &endpoint_id)
+        .await?
+        .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
+    Ok(Json(EndpointWithSecretOut {
+        endpoint: endpoint.into(),
+        secret,
+    }))
+}

@@ -1,0 +1,63 @@
+//! What replays and test fires share: each spends a per-endpoint budget and
+//! makes one attempt at once, outside the retry schedule, recording it like
+//! any other so it shows in the delivery history.
+
+use storage::webhooks::{AfterAttempt, Attempt, Delivery, WebhookEndpoint};
+use workers::webhooks::AttemptReport;
+
+use crate::error::{ApiError, Resource};
+use crate::rate_limit::Bucket;
+use crate::state::AppState;
+
+/// Spends one of a webhook endpoint's own per-minute budgets.
+pub(super) async fn spend_endpoint_budget(
+    state: &AppState,
+    endpoint: &WebhookEndpoint,
+    action: &str,
+    limit: u32,
+) -> Result<(), ApiError> {
+    let bucket = Bucket {
+        key: format!("webhook_endpoint:{}:{action}", endpoint.id),
+        name: format!("{action}_per_endpoint"),
+        limit,
+    };
+    state.rate_limiter().check(&[bucket]).await.map(|_| ())
+}
+
+/// Makes one attempt of a one-off delivery now and records it.
+pub(super) async fn deliver_now(
+    state: &AppState,
+    endpoint: &WebhookEndpoint,
+    delivery: Delivery,
+) -> Result<(Delivery, Vec<Attempt>, AttemptReport), ApiError> {
+    let webhooks = state.store().webhooks();
+    let target = webhooks
+        .target(&delivery.id)
+        .await?
+        .ok_or_else(|| ApiError::internal("a delivery just created is gone"))?;
+    let secret = target
+        .secret
+        .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
+    let (attempt, report) = workers::webhooks::attempt(
+        state.store(),
+        &state.platform().webhooks.client,
+        &delivery,
+        &endpoint.url,
+        &secret,
+        1,
+    )
+    .await;
+    let after = if report.outcome == storage::webhooks::AttemptOutcome::Succeeded {
+        AfterAttempt::Succeeded
+    } else {
+        AfterAttempt::Failed
+    };
+    webhooks.record_attempt(&delivery, &attempt, after).await?;
+    let delivery = webhooks
+        .target(&delivery.id)
+        .await?
+        .map(|t| t.delivery)
+        .ok_or_else(|| ApiError::internal("a delivery just made is gone"))?;
+    let attempts = webhooks.attempts(&delivery.id).await?;
+    Ok((delivery, attempts, report))
+}
