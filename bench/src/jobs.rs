@@ -37,6 +37,11 @@ pub struct Noop {
 impl Job for Noop {
     const KIND: &'static str = "bench_noop";
     const MAX_ATTEMPTS: usize = 1;
+
+    /// Every push is a job: the benchmark measures the queue, not dedupe.
+    fn dedupe_key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Settings shared by the orchestrator and the consumer.

@@ -85,12 +85,6 @@ async fn push_batches(
 pub fn dispatch_jobs(event_ids: Vec<EventId>) -> Vec<(DispatchEvents, PushOptions)> {
     DispatchEvents::chunked(event_ids)
         .into_iter()
-        .map(|job| {
-            let options = PushOptions {
-                idempotency_key: Some(job.idempotency_key()),
-                ..PushOptions::default()
-            };
-            (job, options)
-        })
+        .map(|job| (job, PushOptions::default()))
         .collect()
 }

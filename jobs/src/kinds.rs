@@ -1,11 +1,14 @@
-//! The job kinds: one payload type per kind, each with a stable `KIND` that
-//! names its queue. Renaming a Rust type never orphans queued jobs because the
-//! queue is named by `KIND`, not by the type.
+//! The job kinds, in one table: one payload type per kind, each with a stable
+//! `KIND` that names its queue, its attempts, its default concurrency and its
+//! dedupe key. Renaming a Rust type never orphans queued jobs because the
+//! queue is named by `KIND`, not by the type; every id in a payload is typed,
+//! and serialises as the same text it always did.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use storage::ids::EventId;
+use storage::ids::{AgencyId, DeliveryId, EventId, MediaId, NotificationId, OperationId};
+use storage::{Environment, Tenant};
 
 /// A kind of job.
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
@@ -15,6 +18,11 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     const MAX_ATTEMPTS: usize;
     /// Jobs of this kind one worker process runs at once unless configured.
     const DEFAULT_CONCURRENCY: usize = 4;
+
+    /// What makes two pushes the same work: a second push under the key of
+    /// a job the queue still holds (waiting, running, or kept after it ran)
+    /// is dropped. `None`: every push is a job of its own.
+    fn dedupe_key(&self) -> Option<String>;
 }
 
 /// Fan committed outbox events out to their subscribers and mark them
@@ -39,24 +47,24 @@ impl DispatchEvents {
             })
             .collect()
     }
+}
 
-    /// The job's idempotency key: a digest of its events, so the same set
-    /// pushed twice (a sweep repeating itself while an earlier job waits dead,
-    /// say) is dropped, while any other set is a new job.
-    pub fn idempotency_key(&self) -> String {
+impl Job for DispatchEvents {
+    const KIND: &'static str = "outbox_dispatch";
+    const MAX_ATTEMPTS: usize = 10;
+
+    /// A digest of its events, so the same set pushed twice (a sweep
+    /// repeating itself while an earlier job waits dead, say) is dropped,
+    /// while any other set is a new job.
+    fn dedupe_key(&self) -> Option<String> {
         let mut digest = Sha256::new();
         for id in &self.event_ids {
             digest.update(id.as_str().as_bytes());
             digest.update(b"\n");
         }
         let digest = digest.finalize();
-        format!("events:{}", hex::encode(&digest[..16]))
+        Some(format!("events:{}", hex::encode(&digest[..16])))
     }
-}
-
-impl Job for DispatchEvents {
-    const KIND: &'static str = "outbox_dispatch";
-    const MAX_ATTEMPTS: usize = 10;
 }
 
 /// A canary operators push to check the worker fleet end to end: it runs
@@ -65,9 +73,9 @@ impl Job for DispatchEvents {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Probe {
     /// The operation whose progress it publishes.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// The agency it reports to.
-    pub agency_id: String,
+    pub agency_id: AgencyId,
     /// Whether it belongs to the agency's sandbox.
     pub is_sandbox: bool,
     /// Steps to run.
@@ -76,9 +84,24 @@ pub struct Probe {
     pub step_ms: u64,
 }
 
+impl Probe {
+    /// The tenant it reports to.
+    pub fn tenant(&self) -> Tenant {
+        Tenant::new(
+            self.agency_id.clone(),
+            Environment::from_sandbox_flag(self.is_sandbox),
+        )
+    }
+}
+
 impl Job for Probe {
     const KIND: &'static str = "probe";
     const MAX_ATTEMPTS: usize = 3;
+
+    /// Its operation: each probe has an operation of its own.
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("probe:{}", self.operation_id))
+    }
 }
 
 /// Make attempt `attempt` of a webhook delivery. The HTTP retry schedule is
@@ -87,34 +110,36 @@ impl Job for Probe {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliverWebhook {
     /// The delivery (`whd_…`).
-    pub delivery_id: String,
+    pub delivery_id: DeliveryId,
     /// Which attempt, from 1.
     pub attempt: u32,
-}
-
-impl DeliverWebhook {
-    /// The idempotency key of this attempt: a second push is dropped.
-    pub fn idempotency_key(&self) -> String {
-        format!("{}:{}", self.delivery_id, self.attempt)
-    }
 }
 
 impl Job for DeliverWebhook {
     const KIND: &'static str = "webhook_delivery";
     const MAX_ATTEMPTS: usize = 5;
     const DEFAULT_CONCURRENCY: usize = 64;
+
+    /// The attempt: each attempt number of a delivery is pushed once.
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("{}:{}", self.delivery_id, self.attempt))
+    }
 }
 
 /// E-mail a recorded notification to its recipient.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendNotification {
     /// The notification (`ntf_…`).
-    pub notification_id: String,
+    pub notification_id: NotificationId,
 }
 
 impl Job for SendNotification {
     const KIND: &'static str = "notification_email";
     const MAX_ATTEMPTS: usize = 8;
+
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("notification:{}", self.notification_id))
+    }
 }
 
 /// Seed (or reset) an agency's three sandbox fixture listings, reporting
@@ -122,15 +147,19 @@ impl Job for SendNotification {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedSandbox {
     /// The operation whose progress it publishes.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// The agency (`agc_…`) whose sandbox is seeded.
-    pub agency_id: String,
+    pub agency_id: AgencyId,
 }
 
 impl Job for SeedSandbox {
     const KIND: &'static str = "sandbox_seed";
     const MAX_ATTEMPTS: usize = 5;
     const DEFAULT_CONCURRENCY: usize = 2;
+
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("sandbox_seed:{}", self.operation_id))
+    }
 }
 
 /// Make the delivery variants of one uploaded media item and report each
@@ -138,13 +167,33 @@ impl Job for SeedSandbox {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessMedia {
     /// The item (`med_…`).
-    pub media_id: String,
+    pub media_id: MediaId,
     /// Its upload (`op_…`).
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// The agency (`agc_…`).
-    pub agency_id: String,
+    pub agency_id: AgencyId,
     /// Whether it is sandbox media.
     pub is_sandbox: bool,
+}
+
+impl ProcessMedia {
+    /// The job of `media`, uploaded by `tenant` under `operation`.
+    pub fn new(tenant: &Tenant, operation: &OperationId, media: &MediaId) -> Self {
+        Self {
+            media_id: media.clone(),
+            operation_id: operation.clone(),
+            agency_id: tenant.agency_id.clone(),
+            is_sandbox: tenant.environment.is_sandbox(),
+        }
+    }
+
+    /// Whose media it is.
+    pub fn tenant(&self) -> Tenant {
+        Tenant::new(
+            self.agency_id.clone(),
+            Environment::from_sandbox_flag(self.is_sandbox),
+        )
+    }
 }
 
 impl Job for ProcessMedia {
@@ -152,6 +201,11 @@ impl Job for ProcessMedia {
     const MAX_ATTEMPTS: usize = 3;
     // Image work is CPU-bound and itself parallel: a couple at a time per process.
     const DEFAULT_CONCURRENCY: usize = 2;
+
+    /// The item: the upload's push and the sweep's re-push are one job.
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("media:{}", self.media_id))
+    }
 }
 
 /// Pack the originals of an archive operation's media into a ZIP in the
@@ -159,17 +213,31 @@ impl Job for ProcessMedia {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildArchive {
     /// The archive operation (`op_…`).
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// The agency (`agc_…`).
-    pub agency_id: String,
+    pub agency_id: AgencyId,
     /// Whether it is sandbox media.
     pub is_sandbox: bool,
+}
+
+impl BuildArchive {
+    /// Whose archive it is.
+    pub fn tenant(&self) -> Tenant {
+        Tenant::new(
+            self.agency_id.clone(),
+            Environment::from_sandbox_flag(self.is_sandbox),
+        )
+    }
 }
 
 impl Job for BuildArchive {
     const KIND: &'static str = "media_archive";
     const MAX_ATTEMPTS: usize = 3;
     const DEFAULT_CONCURRENCY: usize = 2;
+
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("archive:{}", self.operation_id))
+    }
 }
 
 /// The names of every queue, in the order operators see them.
@@ -191,6 +259,7 @@ pub fn default_concurrency(queue: &str) -> usize {
         SeedSandbox::KIND => SeedSandbox::DEFAULT_CONCURRENCY,
         ProcessMedia::KIND => ProcessMedia::DEFAULT_CONCURRENCY,
         BuildArchive::KIND => BuildArchive::DEFAULT_CONCURRENCY,
+        SendNotification::KIND => SendNotification::DEFAULT_CONCURRENCY,
         _ => Probe::DEFAULT_CONCURRENCY,
     }
 }
@@ -222,8 +291,60 @@ mod tests {
         let flattened: Vec<EventId> = jobs.iter().flat_map(|job| job.event_ids.clone()).collect();
         assert_eq!(flattened, ids);
         let again = DispatchEvents::chunked(ids);
-        assert_eq!(jobs[0].idempotency_key(), again[0].idempotency_key());
-        assert_ne!(jobs[0].idempotency_key(), jobs[1].idempotency_key());
+        assert_eq!(jobs[0].dedupe_key(), again[0].dedupe_key());
+        assert_ne!(jobs[0].dedupe_key(), jobs[1].dedupe_key());
         assert!(DispatchEvents::chunked(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn dedupe_keys_name_the_work() {
+        let tenant = Tenant::new(AgencyId::generate(), Environment::Sandbox);
+        let operation = OperationId::generate();
+        let media = MediaId::generate();
+        let job = ProcessMedia::new(&tenant, &operation, &media);
+        assert_eq!(job.dedupe_key(), Some(format!("media:{media}")));
+        assert_eq!(job.tenant(), tenant);
+        let delivery = DeliverWebhook {
+            delivery_id: DeliveryId::generate(),
+            attempt: 3,
+        };
+        assert_eq!(
+            delivery.dedupe_key(),
+            Some(format!("{}:3", delivery.delivery_id))
+        );
+        let probe = Probe {
+            operation_id: operation,
+            agency_id: tenant.agency_id.clone(),
+            is_sandbox: true,
+            steps: 1,
+            step_ms: 1,
+        };
+        assert_eq!(
+            probe.dedupe_key(),
+            Some(format!("probe:{}", probe.operation_id))
+        );
+    }
+
+    #[test]
+    fn payloads_keep_their_wire_form() {
+        let media = MediaId::generate();
+        let operation = OperationId::generate();
+        let agency = AgencyId::generate();
+        let job = ProcessMedia {
+            media_id: media.clone(),
+            operation_id: operation.clone(),
+            agency_id: agency.clone(),
+            is_sandbox: false,
+        };
+        let wire = serde_json::json!({
+            "media_id": media.as_str(),
+            "operation_id": operation.as_str(),
+            "agency_id": agency.as_str(),
+            "is_sandbox": false,
+        });
+        assert_eq!(serde_json::to_value(&job).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<ProcessMedia>(wire).unwrap(), job);
+        let malformed = serde_json::json!({"delivery_id": "whd_x", "attempt": 1});
+        assert!(serde_json::from_value::<DeliverWebhook>(malformed).is_err());
     }
 }

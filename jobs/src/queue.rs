@@ -1,9 +1,9 @@
 //! The durable queue and its push side. The embedded profile keeps jobs in
 //! SQLite (a `queue.sqlite3` file beside the data file, see docs/decisions.md);
 //! with `REDIS_URL` they live in Redis. Either way a job is pushed with a ULID
-//! task id, a priority (honoured on SQLite only), an optional `run_at` and an
-//! optional idempotency key (a second push with the same key is dropped while
-//! the first is kept).
+//! task id, a priority (honoured on SQLite only) and an optional `run_at`,
+//! under the job's dedupe key (a second push with the same key is dropped
+//! while the first is kept).
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -47,7 +47,8 @@ pub enum QueueError {
     Push(String),
 }
 
-/// How to push one job.
+/// How to push one job. Whether it is new work is the job's own to say
+/// ([`Job::dedupe_key`]).
 #[derive(Clone, Debug, Default)]
 pub struct PushOptions {
     /// Among due jobs of one queue, higher runs first (then the earlier
@@ -56,8 +57,30 @@ pub struct PushOptions {
     pub priority: usize,
     /// Not before this instant.
     pub run_at: Option<Timestamp>,
-    /// A second push with the same key (same kind) is dropped.
-    pub idempotency_key: Option<String>,
+    /// A later offer of work pushed before (a sweep's re-push, a deferral):
+    /// it extends the job's dedupe key, so the earlier push, which the queue
+    /// keeps for days once it ran, does not swallow this one, while a second
+    /// push of the same offer is still dropped.
+    pub offer: Option<String>,
+}
+
+impl PushOptions {
+    /// Options of a later offer of the same work, named `offer`.
+    pub fn offer(offer: impl Into<String>) -> Self {
+        Self {
+            offer: Some(offer.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The dedupe key `job` is pushed under with these options.
+    pub fn dedupe_key<J: Job>(&self, job: &J) -> Option<String> {
+        let key = job.dedupe_key()?;
+        Some(match &self.offer {
+            Some(offer) => format!("{key}:{offer}"),
+            None => key,
+        })
+    }
 }
 
 /// Corrections to apalis-sqlite's schema, applied after its migrations on
@@ -227,6 +250,7 @@ impl JobQueue {
     }
 
     fn task<J: Job>(id: ulid::Ulid, job: J, options: &PushOptions) -> apalis::prelude::Task<J> {
+        let dedupe_key = options.dedupe_key(&job);
         let mut builder = TaskBuilder::new(job)
             .task_id(TaskId::from_ulid(id))
             .priority(options.priority)
@@ -240,7 +264,7 @@ impl JobQueue {
                 .div_euclid(1_000_000);
             builder = builder.run_at_timestamp(u64::try_from(seconds).unwrap_or(0));
         }
-        if let Some(key) = &options.idempotency_key {
+        if let Some(key) = &dedupe_key {
             builder = builder.idempotency_key(key);
         }
         builder.build()

@@ -11,6 +11,14 @@ use std::fmt;
 
 use ulid::Ulid;
 
+/// Text that is not an id of the kind asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not an id of the form {expected}<ULID>")]
+pub struct InvalidId {
+    /// The prefix the id should have had.
+    pub expected: &'static str,
+}
+
 macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
@@ -44,6 +52,14 @@ macro_rules! typed_id {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = InvalidId;
+
+            fn from_str(text: &str) -> Result<Self, InvalidId> {
+                Self::parse(text).ok_or(InvalidId { expected: $prefix })
             }
         }
 

@@ -158,7 +158,7 @@ backend_tests! {
             )
             .await
             .unwrap();
-        let id = endpoint.id;
+        let id = endpoint.id.to_string();
         let get = || deployment.admin_ok(&["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id]);
 
         // Every field at once; aliases come back canonical, duplicates once.
@@ -246,10 +246,10 @@ backend_tests! {
             )
             .await
             .unwrap();
-        let mut widen = update_args(&agency_id, &sandbox_endpoint.id, &["--environment", "both"]);
+        let mut widen = update_args(&agency_id, sandbox_endpoint.id.as_str(), &["--environment", "both"]);
         widen.push("--sandbox");
         deployment.admin_err(&widen, "validation.failed");
-        let mut rename = update_args(&agency_id, &sandbox_endpoint.id, &["--name", "sandbox feed", "--environment", "Sandbox events only"]);
+        let mut rename = update_args(&agency_id, sandbox_endpoint.id.as_str(), &["--name", "sandbox feed", "--environment", "Sandbox events only"]);
         rename.push("--sandbox");
         let renamed = deployment.admin_ok(&rename);
         assert_eq!(renamed["endpoint"]["name"], "sandbox feed");

@@ -9,6 +9,7 @@ use jobs::PushOptions;
 use jobs::kinds::SeedSandbox;
 use serde::{Deserialize, Serialize};
 use storage::Environment;
+use storage::ids::OperationId;
 use storage::sandbox::{FIXTURES, fixture_number};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -58,25 +59,21 @@ async fn seed(
                 .to_owned(),
         ));
     }
-    let operation_id = format!("op_{}", ulid::Ulid::generate());
+    let operation_id = OperationId::generate();
     let job = SeedSandbox {
         operation_id: operation_id.clone(),
-        agency_id: principal.agency_id.to_string(),
-    };
-    let options = PushOptions {
-        idempotency_key: Some(format!("sandbox_seed:{operation_id}")),
-        ..PushOptions::default()
+        agency_id: principal.agency_id.clone(),
     };
     state
         .platform()
         .queue
-        .push(job, options)
+        .push(job, PushOptions::default())
         .await
         .map_err(ApiError::internal)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(SeedOut {
-            operation_id,
+            operation_id: operation_id.to_string(),
             status: "queued".to_owned(),
             listing_numbers: FIXTURES
                 .iter()

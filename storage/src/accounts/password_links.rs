@@ -5,7 +5,7 @@
 
 use super::{Accounts, hash_password, password_problem};
 use crate::db::{in_transaction, on_pool, write_on_pool};
-use crate::ids::{AgencyId, UserId};
+use crate::ids::{AgencyId, NotificationId, UserId};
 use crate::secrets::encode_token;
 use crate::sessions::StartedSession;
 use crate::users::normalise_email;
@@ -74,7 +74,7 @@ impl PasswordLinkPurpose {
 #[derive(Clone, Debug)]
 pub struct PasswordLink {
     /// The notification carrying it; the `notification_email` job sends it.
-    pub notification_id: String,
+    pub notification_id: NotificationId,
     /// The user it is for.
     pub user_id: UserId,
     /// When the link stops working.
@@ -85,7 +85,7 @@ pub struct PasswordLink {
 pub(super) struct PreparedLink {
     pub(super) purpose: PasswordLinkPurpose,
     pub(super) token_hash: String,
-    pub(super) notification_id: String,
+    pub(super) notification_id: NotificationId,
     pub(super) sealed: String,
     pub(super) body: String,
     pub(super) created_at: Timestamp,
@@ -158,12 +158,15 @@ impl Accounts<'_> {
         let mut secret = [0u8; TOKEN_BYTES];
         rand::fill(&mut secret[..]);
         let token = encode_token(&secret);
-        let notification_id = format!("ntf_{}", ulid::Ulid::generate());
+        let notification_id = NotificationId::generate();
         let created_at = self.store.clock().now();
         PreparedLink {
             purpose,
             token_hash: self.token_hash(&token),
-            sealed: self.store.derived_keys().seal(&token, &notification_id),
+            sealed: self
+                .store
+                .derived_keys()
+                .seal(&token, notification_id.as_str()),
             notification_id,
             body: purpose.body(link_base),
             created_at,
@@ -313,7 +316,7 @@ impl Accounts<'_> {
         let token = self
             .store
             .derived_keys()
-            .open(&sealed, &notification.id)
+            .open(&sealed, notification.id.as_str())
             .ok_or_else(|| StorageError::Corrupt("a password link does not open".to_owned()))?;
         Ok(Some(notification.body.replace(TOKEN_PLACEHOLDER, &token)))
     }

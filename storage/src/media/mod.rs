@@ -21,6 +21,7 @@ mod uploads;
 pub use format::MediaType;
 pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
 pub use operation::{MediaOperation, QueuedItem, UploadOptions};
+pub use snapshot::{FileSnapshot, OperationSnapshot};
 
 pub use crate::objects::StorageKey;
 use crate::{Store, Tenant};

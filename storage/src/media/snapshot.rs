@@ -1,12 +1,40 @@
 //! Where an operation stands for its progress stream: the next progress
 //! number, and a snapshot of every file.
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use super::Media;
 use crate::db::on_pool;
 use crate::ids::{MediaId, OperationId};
 use crate::{Entity, Result, StorageError, Tenant};
+
+/// An operation as its progress stream shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationSnapshot {
+    /// The operation.
+    pub operation_id: OperationId,
+    /// `upload` or `archive`.
+    pub kind: String,
+    /// `processing`, `completed` or `failed`.
+    pub status: String,
+    /// Each file of an upload, in upload order (none for an archive).
+    pub files: Vec<FileSnapshot>,
+}
+
+/// One file of an operation's snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileSnapshot {
+    /// The item.
+    pub media_id: MediaId,
+    /// The client's file name.
+    pub filename: String,
+    /// `queued`, `processing`, `ready` or `failed`.
+    pub status: String,
+    /// Why it failed.
+    pub failure_reason: Option<String>,
+    /// The variants made so far, by name.
+    pub variants: Vec<String>,
+}
 
 impl Media<'_> {
     /// The next progress number of an operation: several workers publish
@@ -31,7 +59,7 @@ impl Media<'_> {
     /// Where an operation stands: its status and each file's status, failure
     /// reason and finished variants. Progress states carry it, so a late
     /// subscriber starts from the whole picture.
-    pub async fn snapshot(&self, tenant: &Tenant, id: &OperationId) -> Result<Value> {
+    pub async fn snapshot(&self, tenant: &Tenant, id: &OperationId) -> Result<OperationSnapshot> {
         let operation = self.operation(tenant, id).await?;
         let rows: Vec<(MediaId, String, String, Option<String>)> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(
@@ -55,28 +83,28 @@ impl Media<'_> {
             .fetch_all(pool)
             .await?
         });
-        let files: Vec<Value> = rows
+        let files = rows
             .into_iter()
-            .map(|(media_id, filename, status, reason)| {
-                let done: Vec<&str> = variants
+            .map(|(media_id, filename, status, failure_reason)| {
+                let variants = variants
                     .iter()
                     .filter(|(owner, _)| *owner == media_id)
-                    .map(|(_, name)| name.as_str())
+                    .map(|(_, name)| name.clone())
                     .collect();
-                json!({
-                    "media_id": media_id,
-                    "filename": filename,
-                    "status": status,
-                    "failure_reason": reason,
-                    "variants": done,
-                })
+                FileSnapshot {
+                    media_id,
+                    filename,
+                    status,
+                    failure_reason,
+                    variants,
+                }
             })
             .collect();
-        Ok(json!({
-            "operation_id": operation.id,
-            "kind": operation.kind,
-            "status": operation.status,
-            "files": files,
-        }))
+        Ok(OperationSnapshot {
+            operation_id: operation.id,
+            kind: operation.kind,
+            status: operation.status,
+            files,
+        })
     }
 }

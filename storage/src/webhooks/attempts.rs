@@ -2,18 +2,23 @@
 //! fail, auto-disable and notify), the endpoint's hourly budget, and giving
 //! a delivery up or deferring it.
 
+use super::Webhooks;
 use super::delivery_record::{
     AfterAttempt, Attempt, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
 };
 use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
-use super::{Webhooks, new_id};
 use crate::db::{in_transaction, on_pool};
 use crate::ids::UserId;
+use crate::ids::{DeliveryId, NotificationId, WebhookEndpointId};
 use crate::{Result, Timestamp};
 
 impl Webhooks<'_> {
     /// Attempts made to an endpoint since `since` (its hourly inbound budget).
-    pub async fn attempts_since(&self, endpoint_id: &str, since: Timestamp) -> Result<i64> {
+    pub async fn attempts_since(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        since: Timestamp,
+    ) -> Result<i64> {
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_scalar(
                 "select count(*) from webhook_attempts where endpoint_id = $1 and started_at >= $2",
@@ -29,7 +34,7 @@ impl Webhooks<'_> {
     /// after it, the hourly budget frees a slot.
     pub async fn oldest_attempt_since(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         since: Timestamp,
     ) -> Result<Option<Timestamp>> {
         on_pool!(self.store.db(), pool => {
@@ -146,7 +151,7 @@ impl Webhooks<'_> {
                             .bind(&delivery.agency_id)
                             .fetch_optional(&mut *tx)
                             .await?;
-                            let id = new_id("ntf_");
+                            let id = NotificationId::generate();
                             sqlx::query(
                                 "insert into notifications (id, agency_id, user_id, kind, subject, body, created_at,
                                      is_sandbox)
@@ -185,7 +190,7 @@ impl Webhooks<'_> {
     }
 
     /// Gives up a delivery without an attempt (its endpoint was deleted or disabled).
-    pub async fn abandon(&self, delivery_id: &str) -> Result<bool> {
+    pub async fn abandon(&self, delivery_id: &DeliveryId) -> Result<bool> {
         let now = self.store.clock().now();
         let updated = in_transaction!(self.store.db(), |tx| {
             sqlx::query(
@@ -203,7 +208,7 @@ impl Webhooks<'_> {
 
     /// Moves a delivery's next attempt to `at` (held back by its endpoint's
     /// hourly budget).
-    pub async fn defer(&self, delivery_id: &str, at: Timestamp) -> Result<()> {
+    pub async fn defer(&self, delivery_id: &DeliveryId, at: Timestamp) -> Result<()> {
         in_transaction!(self.store.db(), |tx| {
             sqlx::query(
                 "update webhook_deliveries set next_attempt_at = $2

@@ -4,12 +4,13 @@
 
 use sqlx::types::Json;
 
+use super::Webhooks;
 use super::delivery_record::{
     Attempt, DELIVERY_COLUMNS, Delivery, DeliveryKind, DeliveryRow, DeliveryTarget,
 };
 use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointWithSecret, WebhookEndpoint};
-use super::{Webhooks, new_id};
 use crate::db::{in_transaction, on_pool};
+use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::page::{Page, Position};
 use crate::{Result, StorageError, Tenant};
 
@@ -23,7 +24,7 @@ impl Webhooks<'_> {
         template: &Delivery,
     ) -> Result<Delivery> {
         let now = self.store.clock().now();
-        let id = new_id("whd_");
+        let id = DeliveryId::generate();
         let sql = format!(
             "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, replay_of, event_id,
                  event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
@@ -53,7 +54,7 @@ impl Webhooks<'_> {
     }
 
     /// A delivery of one of the tenant's endpoints.
-    pub async fn delivery(&self, tenant: &Tenant, id: &str) -> Result<Option<Delivery>> {
+    pub async fn delivery(&self, tenant: &Tenant, id: &DeliveryId) -> Result<Option<Delivery>> {
         let sql = format!(
             "select {DELIVERY_COLUMNS} from webhook_deliveries d
              join webhook_endpoints e on e.id = d.endpoint_id
@@ -73,7 +74,7 @@ impl Webhooks<'_> {
     /// An endpoint's deliveries, newest first.
     pub async fn deliveries(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         before: Option<&Position>,
         limit: u32,
     ) -> Result<Page<Delivery>> {
@@ -102,12 +103,12 @@ impl Webhooks<'_> {
             .map(Delivery::try_from)
             .collect::<Result<Vec<_>>>()?;
         Ok(Page::from_overfetch(deliveries, limit, total, |d| {
-            Position::after(d.created_at, d.id.clone())
+            Position::after(d.created_at, d.id.as_str())
         }))
     }
 
     /// A delivery's attempts, in order.
-    pub async fn attempts(&self, delivery_id: &str) -> Result<Vec<Attempt>> {
+    pub async fn attempts(&self, delivery_id: &DeliveryId) -> Result<Vec<Attempt>> {
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_as(
                 "select attempt, nonce, started_at, duration_ms, outcome, status_code,
@@ -121,7 +122,7 @@ impl Webhooks<'_> {
     }
 
     /// A delivery with its endpoint and secret, whoever's it is (workers).
-    pub async fn target(&self, delivery_id: &str) -> Result<Option<DeliveryTarget>> {
+    pub async fn target(&self, delivery_id: &DeliveryId) -> Result<Option<DeliveryTarget>> {
         let delivery_sql =
             format!("select {DELIVERY_COLUMNS} from webhook_deliveries d where d.id = $1");
         let endpoint_sql = format!(
@@ -152,7 +153,10 @@ impl Webhooks<'_> {
             None => (None, None),
             Some((row, sealed)) => {
                 let endpoint = WebhookEndpoint::try_from(row)?;
-                let secret = self.store.derived_keys().open(&sealed, &endpoint.id);
+                let secret = self
+                    .store
+                    .derived_keys()
+                    .open(&sealed, endpoint.id.as_str());
                 if secret.is_none() {
                     return Err(StorageError::Corrupt(format!(
                         "the signing secret of {} does not open",

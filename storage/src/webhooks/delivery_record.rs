@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::endpoint_record::WebhookEndpoint;
-use crate::ids::{AgencyId, EventId};
+use crate::ids::{AgencyId, DeliveryId, EventId, NotificationId, WebhookEndpointId};
 use crate::outbox::StoredEvent;
 use crate::{Result, StorageError, Timestamp};
 
@@ -84,17 +84,17 @@ impl DeliveryStatus {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivery {
     /// `whd_…`.
-    pub id: String,
+    pub id: DeliveryId,
     /// The endpoint.
-    pub endpoint_id: String,
+    pub endpoint_id: WebhookEndpointId,
     /// The endpoint's agency.
     pub agency_id: AgencyId,
     /// Event, replay or test fire.
     pub kind: DeliveryKind,
     /// The delivery a replay repeats.
-    pub replay_of: Option<String>,
+    pub replay_of: Option<DeliveryId>,
     /// `event_id` of the envelope (kept by replays).
-    pub event_id: String,
+    pub event_id: EventId,
     /// Canonical event type.
     pub event_type: String,
     /// Data-shape version.
@@ -119,12 +119,12 @@ pub struct Delivery {
 
 #[derive(sqlx::FromRow)]
 pub(super) struct DeliveryRow {
-    id: String,
-    pub(super) endpoint_id: String,
+    id: DeliveryId,
+    pub(super) endpoint_id: WebhookEndpointId,
     agency_id: AgencyId,
     kind: String,
-    replay_of: Option<String>,
-    event_id: String,
+    replay_of: Option<DeliveryId>,
+    event_id: EventId,
     event_type: String,
     api_version: String,
     occurred_at: Timestamp,
@@ -236,7 +236,7 @@ pub struct AttemptRecorded {
     /// Whether this attempt disabled the endpoint.
     pub disabled_endpoint: bool,
     /// The notification raised for the owner when it did.
-    pub notification_id: Option<String>,
+    pub notification_id: Option<NotificationId>,
 }
 
 /// What one fan-out of a batch of events did.
@@ -248,7 +248,7 @@ pub struct FanOut {
     /// The ids given that name no event.
     pub missing: Vec<EventId>,
     /// The new deliveries, due now, in event order.
-    pub deliveries: Vec<String>,
+    pub deliveries: Vec<DeliveryId>,
 }
 
 /// A delivery with what its next attempt needs.

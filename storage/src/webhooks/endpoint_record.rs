@@ -3,7 +3,7 @@
 
 use sqlx::types::Json;
 
-use crate::ids::{AgencyId, UserId};
+use crate::ids::{AgencyId, UserId, WebhookEndpointId};
 use crate::{Environment, Result, StorageError, Timestamp};
 
 /// Which events an endpoint hears.
@@ -81,7 +81,7 @@ pub const AUTO_DISABLE_AFTER: i32 = 50;
 #[derive(Clone, Debug, PartialEq)]
 pub struct WebhookEndpoint {
     /// `whe_…`.
-    pub id: String,
+    pub id: WebhookEndpointId,
     /// The owning agency.
     pub agency_id: AgencyId,
     /// The pool of the key that registered it.
@@ -126,7 +126,7 @@ impl WebhookEndpoint {
 
 #[derive(sqlx::FromRow)]
 pub(super) struct EndpointRow {
-    id: String,
+    id: WebhookEndpointId,
     agency_id: AgencyId,
     is_sandbox: bool,
     name: Option<String>,

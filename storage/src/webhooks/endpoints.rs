@@ -3,12 +3,13 @@
 
 use sqlx::types::Json;
 
+use super::Webhooks;
 use super::endpoint_record::{
     ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow, NewEndpoint,
     WebhookEndpoint, generate_secret,
 };
-use super::{Webhooks, new_id};
 use crate::db::{in_transaction, on_pool};
+use crate::ids::WebhookEndpointId;
 use crate::page::{Page, Position};
 use crate::{Result, Tenant};
 
@@ -19,9 +20,9 @@ impl Webhooks<'_> {
         tenant: &Tenant,
         new: NewEndpoint,
     ) -> Result<(WebhookEndpoint, String)> {
-        let id = new_id("whe_");
+        let id = WebhookEndpointId::generate();
         let secret = generate_secret();
-        let sealed = self.store.derived_keys().seal(&secret, &id);
+        let sealed = self.store.derived_keys().seal(&secret, id.as_str());
         let now = self.store.clock().now();
         let sql = format!(
             "insert into webhook_endpoints (id, agency_id, is_sandbox, name, url, event_types,
@@ -48,7 +49,11 @@ impl Webhooks<'_> {
     }
 
     /// The tenant's endpoint.
-    pub async fn get(&self, tenant: &Tenant, id: &str) -> Result<Option<WebhookEndpoint>> {
+    pub async fn get(
+        &self,
+        tenant: &Tenant,
+        id: &WebhookEndpointId,
+    ) -> Result<Option<WebhookEndpoint>> {
         let sql = format!(
             "select {ENDPOINT_COLUMNS} from webhook_endpoints
              where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null"
@@ -100,7 +105,7 @@ impl Webhooks<'_> {
             .map(WebhookEndpoint::try_from)
             .collect::<Result<Vec<_>>>()?;
         Ok(Page::from_overfetch(endpoints, limit, total, |e| {
-            Position::after(e.created_at, e.id.clone())
+            Position::after(e.created_at, e.id.as_str())
         }))
     }
 
@@ -108,7 +113,7 @@ impl Webhooks<'_> {
     pub async fn update(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &WebhookEndpointId,
         changes: EndpointChanges,
     ) -> Result<Option<WebhookEndpoint>> {
         let now = self.store.clock().now();
@@ -145,7 +150,7 @@ impl Webhooks<'_> {
     pub async fn set_enabled(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &WebhookEndpointId,
         enabled: bool,
         reason: &str,
     ) -> Result<Option<WebhookEndpoint>> {
@@ -180,10 +185,10 @@ impl Webhooks<'_> {
     pub async fn rotate_secret(
         &self,
         tenant: &Tenant,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> Result<Option<(WebhookEndpoint, String)>> {
         let secret = generate_secret();
-        let sealed = self.store.derived_keys().seal(&secret, id);
+        let sealed = self.store.derived_keys().seal(&secret, id.as_str());
         let now = self.store.clock().now();
         let sql = format!(
             "update webhook_endpoints set secret_sealed = $4, updated_at = $5
@@ -207,7 +212,7 @@ impl Webhooks<'_> {
     /// Deletes an endpoint: it disappears from the API and receives nothing
     /// more; its deliveries and attempts stay for the record until retention
     /// purges them.
-    pub async fn delete(&self, tenant: &Tenant, id: &str) -> Result<bool> {
+    pub async fn delete(&self, tenant: &Tenant, id: &WebhookEndpointId) -> Result<bool> {
         let now = self.store.clock().now();
         let deleted = in_transaction!(self.store.db(), |tx| {
             sqlx::query(
@@ -226,7 +231,7 @@ impl Webhooks<'_> {
     }
 
     /// The sealed secret as stored (for checks that it is not plaintext).
-    pub async fn sealed_secret(&self, id: &str) -> Result<Option<String>> {
+    pub async fn sealed_secret(&self, id: &WebhookEndpointId) -> Result<Option<String>> {
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_scalar("select secret_sealed from webhook_endpoints where id = $1")
                 .bind(id)

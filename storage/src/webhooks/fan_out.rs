@@ -5,11 +5,11 @@ use std::collections::HashMap;
 
 use sqlx::types::Json;
 
+use super::Webhooks;
 use super::delivery_record::FanOut;
 use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointStatus, WebhookEndpoint};
-use super::{Webhooks, new_id};
 use crate::db::in_transaction;
-use crate::ids::{AgencyId, EventId};
+use crate::ids::{AgencyId, DeliveryId, EventId};
 use crate::outbox::StoredEvent;
 use crate::{Result, StorageError};
 
@@ -109,7 +109,7 @@ impl Webhooks<'_> {
                     if !endpoint.subscribes_to(&event.event_type, event.environment) {
                         continue;
                     }
-                    let id = new_id("whd_");
+                    let id = DeliveryId::generate();
                     let inserted = sqlx::query(insert_sql)
                         .bind(&id)
                         .bind(&endpoint.id)

@@ -39,7 +39,3 @@ use crate::Store;
 pub struct Webhooks<'a> {
     pub(crate) store: &'a Store,
 }
-
-fn new_id(prefix: &str) -> String {
-    format!("{prefix}{}", ulid::Ulid::generate())
-}

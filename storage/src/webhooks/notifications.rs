@@ -3,14 +3,14 @@
 
 use super::Webhooks;
 use crate::db::{in_transaction, on_pool};
-use crate::ids::{AgencyId, UserId};
+use crate::ids::{AgencyId, NotificationId, UserId};
 use crate::{Result, Timestamp};
 
 /// A notification to a user (recorded; e-mailed when a mail relay is configured).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct Notification {
     /// `ntf_…`.
-    pub id: String,
+    pub id: NotificationId,
     /// The agency.
     pub agency_id: AgencyId,
     /// The recipient.
@@ -31,7 +31,7 @@ impl Webhooks<'_> {
     /// A notification with its recipient's e-mail address, if any.
     pub async fn notification_to_send(
         &self,
-        id: &str,
+        id: &NotificationId,
     ) -> Result<Option<(Notification, Option<String>, Option<Timestamp>)>> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -55,7 +55,7 @@ impl Webhooks<'_> {
     }
 
     /// Records that a notification was e-mailed.
-    pub async fn mark_notification_sent(&self, id: &str) -> Result<()> {
+    pub async fn mark_notification_sent(&self, id: &NotificationId) -> Result<()> {
         let now = self.store.clock().now();
         in_transaction!(self.store.db(), |tx| {
             sqlx::query("update notifications set sent_at = $2 where id = $1 and sent_at is null")
@@ -69,7 +69,11 @@ impl Webhooks<'_> {
 
     /// Notifications raised before `before` whose recipient has an e-mail
     /// address and which were not e-mailed yet.
-    pub async fn unsent_notifications(&self, before: Timestamp, limit: u32) -> Result<Vec<String>> {
+    pub async fn unsent_notifications(
+        &self,
+        before: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<NotificationId>> {
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_scalar(
                 "select n.id from notifications n join users u on u.id = n.user_id

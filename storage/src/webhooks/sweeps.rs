@@ -3,6 +3,7 @@
 
 use super::Webhooks;
 use crate::db::in_transaction;
+use crate::ids::DeliveryId;
 use crate::{Result, Timestamp};
 
 impl Webhooks<'_> {
@@ -17,7 +18,7 @@ impl Webhooks<'_> {
         before: Timestamp,
         offered_again_at: Timestamp,
         limit: u32,
-    ) -> Result<Vec<(String, i32)>> {
+    ) -> Result<Vec<(DeliveryId, i32)>> {
         let now = self.store.clock().now();
         let rows = in_transaction!(self.store.db(), |tx| {
             sqlx::query(
@@ -28,7 +29,7 @@ impl Webhooks<'_> {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            let rows: Vec<(String, i32)> = sqlx::query_as(
+            let rows: Vec<(DeliveryId, i32)> = sqlx::query_as(
                 "update webhook_deliveries set next_attempt_at = $2
                  where id in (
                      select id from webhook_deliveries

@@ -75,7 +75,11 @@ pub(super) async fn item_keys(media: &Media, media_id: &str) -> (String, Vec<Str
         .item(&media.ctx.live(), &id)
         .await
         .unwrap();
-    let variants = item.variants.iter().map(|v| v.object_key.to_string()).collect();
+    let variants = item
+        .variants
+        .iter()
+        .map(|v| v.object_key.to_string())
+        .collect();
     (item.object_key.to_string(), variants)
 }
 

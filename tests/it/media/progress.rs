@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
 use reqwest::StatusCode;
 use serde_json::Value;
 use storage::api_keys::Scope;
@@ -19,7 +20,11 @@ async fn recorded_upload(
     tenant: &storage::Tenant,
 ) -> (storage::ids::OperationId, storage::ids::MediaId) {
     let id = storage::ids::MediaId::generate();
-    let key = storage::media::StorageKey::original(tenant, &id, storage::media::MediaType::Jpeg.extension());
+    let key = storage::media::StorageKey::original(
+        tenant,
+        &id,
+        storage::media::MediaType::Jpeg.extension(),
+    );
     let path = app.db.data_dir().join("media").join(key.as_str());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, jpeg(200, 100)).unwrap();
@@ -63,17 +68,21 @@ backend_tests! {
         let (operation, _) = recorded_upload(&media.ctx.app, &tenant).await;
         let hub = &media.ctx.app.state.platform().progress;
         let snapshot = media.ctx.app.store.media().snapshot(&tenant, &operation).await.unwrap();
-        let state = |event: &str| serde_json::json!({"event": event, "operation": snapshot});
+        let state = |seq: u64, step: MediaStep| ProgressState {
+            event: ProgressEvent::Media { step, operation: snapshot.clone() },
+            seq,
+        };
+        let file_done = || MediaStep::FileDone { media_id: snapshot.files[0].media_id.clone() };
         // Two publishers: the one holding seq 5 got through first.
-        hub.publish(&tenant, operation.as_str(), 5, state("file_done")).await.unwrap();
+        hub.publish(&tenant, &operation, state(5, file_done())).await.unwrap();
         let url = media.ctx.app.url(&format!("/api/v1/progress/{operation}"));
         let stream = media.open_stream(&url, Some(&media.key)).await;
-        hub.publish(&tenant, operation.as_str(), 3, state("completed")).await.unwrap();
+        hub.publish(&tenant, &operation, state(3, MediaStep::completed())).await.unwrap();
         let events = read_events(stream).await;
         let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["snapshot", "completed"]);
         // The end is what a late subscriber reads, whatever comes after it.
-        hub.publish(&tenant, operation.as_str(), 9, state("file_done")).await.unwrap();
+        hub.publish(&tenant, &operation, state(9, file_done())).await.unwrap();
         let latest = media.ctx.app.store.progress().latest(&tenant, operation.as_str()).await.unwrap().unwrap();
         assert_eq!(latest.state["event"], "completed");
         let late = media.events(&url, Some(&media.key)).await;

@@ -23,7 +23,11 @@ async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
     let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
     // An upload whose rows committed but whose job push never happened.
     let id = storage::ids::MediaId::generate();
-    let key = storage::media::StorageKey::original(&tenant, &id, storage::media::MediaType::Jpeg.extension());
+    let key = storage::media::StorageKey::original(
+        &tenant,
+        &id,
+        storage::media::MediaType::Jpeg.extension(),
+    );
     let dir = app.db.data_dir().join("media");
     std::fs::create_dir_all(dir.join(key.as_str()).parent().unwrap()).unwrap();
     std::fs::write(dir.join(key.as_str()), jpeg(200, 100)).unwrap();

@@ -6,16 +6,17 @@
 use jobs::admin::{QueueAdmin, QueueDepth};
 use jobs::kinds::Probe;
 use jobs::{Job, PushOptions};
+use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 use tests::deployment::eventually;
 use tests::{Backend, TestApp};
 
 use super::{PATIENCE, wait_for_status};
 
-fn probe(agency_id: &str, operation_id: &str) -> Probe {
+fn probe(agency_id: &AgencyId, operation_id: &OperationId) -> Probe {
     Probe {
-        operation_id: operation_id.to_owned(),
-        agency_id: agency_id.to_owned(),
+        operation_id: operation_id.clone(),
+        agency_id: agency_id.clone(),
         is_sandbox: false,
         steps: 1,
         step_ms: 1,
@@ -44,23 +45,24 @@ async fn dead_jobs_live_and_go(redis: bool) {
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
 
     // Two that fail every attempt (no such agency), one that succeeds.
+    let nobody = AgencyId::generate();
     let mut doomed = Vec::new();
     for _ in 0..2 {
         let id = queue
-            .push(probe("agc_nobody", "op_doomed"), PushOptions::default())
+            .push(
+                probe(&nobody, &OperationId::generate()),
+                PushOptions::default(),
+            )
             .await
             .unwrap();
         doomed.push(id);
     }
-    let keyed = PushOptions {
-        idempotency_key: Some("probe-once".into()),
-        ..PushOptions::default()
-    };
+    let fine = OperationId::generate();
     queue
-        .push(probe(agency.id.as_str(), "op_fine"), keyed.clone())
+        .push(probe(&agency.id, &fine), PushOptions::default())
         .await
         .unwrap();
-    wait_for_status(&app.store, &tenant, "op_fine", "completed").await;
+    wait_for_status(&app.store, &tenant, fine.as_str(), "completed").await;
     let dead = eventually(PATIENCE, "both doomed probes dead", || async {
         let dead = admin.dead_jobs(10).await.unwrap();
         (dead.len() == 2).then_some(dead)
@@ -102,12 +104,15 @@ async fn dead_jobs_live_and_go(redis: bool) {
     assert_eq!(admin.purge_finished(now + 60, now + 60).await.unwrap(), 1);
     assert_eq!(probe_depth(&admin).await.done, 0);
 
-    // The finished job's idempotency key went with it: the same key runs again.
+    // The finished job's dedupe key went with it: the same probe runs again.
     queue
-        .push(probe(agency.id.as_str(), "op_fine_again"), keyed)
+        .push(probe(&agency.id, &fine), PushOptions::default())
         .await
         .unwrap();
-    wait_for_status(&app.store, &tenant, "op_fine_again", "completed").await;
+    eventually(PATIENCE, "the same probe done again", || async {
+        (probe_depth(&admin).await.done == 1).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -53,14 +53,17 @@ async fn ops_post(app: &TestApp, path: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// An agency id no agency has.
+const NOBODY: &str = "agc_00000000000000000000000000";
+
 /// Pushes probes that fail every attempt (their agency does not exist) and
 /// waits until all are dead; returns their job ids.
 async fn dead_probes(app: &TestApp, count: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for _ in 0..count {
         let probe = Probe {
-            operation_id: format!("op_{}", ulid::Ulid::generate()),
-            agency_id: "agc_nobody".into(),
+            operation_id: storage::ids::OperationId::generate(),
+            agency_id: storage::ids::AgencyId::parse(NOBODY).unwrap(),
             is_sandbox: false,
             steps: 1,
             step_ms: 1,
@@ -227,7 +230,7 @@ async fn dead_jobs_are_retried_or_discarded_and_queues_paused() {
     assert_eq!(first["queue"], "probe");
     assert_eq!(first["attempts"], 3);
     assert_eq!(first["last_error"], "probe for an unknown agency");
-    assert_eq!(first["payload"]["agency_id"], "agc_nobody");
+    assert_eq!(first["payload"]["agency_id"], NOBODY);
 
     assert_eq!(
         ops_post(&app, "/ops/api/queues/probe/pause").await.status(),
@@ -313,9 +316,10 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let metrics_operation = storage::ids::OperationId::generate();
     let probe = Probe {
-        operation_id: "op_metrics".into(),
-        agency_id: agency.id.to_string(),
+        operation_id: metrics_operation.clone(),
+        agency_id: agency.id.clone(),
         is_sandbox: false,
         steps: 1,
         step_ms: 1,
@@ -326,7 +330,7 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         .push(probe, PushOptions::default())
         .await
         .unwrap();
-    super::wait_for_status(&app.store, &tenant, "op_metrics", "completed").await;
+    super::wait_for_status(&app.store, &tenant, metrics_operation.as_str(), "completed").await;
 
     let text = eventually(PATIENCE, "job metrics recorded", || async {
         let text = ops_get(&app, "/metrics").await.text().await.unwrap();

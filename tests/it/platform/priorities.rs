@@ -13,8 +13,8 @@ use super::{Fixture, PATIENCE, progress_of, wait_for_status};
 
 fn probe(fixture: &Fixture) -> Probe {
     Probe {
-        operation_id: format!("op_{}", ulid::Ulid::generate()),
-        agency_id: fixture.agency_id.clone(),
+        operation_id: storage::ids::OperationId::generate(),
+        agency_id: fixture.tenant.agency_id.clone(),
         is_sandbox: false,
         steps: 4,
         step_ms: 250,
@@ -54,7 +54,7 @@ async fn a_higher_priority_job_queued_later_runs_first() {
     ]);
     let first = eventually(PATIENCE, "a probe started", || async {
         for operation in [&urgent.operation_id, &earlier.operation_id] {
-            if progress_of(&store, &fixture.tenant, operation)
+            if progress_of(&store, &fixture.tenant, operation.as_str())
                 .await
                 .is_some()
             {
@@ -66,13 +66,19 @@ async fn a_higher_priority_job_queued_later_runs_first() {
     .await;
     assert_eq!(first, urgent.operation_id, "the urgent probe runs first");
     assert!(
-        progress_of(&store, &fixture.tenant, &earlier.operation_id)
+        progress_of(&store, &fixture.tenant, earlier.operation_id.as_str())
             .await
             .is_none(),
         "the earlier probe waits for the slot"
     );
-    wait_for_status(&store, &fixture.tenant, &earlier.operation_id, "completed").await;
-    let urgent_done = progress_of(&store, &fixture.tenant, &urgent.operation_id)
+    wait_for_status(
+        &store,
+        &fixture.tenant,
+        earlier.operation_id.as_str(),
+        "completed",
+    )
+    .await;
+    let urgent_done = progress_of(&store, &fixture.tenant, urgent.operation_id.as_str())
         .await
         .unwrap();
     assert_eq!(urgent_done["status"], "completed");

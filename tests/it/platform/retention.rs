@@ -16,12 +16,12 @@ async fn completed_delivery(store: &Store, endpoint: &WebhookEndpoint) -> Delive
     let webhooks = store.webhooks();
     let now = store.clock().now();
     let template = Delivery {
-        id: String::new(),
+        id: storage::ids::DeliveryId::generate(),
         endpoint_id: endpoint.id.clone(),
         agency_id: endpoint.agency_id.clone(),
         kind: DeliveryKind::Event,
         replay_of: None,
-        event_id: ulid::Ulid::generate().to_string(),
+        event_id: storage::ids::EventId::generate(),
         event_type: "listing.created".into(),
         api_version: "2026-05-29".into(),
         occurred_at: now,

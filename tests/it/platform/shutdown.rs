@@ -64,8 +64,8 @@ fn spawn_probe_workers(deployment: &Deployment, extra: &[&str]) -> tests::deploy
 async fn push_probe(queue: &JobQueue, fixture: &Fixture, steps: u32, step_ms: u64) -> String {
     let operation_id = format!("op_{}", ulid::Ulid::generate());
     let probe = Probe {
-        operation_id: operation_id.clone(),
-        agency_id: fixture.agency_id.clone(),
+        operation_id: storage::ids::OperationId::parse(&operation_id).unwrap(),
+        agency_id: fixture.tenant.agency_id.clone(),
         is_sandbox: false,
         steps,
         step_ms,
@@ -229,8 +229,8 @@ backend_tests! {
         let store = deployment.store().await;
         let operation_id = format!("op_{}", ulid::Ulid::generate());
         let probe = Probe {
-            operation_id: operation_id.clone(),
-            agency_id: fixture.agency_id.clone(),
+            operation_id: storage::ids::OperationId::parse(&operation_id).unwrap(),
+            agency_id: fixture.tenant.agency_id.clone(),
             is_sandbox: false,
             steps: 24,
             step_ms: 250,

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::accounts::NewAccount;
 use storage::api_keys::Scope;
-use storage::ids::{AgencyId, UserId};
+use storage::ids::{AgencyId, NotificationId, UserId};
 use storage::users::Role;
 use tests::smtp::SmtpSink;
 use tests::{TestApp, backend_tests};
@@ -39,7 +39,7 @@ fn token_in(text: &str) -> String {
 }
 
 /// The token of a recorded password e-mail, as the mailer would fill it in.
-async fn recorded_token(app: &TestApp, notification_id: &str) -> String {
+async fn recorded_token(app: &TestApp, notification_id: &NotificationId) -> String {
     let (notification, _, _) = app
         .store
         .webhooks()
@@ -94,7 +94,7 @@ async fn signed_in(response: reqwest::Response) -> (String, Value) {
 /// An account of a fresh agency created without a password, its link
 /// recorded (no relay: nothing is e-mailed): its id, agency, email and the
 /// notification carrying the link.
-async fn account_without_password(app: &TestApp) -> (UserId, AgencyId, String, String) {
+async fn account_without_password(app: &TestApp) -> (UserId, AgencyId, String, NotificationId) {
     let agency = app.agency().await;
     let email = unique_email();
     let account = app

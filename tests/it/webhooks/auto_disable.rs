@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde_json::json;
+use storage::ids::{DeliveryId, EventId, NotificationId};
 use storage::webhooks::{AfterAttempt, Attempt, DeliveryKind, WebhookEndpoint};
 use tests::backend_tests;
 
@@ -17,18 +18,18 @@ async fn record_failed_deliveries(
     ctx: &Ctx,
     endpoint: &WebhookEndpoint,
     count: usize,
-) -> Option<String> {
+) -> Option<NotificationId> {
     let webhooks = ctx.app.store.webhooks();
     let mut notification = None;
     for _ in 0..count {
         let now = ctx.app.store.clock().now();
         let template = storage::webhooks::Delivery {
-            id: String::new(),
+            id: DeliveryId::generate(),
             endpoint_id: endpoint.id.clone(),
             agency_id: endpoint.agency_id.clone(),
             kind: DeliveryKind::Event,
             replay_of: None,
-            event_id: ulid::Ulid::generate().to_string(),
+            event_id: EventId::generate(),
             event_type: "listing.created".into(),
             api_version: "2026-05-29".into(),
             occurred_at: now,
@@ -69,7 +70,7 @@ backend_tests! {
         let ctx = Ctx::with_mail_relay(backend, &relay.url).await;
         crate::support::sql::set_user_email(ctx.app.store.db(), ctx.agency.owner_id.as_str(), "owner@agency.example").await;
         let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
-        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id).await.unwrap().unwrap();
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id.parse().unwrap()).await.unwrap().unwrap();
         // Forty-nine deliveries that already failed for good.
         let webhooks = ctx.app.store.webhooks();
         record_failed_deliveries(&ctx, &endpoint, 49).await;
@@ -138,7 +139,7 @@ backend_tests! {
         let sandbox = ctx.sandbox_key().await;
         let (endpoint_id, _) = ctx.register_with(&sandbox, json!({ "event_types": ["listing.created"] })).await;
         let tenant = storage::Tenant::new(ctx.agency.id.clone(), storage::Environment::Sandbox);
-        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&tenant, &endpoint_id).await.unwrap().unwrap();
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&tenant, &endpoint_id.parse().unwrap()).await.unwrap().unwrap();
         let webhooks = ctx.app.store.webhooks();
         let notification = record_failed_deliveries(&ctx, &endpoint, 50).await;
         let notification_id = notification.expect("the fiftieth failure raises a notification");
@@ -157,7 +158,7 @@ backend_tests! {
         assert_eq!(effects.len(), 1);
         assert_eq!(effects[0].kind, "email");
         assert_eq!(effects[0].subject, "owner@agency.example");
-        assert!(effects[0].detail.contains(&notification_id));
+        assert!(effects[0].detail.contains(notification_id.as_str()));
         let (_, _, sent_at) = webhooks.notification_to_send(&notification_id).await.unwrap().unwrap();
         assert!(sent_at.is_some(), "settled, so no sweep sends it later");
         tokio::time::sleep(Duration::from_millis(300)).await;

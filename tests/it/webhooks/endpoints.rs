@@ -43,7 +43,7 @@ backend_tests! {
         assert!(!list.to_string().contains(secret));
 
         // Sealed at rest: the stored value is not the secret and does not contain it.
-        let sealed = ctx.app.store.webhooks().sealed_secret(id).await.unwrap().unwrap();
+        let sealed = ctx.app.store.webhooks().sealed_secret(&id.parse().unwrap()).await.unwrap().unwrap();
         assert!(!sealed.contains(random), "{sealed}");
         if let Some(file) = ctx.app.db.sqlite_file() {
             let mut bytes = std::fs::read(&file).unwrap();

@@ -32,7 +32,7 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
         .app
         .store
         .webhooks()
-        .get(&ctx.live(), &endpoint_id)
+        .get(&ctx.live(), &endpoint_id.parse().unwrap())
         .await
         .unwrap()
         .unwrap();
@@ -44,12 +44,12 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
         let webhooks = ctx.app.store.webhooks();
         async move {
             let template = storage::webhooks::Delivery {
-                id: String::new(),
+                id: storage::ids::DeliveryId::generate(),
                 endpoint_id: endpoint.id.clone(),
                 agency_id: endpoint.agency_id.clone(),
                 kind: DeliveryKind::Event,
                 replay_of: None,
-                event_id: ulid::Ulid::generate().to_string(),
+                event_id: storage::ids::EventId::generate(),
                 event_type: "listing.created".into(),
                 api_version: "2026-05-29".into(),
                 occurred_at: started_at,
@@ -96,7 +96,7 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
     fill(oldest).await;
     assert_eq!(
         webhooks
-            .attempts_since(&endpoint_id, now.plus_seconds(-3600))
+            .attempts_since(&endpoint_id.parse().unwrap(), now.plus_seconds(-3600))
             .await
             .unwrap(),
         1000
@@ -115,7 +115,7 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
     // Created due now; deferred, due later.
     let held = tests::deployment::eventually(Duration::from_secs(30), "the deferral", || async {
         let delivery = webhooks
-            .delivery(&ctx.live(), &delivery_id)
+            .delivery(&ctx.live(), &delivery_id.parse().unwrap())
             .await
             .unwrap()
             .unwrap();
@@ -141,7 +141,7 @@ async fn an_endpoint_over_its_hourly_budget_has_deliveries_delayed_not_dropped()
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].json()["event_id"], held.event_id.as_str());
     let delivered = ctx
-        .delivery_until(&held.id, |d| d["status"] == "succeeded")
+        .delivery_until(held.id.as_str(), |d| d["status"] == "succeeded")
         .await;
     assert_eq!(delivered["attempts"], 1);
     let log = webhooks.attempts(&held.id).await.unwrap();

@@ -24,12 +24,12 @@ backend_tests! {
             .await
             .unwrap();
         let template = |kind| storage::webhooks::Delivery {
-            id: String::new(),
+            id: storage::ids::DeliveryId::generate(),
             endpoint_id: endpoint.id.clone(),
             agency_id: endpoint.agency_id.clone(),
             kind,
             replay_of: None,
-            event_id: ulid::Ulid::generate().to_string(),
+            event_id: storage::ids::EventId::generate(),
             event_type: "listing.created".into(),
             api_version: "2026-05-29".into(),
             occurred_at: start,

@@ -82,7 +82,7 @@ async fn fail_attempts_one_by_one(
         let delivery =
             tests::deployment::eventually(within, "the failed attempt recorded", || async {
                 let delivery = webhooks
-                    .delivery(&ctx.live(), &delivery_id)
+                    .delivery(&ctx.live(), &delivery_id.parse().unwrap())
                     .await
                     .unwrap()
                     .unwrap();
@@ -91,7 +91,10 @@ async fn fail_attempts_one_by_one(
             .await;
         // The next attempt, if any, waits at the receiver: nothing moved since.
         assert_eq!(delivery.attempts, number, "one attempt at a time");
-        let log = webhooks.attempts(&delivery_id).await.unwrap();
+        let log = webhooks
+            .attempts(&delivery_id.parse().unwrap())
+            .await
+            .unwrap();
         assert_eq!(log.len(), k);
         assert_eq!(
             log[k - 1].started_at,

@@ -39,7 +39,10 @@ async fn a_retry_never_comes_before_its_time(redis: bool, backend: tests::Backen
         .to_owned();
     let webhooks = ctx.app.store.webhooks();
     let log = tests::deployment::eventually(Duration::from_secs(20), "two attempts", || async {
-        let log = webhooks.attempts(&delivery_id).await.unwrap();
+        let log = webhooks
+            .attempts(&delivery_id.parse().unwrap())
+            .await
+            .unwrap();
         (log.len() == 2).then_some(log)
     })
     .await;

@@ -80,12 +80,12 @@ async fn a_delivery_to_an_address_that_became_internal_is_refused_at_connect_tim
         .unwrap();
     let now = app.store.clock().now();
     let template = Delivery {
-        id: String::new(),
+        id: storage::ids::DeliveryId::generate(),
         endpoint_id: endpoint.id.clone(),
         agency_id: agency.id.clone(),
         kind: DeliveryKind::TestFire,
         replay_of: None,
-        event_id: ulid::Ulid::generate().to_string(),
+        event_id: storage::ids::EventId::generate(),
         event_type: "webhook.test_fire".into(),
         api_version: "2026-05-29".into(),
         occurred_at: now,
@@ -214,7 +214,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery() 
     ctx.create_listing().await;
     let delivery_id =
         tests::deployment::eventually(Duration::from_secs(20), "the delivery", || async {
-            let deliveries = ctx.deliveries(&endpoint.id).await;
+            let deliveries = ctx.deliveries(endpoint.id.as_str()).await;
             deliveries
                 .first()
                 .map(|d| d["id"].as_str().unwrap().to_owned())
@@ -228,7 +228,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery() 
             "a rebound name reached the receiver"
         );
         let delivery = webhooks
-            .delivery(&ctx.live(), &delivery_id)
+            .delivery(&ctx.live(), &delivery_id.parse().unwrap())
             .await
             .unwrap()
             .unwrap();
@@ -266,7 +266,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery() 
         .app
         .store
         .webhooks()
-        .delivery(&ctx.live(), &delivery_id)
+        .delivery(&ctx.live(), &delivery_id.parse().unwrap())
         .await
         .unwrap()
         .unwrap();

@@ -8,11 +8,9 @@ use std::collections::HashSet;
 use std::io::Write;
 
 use jobs::kinds::BuildArchive;
+use jobs::progress::MediaStep;
 use object_store::{ObjectStoreExt, WriteMultipart};
-use serde_json::json;
-use storage::ids::{AgencyId, OperationId};
 use storage::media::{MediaType, StorageKey, StorageStrategy};
-use storage::{Environment, Tenant};
 use tokio::io::AsyncReadExt;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
@@ -39,7 +37,7 @@ impl Handler for BuildArchive {
 /// error is only logged.
 async fn give_up(job: &BuildArchive, state: &WorkerState) {
     let failed = async {
-        let (tenant, operation) = ids_of(job)?;
+        let (tenant, operation) = (job.tenant(), job.operation_id.clone());
         if state
             .store
             .media()
@@ -47,30 +45,17 @@ async fn give_up(job: &BuildArchive, state: &WorkerState) {
             .await?
         {
             tracing::warn!(operation_id = %operation, "archive failed: its job was given up on");
-            publish(
-                state,
-                &tenant,
-                &operation,
-                "completed",
-                json!({"reason": "archive failed"}),
-            )
-            .await?;
+            let ended = MediaStep::Completed {
+                size_bytes: None,
+                reason: Some("archive failed".to_owned()),
+            };
+            publish(state, &tenant, &operation, ended).await?;
         }
         Ok::<_, JobError>(())
     };
     if let Err(err) = failed.await {
         tracing::error!(%err, operation_id = %job.operation_id, "an archive job given up on is not recorded");
     }
-}
-
-/// The tenant and operation a job names.
-fn ids_of(job: &BuildArchive) -> Result<(Tenant, OperationId), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("archive job for a malformed agency id".to_owned()))?;
-    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
-    let operation = OperationId::parse(&job.operation_id)
-        .ok_or_else(|| JobError("archive job with a malformed operation id".to_owned()))?;
-    Ok((tenant, operation))
 }
 
 /// A name for `filename` not yet used in the archive (`photo (2).jpg`).
@@ -99,7 +84,7 @@ fn unique_name(filename: &str, used: &mut HashSet<String>) -> String {
 }
 
 async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let (tenant, operation) = ids_of(job)?;
+    let (tenant, operation) = (job.tenant(), job.operation_id.clone());
     let stores = state
         .media
         .as_ref()
@@ -114,7 +99,13 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .media()
         .archive_items(&tenant, &operation)
         .await?;
-    publish(state, &tenant, &operation, "processing", json!({})).await?;
+    publish(
+        state,
+        &tenant,
+        &operation,
+        MediaStep::Processing { media_id: None },
+    )
+    .await?;
     let scratch = ScratchFile(std::env::temp_dir().join(format!("listing-api-{operation}.zip")));
     let file = std::fs::File::create(&scratch.0)
         .map_err(|err| JobError(format!("scratch file: {err}")))?;
@@ -144,14 +135,10 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .await
         .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
         .map_err(|err| JobError(format!("archive entry: {err}")))?;
-        publish(
-            state,
-            &tenant,
-            &operation,
-            "file_done",
-            json!({"media_id": item.id}),
-        )
-        .await?;
+        let packed = MediaStep::FileDone {
+            media_id: item.id.clone(),
+        };
+        publish(state, &tenant, &operation, packed).await?;
     }
     tokio::task::spawn_blocking(move || writer.finish())
         .await
@@ -165,14 +152,11 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .finish_archive(&tenant, &operation, Some((&key, size)))
         .await?;
     tracing::info!(operation_id = %operation, files = items.len(), size, attempt, "archive written");
-    publish(
-        state,
-        &tenant,
-        &operation,
-        "completed",
-        json!({"size_bytes": size}),
-    )
-    .await?;
+    let written = MediaStep::Completed {
+        size_bytes: Some(size),
+        reason: None,
+    };
+    publish(state, &tenant, &operation, written).await?;
     Ok(())
 }
 

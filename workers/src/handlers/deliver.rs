@@ -58,12 +58,7 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         let options = PushOptions {
             run_at: Some(run_at),
             // Unique: a deferral never collides with an earlier one.
-            idempotency_key: Some(format!(
-                "{}:deferred:{}",
-                job.idempotency_key(),
-                ulid::Ulid::generate()
-            )),
-            ..PushOptions::default()
+            ..PushOptions::offer(format!("deferred:{}", ulid::Ulid::generate()))
         };
         state
             .queue
@@ -110,11 +105,7 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             let job = SendNotification {
                 notification_id: notification_id.clone(),
             };
-            let options = PushOptions {
-                idempotency_key: Some(format!("notification:{notification_id}")),
-                ..PushOptions::default()
-            };
-            if let Err(err) = state.queue.push(job, options).await {
+            if let Err(err) = state.queue.push(job, PushOptions::default()).await {
                 // Recorded and unsent: the sweep pushes it.
                 tracing::warn!(%err, "could not push the owner's e-mail; the sweep will");
             }
@@ -127,7 +118,6 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         };
         let options = PushOptions {
             run_at: Some(run_at),
-            idempotency_key: Some(next.idempotency_key()),
             ..PushOptions::default()
         };
         if let Err(err) = state.queue.push(next, options).await {

@@ -6,7 +6,7 @@
 
 use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, DispatchEvents};
-use storage::ids::EventId;
+use storage::ids::{DeliveryId, EventId};
 
 use super::{Handler, JobError, WorkerState};
 
@@ -35,7 +35,7 @@ impl Handler for DispatchEvents {
 /// Pushes the first attempt of each new delivery. A failed push is logged,
 /// not returned: the deliveries are committed and due, and the overdue sweep
 /// pushes them.
-async fn push_deliveries(state: &WorkerState, deliveries: Vec<String>) {
+async fn push_deliveries(state: &WorkerState, deliveries: Vec<DeliveryId>) {
     if deliveries.is_empty() {
         return;
     }
@@ -46,11 +46,7 @@ async fn push_deliveries(state: &WorkerState, deliveries: Vec<String>) {
                 delivery_id,
                 attempt: 1,
             };
-            let options = PushOptions {
-                idempotency_key: Some(job.idempotency_key()),
-                ..PushOptions::default()
-            };
-            (job, options)
+            (job, PushOptions::default())
         })
         .collect();
     if let Err(err) = state.queue.push_many(jobs).await {

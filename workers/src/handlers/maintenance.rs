@@ -124,22 +124,17 @@ impl Maintenance {
                 let count = stale.len() as u64;
                 if count > 0 {
                     tracing::info!(count, "pushing media items whose job was lost");
-                    // The same idempotency key as the upload's push: a job
-                    // still in the queue is not pushed twice.
+                    // The same dedupe key as the upload's push: a job still
+                    // in the queue is not pushed twice.
                     let jobs = stale
                         .into_iter()
                         .map(|queued| {
-                            let options = PushOptions {
-                                idempotency_key: Some(format!("media:{}", queued.media_id)),
-                                ..PushOptions::default()
-                            };
-                            let job = ProcessMedia {
-                                media_id: queued.media_id.to_string(),
-                                operation_id: queued.operation_id.to_string(),
-                                agency_id: queued.tenant.agency_id.to_string(),
-                                is_sandbox: queued.tenant.environment.is_sandbox(),
-                            };
-                            (job, options)
+                            let job = ProcessMedia::new(
+                                &queued.tenant,
+                                &queued.operation_id,
+                                &queued.media_id,
+                            );
+                            (job, PushOptions::default())
                         })
                         .collect();
                     state.queue.push_many(jobs).await?;
@@ -201,13 +196,10 @@ impl Maintenance {
                     let jobs: Vec<_> = unsent
                         .into_iter()
                         .map(|notification_id| {
-                            let options = PushOptions {
-                                idempotency_key: Some(format!(
-                                    "notification:{notification_id}:{}",
-                                    now.as_unix_seconds() / RESWEEP_AFTER_SECONDS
-                                )),
-                                ..PushOptions::default()
-                            };
+                            // One offer per resweep interval.
+                            let options = PushOptions::offer(
+                                (now.as_unix_seconds() / RESWEEP_AFTER_SECONDS).to_string(),
+                            );
                             (SendNotification { notification_id }, options)
                         })
                         .collect();
@@ -227,17 +219,11 @@ impl Maintenance {
                                 delivery_id,
                                 attempt: u32::try_from(attempt).unwrap_or(1),
                             };
-                            let options = PushOptions {
-                                // Keyed by the offer: the attempt's first
-                                // push, kept by the queue for days once done
-                                // or dead, never swallows a later one.
-                                idempotency_key: Some(format!(
-                                    "{}:swept:{}",
-                                    job.idempotency_key(),
-                                    now.as_unix_seconds()
-                                )),
-                                ..PushOptions::default()
-                            };
+                            // Keyed by the offer: the attempt's first push,
+                            // kept by the queue for days once done or dead,
+                            // never swallows a later one.
+                            let options =
+                                PushOptions::offer(format!("swept:{}", now.as_unix_seconds()));
                             (job, options)
                         })
                         .collect();

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 
 use jobs::Job;
 use jobs::kinds::ProcessMedia;
+use jobs::progress::MediaStep;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
-use serde_json::{Value, json};
-use storage::ids::{AgencyId, MediaId, OperationId};
+use storage::ids::OperationId;
 use storage::media::{MediaItem, MediaStatus, MediaType, StorageKey, Variant};
-use storage::{Environment, StorageError, Tenant};
+use storage::{StorageError, Tenant};
 
 use super::{Handler, JobError, WorkerState};
 use crate::media::poster;
@@ -44,7 +44,7 @@ async fn give_up(job: &ProcessMedia, state: &WorkerState) {
 }
 
 async fn fail_for_good(job: &ProcessMedia, state: &WorkerState) -> Result<(), JobError> {
-    let (tenant, id, operation) = ids_of(job)?;
+    let (tenant, id, operation) = (job.tenant(), job.media_id.clone(), job.operation_id.clone());
     let item = match state.store.media().item(&tenant, &id).await {
         Ok(item) => item,
         Err(StorageError::NotFound(_)) => return Ok(()),
@@ -58,33 +58,16 @@ async fn fail_for_good(job: &ProcessMedia, state: &WorkerState) -> Result<(), Jo
             .fail_item(&tenant, &id, GIVEN_UP_REASON)
             .await?;
         // The upload completes even if this state is lost.
-        let published = publish(
-            state,
-            &tenant,
-            &operation,
-            "failed",
-            json!({"media_id": id, "reason": GIVEN_UP_REASON}),
-        )
-        .await;
+        let failed = MediaStep::Failed {
+            media_id: id.clone(),
+            reason: GIVEN_UP_REASON.to_owned(),
+        };
+        let published = publish(state, &tenant, &operation, failed).await;
         if let Err(err) = published {
             tracing::warn!(%err, media_id = %id, "a failed item's state not published");
         }
     }
     finish_upload(state, &tenant, &operation, true).await
-}
-
-/// The tenant and ids a job names.
-fn ids_of(job: &ProcessMedia) -> Result<(Tenant, MediaId, OperationId), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("media job for a malformed agency id".to_owned()))?;
-    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
-    let (Some(id), Some(operation)) = (
-        MediaId::parse(&job.media_id),
-        OperationId::parse(&job.operation_id),
-    ) else {
-        return Err(JobError("media job with malformed ids".to_owned()));
-    };
-    Ok((tenant, id, operation))
 }
 
 /// Completes the upload if no item is left, and publishes `completed`. With
@@ -102,7 +85,7 @@ async fn finish_upload(
     let finished = completed.is_some()
         || (again && media.operation(tenant, operation).await?.status != "processing");
     if finished {
-        publish(state, tenant, operation, "completed", json!({})).await?;
+        publish(state, tenant, operation, MediaStep::completed()).await?;
     }
     Ok(())
 }
@@ -113,30 +96,19 @@ impl From<object_store::Error> for JobError {
     }
 }
 
-/// Publishes one progress state of the operation, with its snapshot.
+/// Publishes a step of the operation (with its snapshot).
 pub(crate) async fn publish(
     state: &WorkerState,
     tenant: &Tenant,
     operation: &OperationId,
-    event: &str,
-    detail: Value,
+    step: MediaStep,
 ) -> Result<(), JobError> {
-    let media = state.store.media();
-    let seq = media.next_progress_seq(tenant, operation).await?;
-    let snapshot = media.snapshot(tenant, operation).await?;
-    let mut message = json!({"event": event, "operation": snapshot});
-    if let (Value::Object(message), Value::Object(detail)) = (&mut message, detail) {
-        message.extend(detail);
-    }
-    state
-        .progress
-        .publish(tenant, operation.as_str(), seq, message)
-        .await?;
+    state.progress.publish_step(tenant, operation, step).await?;
     Ok(())
 }
 
 async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let (tenant, id, operation) = ids_of(job)?;
+    let (tenant, id, operation) = (job.tenant(), job.media_id.clone(), job.operation_id.clone());
     let item = match state.store.media().item(&tenant, &id).await {
         Ok(item) => item,
         // The upload's rows are gone (never committed): nothing to do.
@@ -148,14 +120,10 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
     let finished_before = !matches!(item.status, MediaStatus::Queued | MediaStatus::Processing);
     if !finished_before {
         state.store.media().start_processing(&tenant, &id).await?;
-        publish(
-            state,
-            &tenant,
-            &operation,
-            "processing",
-            json!({"media_id": id}),
-        )
-        .await?;
+        let processing = MediaStep::Processing {
+            media_id: Some(id.clone()),
+        };
+        publish(state, &tenant, &operation, processing).await?;
         let outcome = match make_item_variants(state, &tenant, &operation, &item).await {
             Err(ItemError::Storage(reason)) if attempt < ProcessMedia::MAX_ATTEMPTS => {
                 // The store, not the file: the job runs again.
@@ -174,26 +142,19 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
                     .media()
                     .finish_item(&tenant, &id, &variants, duration)
                     .await?;
-                publish(
-                    state,
-                    &tenant,
-                    &operation,
-                    "file_done",
-                    json!({"media_id": id}),
-                )
-                .await?;
+                let done = MediaStep::FileDone {
+                    media_id: id.clone(),
+                };
+                publish(state, &tenant, &operation, done).await?;
             }
             Err(Unprocessable(reason)) => {
                 tracing::info!(media_id = %id, %reason, "media item failed");
                 state.store.media().fail_item(&tenant, &id, &reason).await?;
-                publish(
-                    state,
-                    &tenant,
-                    &operation,
-                    "failed",
-                    json!({"media_id": id, "reason": reason}),
-                )
-                .await?;
+                let failed = MediaStep::Failed {
+                    media_id: id.clone(),
+                    reason,
+                };
+                publish(state, &tenant, &operation, failed).await?;
             }
         }
     }
@@ -307,13 +268,13 @@ async fn make_item_variants(
                 .map_err(|err| ItemError::Storage(format!("storing a variant failed: {err}")))?;
         }
         tracing::debug!(media_id = %item.id, %key, "variant stored");
-        let detail = json!({
-            "media_id": item.id,
-            "variant": variant.name.as_str(),
-            "width": variant.width,
-            "height": variant.height,
-        });
-        publish(state, tenant, operation, "variant_done", detail)
+        let done = MediaStep::VariantDone {
+            media_id: item.id.clone(),
+            variant: variant.name.as_str().to_owned(),
+            width: variant.width,
+            height: variant.height,
+        };
+        publish(state, tenant, operation, done)
             .await
             .map_err(|err| ItemError::Storage(err.0))?;
         variants.push(Variant {

@@ -5,37 +5,55 @@
 use std::time::Duration;
 
 use jobs::kinds::Probe;
-use serde_json::json;
-use storage::ids::AgencyId;
-use storage::{Environment, Tenant};
+use jobs::progress::{JobStatus, ProgressEvent, ProgressState};
+use storage::StorageError;
 
 use super::{Handler, JobError, WorkerState};
 
 impl Handler for Probe {
-    /// Runs a probe.
+    /// Runs a probe: one state per step, then `completed`.
     async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-        run(self, state, attempt).await
+        match state.store.agencies().get(&self.agency_id).await {
+            Err(StorageError::NotFound(_)) => {
+                return Err(JobError("probe for an unknown agency".to_owned()));
+            }
+            Err(err) => return Err(err.into()),
+            Ok(_) => {}
+        }
+        let steps = u64::from(self.steps.max(1));
+        for step in 1..=steps {
+            tokio::time::sleep(Duration::from_millis(self.step_ms)).await;
+            let status = JobStatus::Processing {
+                step: Some(step),
+                steps: Some(steps),
+                attempt,
+            };
+            publish(state, self, step, status).await?;
+        }
+        let done = JobStatus::Completed {
+            steps: Some(steps),
+            listing_numbers: None,
+            attempt,
+        };
+        publish(state, self, steps + 1, done).await
     }
 }
 
-async fn run(job: &Probe, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("probe for an unknown agency".to_owned()))?;
-    let tenant = Tenant::new(agency, Environment::from_sandbox_flag(job.is_sandbox));
-    let steps = u64::from(job.steps.max(1));
-    for step in 1..=steps {
-        tokio::time::sleep(Duration::from_millis(job.step_ms)).await;
-        let state_now =
-            json!({"status": "processing", "step": step, "steps": steps, "attempt": attempt});
-        state
-            .progress
-            .publish(&tenant, &job.operation_id, step, state_now)
-            .await?;
-    }
-    let done = json!({"status": "completed", "steps": steps, "attempt": attempt});
+/// Publishes state `seq` of the probe's operation.
+async fn publish(
+    state: &WorkerState,
+    probe: &Probe,
+    seq: u64,
+    status: JobStatus,
+) -> Result<(), JobError> {
+    let event = ProgressEvent::Job(status);
     state
         .progress
-        .publish(&tenant, &job.operation_id, steps + 1, done)
+        .publish(
+            &probe.tenant(),
+            &probe.operation_id,
+            ProgressState { event, seq },
+        )
         .await?;
     Ok(())
 }

@@ -3,46 +3,48 @@
 //! (with the fixtures' numbers) under the request's operation id.
 
 use jobs::kinds::SeedSandbox;
-use serde_json::json;
-use storage::ids::AgencyId;
+use jobs::progress::{JobStatus, ProgressEvent, ProgressState};
 use storage::{Environment, Tenant};
 
 use super::{Handler, JobError, WorkerState};
 
 impl Handler for SeedSandbox {
-    /// Runs a seeding.
+    /// Runs a seeding: `processing`, then `completed` with the fixtures.
     async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-        run(self, state, attempt).await
-    }
-}
-
-async fn run(job: &SeedSandbox, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-    let agency = AgencyId::parse(&job.agency_id)
-        .ok_or_else(|| JobError("sandbox seed for a malformed agency id".to_owned()))?;
-    let tenant = Tenant::new(agency.clone(), Environment::Sandbox);
-    state
-        .progress
-        .publish(
-            &tenant,
-            &job.operation_id,
+        let tenant = Tenant::new(self.agency_id.clone(), Environment::Sandbox);
+        let publish = |seq: u64, status: JobStatus| {
+            let state_now = ProgressState {
+                event: ProgressEvent::Job(status),
+                seq,
+            };
+            state
+                .progress
+                .publish(&tenant, &self.operation_id, state_now)
+        };
+        publish(
             1,
-            json!({"status": "processing", "attempt": attempt}),
+            JobStatus::Processing {
+                step: None,
+                steps: None,
+                attempt,
+            },
         )
         .await?;
-    let listings = state.store.sandbox().seed(&agency).await?;
-    let numbers: Vec<&str> = listings
-        .iter()
-        .map(|listing| listing.listing_number.as_str())
-        .collect();
-    state
-        .progress
-        .publish(
-            &tenant,
-            &job.operation_id,
+        let listings = state.store.sandbox().seed(&self.agency_id).await?;
+        let listing_numbers = listings
+            .into_iter()
+            .map(|listing| listing.listing_number)
+            .collect();
+        publish(
             2,
-            json!({"status": "completed", "listing_numbers": numbers, "attempt": attempt}),
+            JobStatus::Completed {
+                steps: None,
+                listing_numbers: Some(listing_numbers),
+                attempt,
+            },
         )
         .await?;
-    tracing::info!(agency_id = %agency, "sandbox fixtures seeded");
-    Ok(())
+        tracing::info!(agency_id = %self.agency_id, "sandbox fixtures seeded");
+        Ok(())
+    }
 }

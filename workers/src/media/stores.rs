@@ -86,8 +86,6 @@ impl MediaStores {
         if self.is_local(strategy) {
             return Ok(None);
         }
-        self.cloud
-            .signed_get_url(&key.to_path(), expires_in)
-            .await
+        self.cloud.signed_get_url(&key.to_path(), expires_in).await
     }
 }

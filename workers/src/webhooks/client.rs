@@ -45,7 +45,7 @@ struct Envelope<'a> {
 /// The body of an attempt of `delivery` with `nonce`.
 pub fn envelope_body(delivery: &Delivery, nonce: &str) -> Vec<u8> {
     let envelope = Envelope {
-        event_id: &delivery.event_id,
+        event_id: delivery.event_id.as_str(),
         event_type: &delivery.event_type,
         api_version: &delivery.api_version,
         timestamp: delivery.occurred_at.as_unix_seconds(),
@@ -97,7 +97,7 @@ impl SignedRequest {
         put(LEGACY_SIGNATURE_HEADER, &signature);
         put(TIMESTAMP_HEADER, &now_unix.to_string());
         put(EVENT_TYPE_HEADER, &delivery.event_type);
-        put(EVENT_ID_HEADER, &delivery.event_id);
+        put(EVENT_ID_HEADER, delivery.event_id.as_str());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             USER_AGENT,

@@ -37,10 +37,10 @@ pub(super) async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminErro
             "--steps must be 1 to 10000",
         ));
     }
-    let operation_id = format!("op_{}", ulid::Ulid::generate());
+    let operation_id = storage::ids::OperationId::generate();
     let probe = jobs::kinds::Probe {
         operation_id: operation_id.clone(),
-        agency_id: agency.to_string(),
+        agency_id: agency.clone(),
         is_sandbox: args.sandbox,
         steps: args.steps,
         step_ms: args.step_ms,

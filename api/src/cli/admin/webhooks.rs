@@ -170,6 +170,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
         .endpoint
         .ok_or_else(|| AdminError::new("validation.failed", "--endpoint is required"))?;
     let not_found = || AdminError::new("webhook_endpoint_not_found", "no such webhook endpoint");
+    let id = storage::ids::WebhookEndpointId::parse(&id).ok_or_else(not_found)?;
     let reason = storage::webhooks::MANUALLY_DISABLED_REASON;
     Ok(match args.action {
         WebhookAction::List => unreachable!("handled above"),

@@ -5,8 +5,8 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::Timestamp;
 use storage::ids::UserId;
-use storage::listings::ListingDetail;
 use storage::listing_status::ListingStatus;
+use storage::listings::ListingDetail;
 use storage::listings::ListingFilter;
 use utoipa::{IntoParams, ToSchema};
 

@@ -164,18 +164,14 @@ async fn create_archive(
         .create_archive(&tenant, &operation_id, &body.archive_name, &ids)
         .await?;
     let job = BuildArchive {
-        operation_id: operation_id.to_string(),
-        agency_id: tenant.agency_id.to_string(),
+        operation_id: operation_id.clone(),
+        agency_id: tenant.agency_id.clone(),
         is_sandbox: tenant.environment.is_sandbox(),
-    };
-    let options = PushOptions {
-        idempotency_key: Some(format!("archive:{operation_id}")),
-        ..PushOptions::default()
     };
     state
         .platform()
         .queue
-        .push(job, options)
+        .push(job, PushOptions::default())
         .await
         .map_err(ApiError::internal)?;
     let operation = state

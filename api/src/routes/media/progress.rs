@@ -21,12 +21,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{Stream, StreamExt, stream};
 use serde::Deserialize;
-use serde_json::{Value, json};
 use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
 
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
@@ -128,32 +129,34 @@ async fn caller_tenant(
     Ok((principal.tenant(), Some(limits)))
 }
 
-fn event_of(state: &Value) -> Event {
-    let name = state
-        .get("event")
-        .and_then(Value::as_str)
-        .unwrap_or("state");
-    let seq = state.get("seq").and_then(Value::as_u64).unwrap_or(0);
+fn event_of(state: &ProgressState) -> Event {
     Event::default()
-        .event(name)
-        .id(seq.to_string())
-        .data(state.to_string())
-}
-
-fn is_final(state: &Value) -> bool {
-    jobs::progress::is_terminal(state)
+        .event(state.event.name())
+        .id(state.seq.to_string())
+        .data(serde_json::to_string(state).unwrap_or_default())
 }
 
 /// The `completed` state of an operation whose stored status says it
-/// finished, `None` while it runs (or when it cannot be read).
-async fn finished_state(state: &AppState, tenant: &Tenant, id: &OperationId) -> Option<Value> {
+/// finished, numbered `seq`; `None` while it runs (or when it cannot be read).
+async fn finished_state(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &OperationId,
+    seq: u64,
+) -> Option<ProgressState> {
     let media = state.store().media();
     let operation = media.operation(tenant, id).await.ok()?;
     if operation.status == "processing" {
         return None;
     }
-    let snapshot = media.snapshot(tenant, id).await.ok()?;
-    Some(json!({"event": "completed", "operation": snapshot}))
+    let operation = media.snapshot(tenant, id).await.ok()?;
+    Some(ProgressState {
+        event: ProgressEvent::Media {
+            step: MediaStep::completed(),
+            operation,
+        },
+        seq,
+    })
 }
 
 /// What the live part of a stream carries between its events.
@@ -177,13 +180,13 @@ async fn next_live(mut live: Live) -> Option<(Event, Live)> {
         tokio::select! {
             message = live.messages.next() => {
                 let message = message?;
-                live.done = is_final(&message.state);
-                live.last_seq = live.last_seq.max(message.seq);
+                live.done = message.state.event.is_terminal();
+                live.last_seq = live.last_seq.max(message.state.seq);
                 return Some((event_of(&message.state), live));
             }
             () = tokio::time::sleep(STATUS_CHECK) => {
-                if let Some(mut end) = finished_state(&live.state, &live.tenant, &live.id).await {
-                    end["seq"] = live.last_seq.into();
+                let end = finished_state(&live.state, &live.tenant, &live.id, live.last_seq).await;
+                if let Some(end) = end {
                     live.done = true;
                     return Some((event_of(&end), live));
                 }
@@ -219,27 +222,31 @@ pub async fn progress(
     media.operation(&tenant, &id).await?;
     // Subscribed before the stored status is read, so an end is either seen
     // there or arrives live.
-    let subscription = state
-        .platform()
-        .progress
-        .subscribe(&tenant, id.as_str())
-        .await?;
-    let after = subscription.latest.as_ref().map_or(0, |(seq, _)| *seq);
-    let (snapshot, first) = match subscription.latest {
-        Some((_, latest)) => (latest.get("operation").cloned(), Some(latest)),
-        None => (Some(media.snapshot(&tenant, &id).await?), None),
+    let subscription = state.platform().progress.subscribe(&tenant, &id).await?;
+    let after = subscription.latest.as_ref().map_or(0, |latest| latest.seq);
+    let snapshot = match subscription.latest.as_ref() {
+        Some(latest) => latest
+            .event
+            .operation()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(ApiError::internal)?,
+        None => Some(
+            serde_json::to_string(&media.snapshot(&tenant, &id).await?)
+                .map_err(ApiError::internal)?,
+        ),
     };
     let mut opening = vec![
         Event::default()
             .event("snapshot")
-            .data(snapshot.unwrap_or(Value::Null).to_string()),
+            .data(snapshot.unwrap_or_else(|| "null".to_owned())),
     ];
-    let end = match first.filter(is_final) {
+    let end = match subscription
+        .latest
+        .filter(|latest| latest.event.is_terminal())
+    {
         Some(latest) => Some(latest),
-        None => finished_state(&state, &tenant, &id).await.map(|mut end| {
-            end["seq"] = after.into();
-            end
-        }),
+        None => finished_state(&state, &tenant, &id, after).await,
     };
     let live: std::pin::Pin<Box<dyn Stream<Item = Event> + Send>> = match end {
         Some(end) => {

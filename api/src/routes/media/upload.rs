@@ -16,9 +16,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use jobs::PushOptions;
 use jobs::kinds::ProcessMedia;
+use jobs::progress::MediaStep;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use storage::Tenant;
 use storage::ids::{ListingId, MediaId, OperationId};
@@ -616,23 +616,19 @@ async fn queue_processing(
     operation_id: &OperationId,
     items: &[MediaItem],
 ) {
-    if let Err(err) = publish_queued(state, tenant, operation_id).await {
+    let queued = state
+        .platform()
+        .progress
+        .publish_step(tenant, operation_id, MediaStep::Queued)
+        .await;
+    if let Err(err) = queued {
         tracing::warn!(%err, %operation_id, "upload's first progress state not published");
     }
     let jobs = items
         .iter()
         .map(|item| {
-            let job = ProcessMedia {
-                media_id: item.id.to_string(),
-                operation_id: operation_id.to_string(),
-                agency_id: tenant.agency_id.to_string(),
-                is_sandbox: tenant.environment.is_sandbox(),
-            };
-            let options = PushOptions {
-                idempotency_key: Some(format!("media:{}", item.id)),
-                ..PushOptions::default()
-            };
-            (job, options)
+            let job = ProcessMedia::new(tenant, operation_id, &item.id);
+            (job, PushOptions::default())
         })
         .collect();
     if let Err(err) = state.platform().queue.push_many(jobs).await {
@@ -642,27 +638,6 @@ async fn queue_processing(
             "upload's processing jobs not queued; the media sweep will push them"
         );
     }
-}
-
-/// Publishes the upload's first state, `queued`.
-async fn publish_queued(
-    state: &AppState,
-    tenant: &Tenant,
-    operation_id: &OperationId,
-) -> Result<(), storage::StorageError> {
-    let media = state.store().media();
-    let seq = media.next_progress_seq(tenant, operation_id).await?;
-    let snapshot = media.snapshot(tenant, operation_id).await?;
-    state
-        .platform()
-        .progress
-        .publish(
-            tenant,
-            operation_id.as_str(),
-            seq,
-            json!({"event": "queued", "operation": snapshot}),
-        )
-        .await
 }
 
 /// Uploads files (to a listing named by the `listing_number` field, or to none).

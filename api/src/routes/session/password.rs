@@ -36,11 +36,12 @@ pub(crate) async fn send_password_link(state: &AppState, link: &PasswordLink) {
     let job = jobs::kinds::SendNotification {
         notification_id: link.notification_id.clone(),
     };
-    let options = jobs::PushOptions {
-        idempotency_key: Some(format!("notification:{}", link.notification_id)),
-        ..jobs::PushOptions::default()
-    };
-    if let Err(err) = state.platform().queue.push(job, options).await {
+    if let Err(err) = state
+        .platform()
+        .queue
+        .push(job, jobs::PushOptions::default())
+        .await
+    {
         tracing::warn!(%err, notification_id = %link.notification_id, "could not push the password e-mail; the sweep will");
     }
     tracing::info!(user_id = %link.user_id, notification_id = %link.notification_id, "password link issued");

@@ -6,7 +6,9 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::endpoints::endpoint_of;
+use storage::ids::DeliveryId;
+
+use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::wire::{DeliveryOut, PageQuery};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
@@ -53,7 +55,7 @@ async fn list_deliveries(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<PageOut<DeliveryOut>>, ApiError> {
     let tenant = principal.tenant();
-    let endpoint = endpoint_of(&state, &tenant, &endpoint_id).await?;
+    let endpoint = endpoint_of(&state, &tenant, &parse_endpoint_id(&endpoint_id)?).await?;
     let limit = page_limit(query.limit)?;
     let scope = CursorScope {
         collection: "webhook_deliveries",
@@ -97,9 +99,14 @@ async fn get_delivery(
 ) -> Result<Json<DeliveryOut>, ApiError> {
     let webhooks = state.store().webhooks();
     let delivery = webhooks
-        .delivery(&principal.tenant(), &delivery_id)
+        .delivery(&principal.tenant(), &parse_delivery_id(&delivery_id)?)
         .await?
         .ok_or(ApiError::NotFound(Resource::WebhookDelivery))?;
     let attempts = webhooks.attempts(&delivery.id).await?;
     Ok(Json(DeliveryOut::new(delivery, Some(attempts))))
+}
+
+/// The delivery id a path names; text that cannot be one names no delivery.
+pub(super) fn parse_delivery_id(text: &str) -> Result<DeliveryId, ApiError> {
+    DeliveryId::parse(text).ok_or(ApiError::NotFound(Resource::WebhookDelivery))
 }

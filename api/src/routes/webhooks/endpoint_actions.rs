@@ -8,6 +8,7 @@ use storage::webhooks::MANUALLY_DISABLED_REASON;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::endpoints::parse_endpoint_id;
 use super::wire::{EndpointOut, EndpointWithSecretOut};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
@@ -92,7 +93,7 @@ async fn set_enabled(
         .webhooks()
         .set_enabled(
             &principal.tenant(),
-            endpoint_id,
+            &parse_endpoint_id(endpoint_id)?,
             enabled,
             MANUALLY_DISABLED_REASON,
         )
@@ -124,7 +125,7 @@ async fn rotate_secret(
     let (endpoint, secret) = state
         .store()
         .webhooks()
-        .rotate_secret(&principal.tenant(), &endpoint_id)
+        .rotate_secret(&principal.tenant(), &parse_endpoint_id(&endpoint_id)?)
         .await?
         .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
     Ok(Json(EndpointWithSecretOut {

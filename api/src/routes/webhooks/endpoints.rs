@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
 use storage::Tenant;
+use storage::ids::WebhookEndpointId;
 use storage::webhooks::{NewEndpoint, WebhookEndpoint};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -105,11 +106,16 @@ fn address_policy(state: &AppState) -> workers::webhooks::AddressPolicy {
     state.platform().webhooks.client.policy()
 }
 
+/// The endpoint id a path names; text that cannot be one names no endpoint.
+pub(super) fn parse_endpoint_id(text: &str) -> Result<WebhookEndpointId, ApiError> {
+    WebhookEndpointId::parse(text).ok_or(ApiError::NotFound(Resource::WebhookEndpoint))
+}
+
 /// The caller's endpoint; another tenant's is not found, as a missing one.
 pub(super) async fn endpoint_of(
     state: &AppState,
     tenant: &Tenant,
-    endpoint_id: &str,
+    endpoint_id: &WebhookEndpointId,
 ) -> Result<WebhookEndpoint, ApiError> {
     state
         .store()
@@ -224,7 +230,12 @@ async fn get_endpoint(
     principal: Principal,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<EndpointOut>, ApiError> {
-    let endpoint = endpoint_of(&state, &principal.tenant(), &endpoint_id).await?;
+    let endpoint = endpoint_of(
+        &state,
+        &principal.tenant(),
+        &parse_endpoint_id(&endpoint_id)?,
+    )
+    .await?;
     Ok(Json(endpoint.into()))
 }
 
@@ -254,6 +265,7 @@ async fn update_endpoint(
 ) -> Result<Json<EndpointOut>, ApiError> {
     let tenant = principal.tenant();
     // A missing endpoint is 404 before any validation of the body's values.
+    let endpoint_id = parse_endpoint_id(&endpoint_id)?;
     endpoint_of(&state, &tenant, &endpoint_id).await?;
     let changes = EndpointEdit::from(body)
         .check(address_policy(&state), &tenant)
@@ -290,7 +302,7 @@ async fn delete_endpoint(
     if state
         .store()
         .webhooks()
-        .delete(&principal.tenant(), &endpoint_id)
+        .delete(&principal.tenant(), &parse_endpoint_id(&endpoint_id)?)
         .await?
     {
         Ok(StatusCode::NO_CONTENT)

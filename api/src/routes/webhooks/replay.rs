@@ -8,6 +8,7 @@ use storage::webhooks::DeliveryKind;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::deliveries::parse_delivery_id;
 use super::endpoints::endpoint_of;
 use super::on_demand::{deliver_now, spend_endpoint_budget};
 use super::wire::DeliveryOut;
@@ -52,7 +53,7 @@ async fn replay_delivery(
     let tenant = principal.tenant();
     let webhooks = state.store().webhooks();
     let original = webhooks
-        .delivery(&tenant, &delivery_id)
+        .delivery(&tenant, &parse_delivery_id(&delivery_id)?)
         .await?
         .ok_or(ApiError::NotFound(Resource::WebhookDelivery))?;
     let endpoint = endpoint_of(&state, &tenant, &original.endpoint_id).await?;

@@ -6,13 +6,14 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use storage::ids::{DeliveryId, EventId};
 use storage::webhooks::{Delivery, DeliveryKind};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use workers::webhooks::AttemptReport;
 
-use super::endpoints::endpoint_of;
+use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::on_demand::{deliver_now, spend_endpoint_budget};
 use super::wire::DeliveryOut;
 use crate::endpoints;
@@ -77,7 +78,7 @@ async fn test_fire(
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<TestFireOut>, ApiError> {
     let tenant = principal.tenant();
-    let endpoint = endpoint_of(&state, &tenant, &endpoint_id).await?;
+    let endpoint = endpoint_of(&state, &tenant, &parse_endpoint_id(&endpoint_id)?).await?;
     spend_endpoint_budget(
         &state,
         &endpoint,
@@ -87,12 +88,12 @@ async fn test_fire(
     .await?;
     let now = state.store().clock().now();
     let template = Delivery {
-        id: String::new(),
+        id: DeliveryId::generate(),
         endpoint_id: endpoint.id.clone(),
         agency_id: endpoint.agency_id.clone(),
         kind: DeliveryKind::TestFire,
         replay_of: None,
-        event_id: ulid::Ulid::generate().to_string(),
+        event_id: EventId::generate(),
         event_type: "webhook.test_fire".to_owned(),
         api_version: storage::events::API_VERSION.to_owned(),
         occurred_at: now,

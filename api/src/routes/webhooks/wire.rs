@@ -37,7 +37,7 @@ pub struct EndpointOut {
 impl From<WebhookEndpoint> for EndpointOut {
     fn from(endpoint: WebhookEndpoint) -> Self {
         Self {
-            id: endpoint.id,
+            id: endpoint.id.to_string(),
             name: endpoint.name,
             url: endpoint.url,
             event_types: endpoint.event_types,
@@ -145,11 +145,11 @@ pub struct DeliveryOut {
 impl DeliveryOut {
     pub(super) fn new(delivery: Delivery, attempts: Option<Vec<Attempt>>) -> Self {
         Self {
-            id: delivery.id,
-            endpoint_id: delivery.endpoint_id,
+            id: delivery.id.to_string(),
+            endpoint_id: delivery.endpoint_id.to_string(),
             kind: delivery.kind.as_str().to_owned(),
-            replay_of: delivery.replay_of,
-            event_id: delivery.event_id,
+            replay_of: delivery.replay_of.map(|id| id.to_string()),
+            event_id: delivery.event_id.to_string(),
             event_type: delivery.event_type,
             is_sandbox: delivery.is_sandbox,
             status: delivery.status.as_str().to_owned(),

@@ -8,18 +8,25 @@
 //! persisted state and then every live state numbered above it, each number
 //! once, whichever way it arrived. Publishers of one operation take their
 //! numbers before they publish, so a state may arrive after a higher-numbered
-//! one; it is still passed on. The terminal state ([`is_terminal`]) always
+//! one; it is still passed on. The terminal state ([`ProgressEvent::is_terminal`]) always
 //! gets through, and once persisted is never replaced.
+//!
+//! What a state says is typed (`event`); [`ProgressHub::publish_step`] is the
+//! one way a media operation's step is published, by the API (`queued`) and
+//! by workers alike.
+
+mod event;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use storage::ids::AgencyId;
-use storage::{Environment, StorageError, Store, Tenant};
+use storage::ids::{AgencyId, OperationId};
+use storage::{StorageError, Store, Tenant};
 use tokio::sync::broadcast;
+
+pub use event::{JobStatus, MediaStep, ProgressEvent, ProgressState};
 
 /// Channel prefix of progress on Redis.
 const CHANNEL_PREFIX: &str = "listing-api:progress:";
@@ -30,23 +37,21 @@ const LOCAL_CAPACITY: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProgressMessage {
     /// The operation.
-    pub operation_id: String,
+    pub operation_id: OperationId,
     /// Its agency.
-    pub agency_id: String,
+    pub agency_id: AgencyId,
     /// Whether it is sandbox activity.
     pub is_sandbox: bool,
-    /// Per-operation order of states.
-    pub seq: u64,
-    /// The state itself.
-    pub state: Value,
+    /// The state itself, with its number.
+    pub state: ProgressState,
     /// The process that published it (to ignore our own messages coming back from Redis).
     origin: String,
 }
 
 impl ProgressMessage {
-    fn belongs_to(&self, tenant: &Tenant, operation_id: &str) -> bool {
-        self.operation_id == operation_id
-            && self.agency_id == tenant.agency_id.as_str()
+    fn belongs_to(&self, tenant: &Tenant, operation_id: &OperationId) -> bool {
+        self.operation_id == *operation_id
+            && self.agency_id == tenant.agency_id
             && self.is_sandbox == tenant.environment.is_sandbox()
     }
 }
@@ -67,24 +72,9 @@ struct Inner {
 /// A subscription: the state so far, then live states.
 pub struct Subscription {
     /// The latest persisted state, if any was published yet.
-    pub latest: Option<(u64, Value)>,
+    pub latest: Option<ProgressState>,
     /// Live states after `latest`, in order.
     pub live: futures::stream::BoxStream<'static, ProgressMessage>,
-}
-
-/// Whether `state` ends its operation: a media operation's `completed` event,
-/// or a job's `completed` or `failed` status.
-pub fn is_terminal(state: &Value) -> bool {
-    state.get("event").and_then(Value::as_str) == Some("completed")
-        || matches!(
-            state.get("status").and_then(Value::as_str),
-            Some("completed" | "failed")
-        )
-}
-
-/// Reads the `seq` a persisted state carries.
-fn seq_of(state: &Value) -> u64 {
-    state.get("seq").and_then(Value::as_u64).unwrap_or(0)
 }
 
 impl ProgressHub {
@@ -101,28 +91,47 @@ impl ProgressHub {
         }
     }
 
-    /// Publishes state `seq` of an operation. The state is persisted with its
-    /// `seq` field set, so late subscribers know where it stands.
+    /// Publishes `step` of a media operation, numbered next in its order
+    /// and with a snapshot of the operation after it.
+    pub async fn publish_step(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+        step: MediaStep,
+    ) -> Result<(), StorageError> {
+        let media = self.inner.store.media();
+        let seq = media.next_progress_seq(tenant, operation_id).await?;
+        let operation = media.snapshot(tenant, operation_id).await?;
+        let event = ProgressEvent::Media { step, operation };
+        self.publish(tenant, operation_id, ProgressState { event, seq })
+            .await
+    }
+
+    /// Publishes `state` of an operation. It is persisted first, so late
+    /// subscribers know where the operation stands.
     pub async fn publish(
         &self,
         tenant: &Tenant,
-        operation_id: &str,
-        seq: u64,
-        mut state: Value,
+        operation_id: &OperationId,
+        state: ProgressState,
     ) -> Result<(), StorageError> {
-        if let Value::Object(map) = &mut state {
-            map.insert("seq".to_owned(), seq.into());
-        }
+        let stored = serde_json::to_value(&state)
+            .map_err(|err| StorageError::Corrupt(format!("progress state: {err}")))?;
         self.inner
             .store
             .progress()
-            .record(tenant, operation_id, seq, &state, is_terminal(&state))
+            .record(
+                tenant,
+                operation_id.as_str(),
+                state.seq,
+                &stored,
+                state.event.is_terminal(),
+            )
             .await?;
         let message = ProgressMessage {
-            operation_id: operation_id.to_owned(),
-            agency_id: tenant.agency_id.to_string(),
+            operation_id: operation_id.clone(),
+            agency_id: tenant.agency_id.clone(),
             is_sandbox: tenant.environment.is_sandbox(),
-            seq,
             state,
             origin: self.inner.origin.clone(),
         };
@@ -135,7 +144,7 @@ impl ProgressHub {
                 .await;
             if let Err(err) = published {
                 // Other hosts' subscribers still get the persisted state when they (re)subscribe.
-                tracing::warn!(%err, operation_id, "progress not published on Redis");
+                tracing::warn!(%err, %operation_id, "progress not published on Redis");
             }
         }
         Ok(())
@@ -146,20 +155,27 @@ impl ProgressHub {
     pub async fn subscribe(
         &self,
         tenant: &Tenant,
-        operation_id: &str,
+        operation_id: &OperationId,
     ) -> Result<Subscription, StorageError> {
         // Listen before reading the latest state, so nothing falls in between.
         let receiver = self.inner.local.subscribe();
-        let latest = self
+        let latest = match self
             .inner
             .store
             .progress()
-            .latest(tenant, operation_id)
+            .latest(tenant, operation_id.as_str())
             .await?
-            .map(|record| (seq_of(&record.state), record.state));
-        let after = latest.as_ref().map_or(0, |(seq, _)| *seq);
+        {
+            None => None,
+            Some(record) => Some(
+                serde_json::from_value::<ProgressState>(record.state).map_err(|err| {
+                    StorageError::Corrupt(format!("stored progress state: {err}"))
+                })?,
+            ),
+        };
+        let after = latest.as_ref().map_or(0, |state| state.seq);
         let tenant = tenant.clone();
-        let operation_id = operation_id.to_owned();
+        let operation_id = operation_id.clone();
         // Everything after the persisted state is new, in whatever order it
         // arrives: publishers take their numbers before publishing, so two
         // jobs of one operation may deliver 6 before 5, and 5 must not be lost.
@@ -167,9 +183,9 @@ impl ProgressHub {
         let mut seen = std::collections::HashSet::new();
         let live = tokio_stream_from(receiver)
             .filter(move |message| {
+                let state = &message.state;
                 let keep = message.belongs_to(&tenant, &operation_id)
-                    && (is_terminal(&message.state)
-                        || (message.seq > after && seen.insert(message.seq)));
+                    && (state.event.is_terminal() || (state.seq > after && seen.insert(state.seq)));
                 std::future::ready(keep)
             })
             .boxed();
@@ -207,12 +223,6 @@ impl ProgressHub {
             }
         }
         Ok(())
-    }
-
-    /// The tenant a message belongs to.
-    pub fn tenant_of(message: &ProgressMessage) -> Option<Tenant> {
-        AgencyId::parse(&message.agency_id)
-            .map(|agency| Tenant::new(agency, Environment::from_sandbox_flag(message.is_sandbox)))
     }
 }
 
