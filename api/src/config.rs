@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
@@ -177,5 +178,30 @@ mod tests {
             good.serve.ops_basic_auth().unwrap(),
             Some(("ops".into(), "correct-horse-battery".into()))
         );
+    }
+}
+
+/// The specification's upload limits; tests lower them to exercise each one
+/// without gigabytes of traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Most files one request carries (200).
+    pub max_files: usize,
+    /// Largest file (50 MB).
+    pub max_file_bytes: u64,
+    /// Largest request, all parts together (1 GB).
+    pub max_request_bytes: u64,
+    /// How long a request may take to arrive (60 seconds).
+    pub timeout: Duration,
+}
+
+impl Default for UploadLimits {
+    fn default() -> Self {
+        Self {
+            max_files: 200,
+            max_file_bytes: 50 * 1024 * 1024,
+            max_request_bytes: 1024 * 1024 * 1024,
+            timeout: Duration::from_secs(60),
+        }
     }
 }

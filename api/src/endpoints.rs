@@ -1,7 +1,10 @@
-//! The policy table of the public routes: each endpoint's name (the one the
+//! The policy table of the routes: each key endpoint's name (the one the
 //! specification's per-key budgets use), the scope it requires, the
-//! agency-level budgets it spends, and its per-key budget per minute.
+//! agency-level budgets it spends, and its per-key budget per minute; and
+//! for session routes ([`SessionEndpoint`]) the CSRF rule and the user's
+//! budget.
 
+use axum::http::Method;
 use storage::api_keys::Scope;
 
 /// An agency-level budget, shared by every key of the agency (per environment).
@@ -24,6 +27,36 @@ pub struct Endpoint {
     pub agency_budgets: &'static [&'static AgencyBudget],
     /// Per-key budget per minute (a key's override replaces it).
     pub key_limit: u32,
+}
+
+/// When a session route wants the CSRF token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Csrf {
+    /// On every request, reads included (`GET /agency/changelog`).
+    Always,
+    /// On every method but GET and HEAD.
+    UnsafeMethods,
+}
+
+/// One session route's policy.
+#[derive(Debug)]
+pub struct SessionEndpoint {
+    /// Name of its per-user budget.
+    pub name: &'static str,
+    /// When it wants the CSRF token.
+    pub csrf: Csrf,
+    /// Requests per minute per user.
+    pub user_limit: u32,
+}
+
+impl SessionEndpoint {
+    /// Whether a request of `method` must carry the CSRF token.
+    pub fn wants_csrf(&self, method: &Method) -> bool {
+        match self.csrf {
+            Csrf::Always => true,
+            Csrf::UnsafeMethods => !matches!(*method, Method::GET | Method::HEAD),
+        }
+    }
 }
 
 /// `POST /listings`: 200 per minute per agency.

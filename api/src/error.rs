@@ -71,6 +71,55 @@ impl Resource {
     }
 }
 
+/// Why an upload was refused while it streamed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UploadRefusal {
+    /// 400 `upload.malformed`: not a multipart body, or a broken one.
+    Malformed,
+    /// 400 `upload.no_files`: no `files` part.
+    NoFiles,
+    /// 400 `upload.too_many_files`: more than 200 files.
+    TooManyFiles,
+    /// 400 `upload.unsupported_format`: content that is none of the formats.
+    UnsupportedFormat,
+    /// 413 `upload.file_too_large`: a file over 50 MB.
+    FileTooLarge,
+    /// 413 `upload.request_too_large`: the request over 1 GB.
+    RequestTooLarge,
+    /// 408 `upload.timeout`: the body did not arrive within 60 seconds.
+    Timeout,
+    /// 500 `upload.storage_unavailable`: the object store failed.
+    StorageUnavailable,
+}
+
+impl UploadRefusal {
+    /// The HTTP status.
+    pub const fn status(self) -> StatusCode {
+        match self {
+            Self::Malformed | Self::NoFiles | Self::TooManyFiles | Self::UnsupportedFormat => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::FileTooLarge | Self::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Timeout => StatusCode::REQUEST_TIMEOUT,
+            Self::StorageUnavailable => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The error code.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Malformed => "upload.malformed",
+            Self::NoFiles => "upload.no_files",
+            Self::TooManyFiles => "upload.too_many_files",
+            Self::UnsupportedFormat => "upload.unsupported_format",
+            Self::FileTooLarge => "upload.file_too_large",
+            Self::RequestTooLarge => "upload.request_too_large",
+            Self::Timeout => "upload.timeout",
+            Self::StorageUnavailable => "upload.storage_unavailable",
+        }
+    }
+}
+
 /// Per-field reasons of a `validation.failed` answer (`details.fields`).
 pub type FieldErrors = BTreeMap<String, String>;
 
@@ -101,10 +150,8 @@ pub enum ApiError {
     /// 413 `upload.file_too_large`, `upload.request_too_large`; 408
     /// `upload.timeout`; 500 `upload.storage_unavailable`.
     Upload {
-        /// The status.
-        status: StatusCode,
-        /// The code.
-        code: &'static str,
+        /// Which refusal, fixing status and code.
+        refusal: UploadRefusal,
         /// What went wrong, naming the file when there is one.
         message: String,
     },
@@ -224,7 +271,7 @@ impl ApiError {
             | Self::InvalidCredentials => StatusCode::UNAUTHORIZED,
             Self::ScopeDenied(_) | Self::TlsRequired | Self::CsrfFailed => StatusCode::FORBIDDEN,
             Self::EndpointRemoved { .. } => StatusCode::GONE,
-            Self::Upload { status, .. } => *status,
+            Self::Upload { refusal, .. } => refusal.status(),
             Self::EndpointNotInScope | Self::NotFound(_) | Self::SectionNotExposed => {
                 StatusCode::NOT_FOUND
             }
@@ -263,7 +310,7 @@ impl ApiError {
             Self::CsrfFailed => "auth.csrf_failed",
             Self::InvalidResetToken => "auth.invalid_reset_token",
             Self::EndpointRemoved { .. } => "endpoint_removed",
-            Self::Upload { code, .. } => code,
+            Self::Upload { refusal, .. } => refusal.code(),
             Self::TlsRequired => "transport.tls_required",
             Self::EndpointNotInScope => "endpoint_not_in_scope",
             Self::NotFound(resource) => resource.not_found_code(),

@@ -11,6 +11,7 @@ pub mod middleware;
 pub mod multipart;
 pub mod ops;
 pub mod pagination;
+pub mod principal;
 pub mod rate_limit;
 pub mod revocation;
 pub mod routes;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use storage::Store;
 use workers::handlers::WorkerState;
 
+use crate::config::UploadLimits;
 use crate::middleware::key_cache::KeyCache;
 use crate::pagination::CursorCodec;
 use crate::rate_limit::RateLimiter;
@@ -31,7 +32,7 @@ struct Inner {
     rate_limiter: RateLimiter,
     key_cache: KeyCache,
     revocation_redis_url: Option<String>,
-    upload_limits: crate::routes::media::upload::UploadLimits,
+    upload_limits: UploadLimits,
 }
 
 impl AppState {
@@ -63,10 +64,7 @@ impl AppState {
 
     /// Uploads under `limits` instead of the specification's (tests).
     /// Call it before the state is shared; a shared state is left unchanged.
-    pub fn with_upload_limits(
-        mut self,
-        limits: crate::routes::media::upload::UploadLimits,
-    ) -> Self {
+    pub fn with_upload_limits(mut self, limits: UploadLimits) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.upload_limits = limits;
         }
@@ -74,7 +72,7 @@ impl AppState {
     }
 
     /// The upload limits.
-    pub fn upload_limits(&self) -> crate::routes::media::upload::UploadLimits {
+    pub fn upload_limits(&self) -> UploadLimits {
         self.inner.upload_limits
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use api::middleware::auth::Principal;
+use api::principal::Principal;
 use api::routes::listings::{create, read};
 use api::{AppState, PublicUrls, TransportPolicy};
 use axum::routing::{get, post};

@@ -56,7 +56,7 @@ pub struct TestAppBuilder {
     webhooks: Option<workers::handlers::WebhookDelivery>,
     mail_relay: Option<String>,
     media_target: Option<storage::objects::ObjectStoreTarget>,
-    upload_limits: Option<api::routes::media::upload::UploadLimits>,
+    upload_limits: Option<api::config::UploadLimits>,
 }
 
 impl TestAppBuilder {
@@ -118,7 +118,7 @@ impl TestAppBuilder {
     }
 
     /// Uploads under `limits` instead of the specification's.
-    pub fn upload_limits(mut self, limits: api::routes::media::upload::UploadLimits) -> Self {
+    pub fn upload_limits(mut self, limits: api::config::UploadLimits) -> Self {
         self.upload_limits = Some(limits);
         self
     }

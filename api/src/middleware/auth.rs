@@ -1,22 +1,15 @@
-//! Authentication, tenancy and scope, per route: find the API key in the two
-//! accepted headers (never the URL, a cookie or the body), look it up by keyed
-//! hash, and attach the caller's `Principal`, whose agency and environment every
-//! repository call then uses.
+//! API-key authentication, tenancy and scope: find the key in the two
+//! accepted headers (never the URL, a cookie or the body), look it up by
+//! keyed hash (cached, revocation-aware), check the endpoint's scope, and
+//! answer the caller's [`Principal`], whose agency and environment every
+//! repository call then uses. The guard (`guard.rs`) calls it.
 
-use std::collections::BTreeMap;
-
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use axum::middleware::{Next, from_fn_with_state};
-use axum::response::Response;
-use storage::api_keys::{Scope, key_shape};
-use storage::ids::{AgencyId, ApiKeyId, UserId};
-use storage::{Environment, Tenant};
-use utoipa_axum::router::UtoipaMethodRouter;
+use storage::api_keys::key_shape;
 
 use crate::endpoints::Endpoint;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The header of variant A (preferred by the specification).
@@ -31,45 +24,6 @@ const CREDENTIAL_PARAMS: [&str; 6] = [
     "token",
     "x-api-key",
 ];
-
-/// Who is calling: the key's agency, environment and scopes, and the user the key
-/// acts for.
-#[derive(Clone, Debug)]
-pub struct Principal {
-    /// The key used.
-    pub key_id: ApiKeyId,
-    /// The agency the key is bound to.
-    pub agency_id: AgencyId,
-    /// Live or sandbox, from the key.
-    pub environment: Environment,
-    /// What the key permits.
-    pub scopes: Vec<Scope>,
-    /// The user who created the key; its requests act as that user.
-    pub acting_user: Option<UserId>,
-    /// Per-endpoint budgets replacing the defaults for this key.
-    pub rate_limit_overrides: BTreeMap<String, u32>,
-    /// Agency budgets an operator set for this agency, replacing the defaults.
-    pub agency_rate_limit_overrides: BTreeMap<String, u32>,
-}
-
-impl Principal {
-    /// The tenant every repository call of this request uses.
-    pub fn tenant(&self) -> Tenant {
-        Tenant::new(self.agency_id.clone(), self.environment)
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Principal {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| ApiError::internal("route is missing its authentication guard"))
-    }
-}
 
 /// Where a credential must never be: the URL. Returns an error when a query
 /// parameter is named like a credential or holds something shaped like a key.
@@ -138,7 +92,7 @@ fn presented_key(headers: &HeaderMap) -> Result<&str, ApiError> {
 
 /// Looks the key up (in the cache, else by its keyed hash) and checks the
 /// endpoint's scope.
-pub(crate) async fn authenticate(
+pub(super) async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     query: Option<&str>,
@@ -181,61 +135,6 @@ pub(crate) async fn authenticate(
         rate_limit_overrides: key.rate_limit_overrides,
         agency_rate_limit_overrides: credential.agency_rate_limit_overrides,
     })
-}
-
-/// The per-route guard's state: the app and the endpoint it protects.
-#[derive(Clone)]
-pub struct Guard {
-    state: AppState,
-    endpoint: &'static Endpoint,
-}
-
-impl Guard {
-    /// The guard of `endpoint`.
-    pub fn new(state: AppState, endpoint: &'static Endpoint) -> Self {
-        Self { state, endpoint }
-    }
-}
-
-/// Middleware, the per-route chain in the specification's order: authenticate
-/// the key (tenancy and scope come with it) → rate limit → idempotency →
-/// handler. Every response of the route carries the rate-limit headers.
-pub async fn guard(
-    State(guard): State<Guard>,
-    mut request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let principal = authenticate(
-        &guard.state,
-        request.headers(),
-        request.uri().query(),
-        guard.endpoint,
-    )
-    .await?;
-    let buckets = crate::rate_limit::buckets_for(&principal, guard.endpoint);
-    let rate_limit_headers = guard.state.rate_limiter().check(&buckets).await?;
-    request.extensions_mut().insert(principal.clone());
-    let mut response =
-        super::idempotency::run(guard.state.store(), &principal, request, next).await;
-    rate_limit_headers.apply(response.headers_mut());
-    Ok(response)
-}
-
-/// Puts `endpoint`'s guard in front of the handler(s) of `routes`.
-pub fn guarded(
-    state: &AppState,
-    endpoint: &'static Endpoint,
-    (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
-) -> UtoipaMethodRouter<AppState> {
-    let guard = Guard {
-        state: state.clone(),
-        endpoint,
-    };
-    (
-        schemas,
-        paths,
-        method_router.route_layer(from_fn_with_state(guard, self::guard)),
-    )
 }
 
 #[cfg(test)]

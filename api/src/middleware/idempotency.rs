@@ -24,7 +24,6 @@ use storage::idempotency::{Reservation, StoredResponse};
 use storage::ids::AgencyId;
 use storage::{Environment, Store};
 
-use super::auth::Principal;
 use crate::error::{ApiError, ErrorBody};
 
 /// The request header.
@@ -350,21 +349,9 @@ async fn run_multipart(
 }
 
 /// Runs the request under its idempotency key (or without, for methods that
-/// do not use one).
-pub async fn run(store: &Store, principal: &Principal, request: Request, next: Next) -> Response {
-    run_scoped(
-        store,
-        &principal.agency_id,
-        principal.environment,
-        request,
-        next,
-    )
-    .await
-}
-
-/// [`run`] for a caller that is not an API key (a session of the developer
-/// settings): the agency and environment its requests act in.
-pub async fn run_scoped(
+/// do not use one), the key scoped to the agency and environment the caller
+/// acts in.
+pub async fn run(
     store: &Store,
     agency: &AgencyId,
     environment: Environment,

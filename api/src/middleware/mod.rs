@@ -1,11 +1,14 @@
 //! The middleware stack, outermost first: request id → error envelope → access
-//! log → transport policy → panic guard → routing; per route (`auth::guard`):
-//! authentication, tenancy and scope → rate limit → idempotency → handler.
+//! log → transport policy → panic guard → routing; per route (`guard`, from
+//! the route table): authentication (`auth`, `session`, `progress_token`),
+//! tenancy and scope → rate limit → idempotency → handler.
 
 pub mod auth;
 pub mod envelope;
+pub mod guard;
 pub mod idempotency;
 pub mod key_cache;
+pub mod progress_token;
 pub mod request_id;
 pub mod session;
 pub mod transport;
@@ -19,7 +22,7 @@ use tracing::Level;
 use crate::error::ApiError;
 
 /// Wraps `router` in the global middleware, in the order the specification
-/// implies. Routes add their own per-endpoint guard (`auth::guard`).
+/// implies. Routes add their own per-endpoint guard (`guard::guarded`).
 pub fn apply(router: Router, transport: transport::TransportPolicy) -> Router {
     router
         .layer(CatchPanicLayer::custom(

@@ -13,10 +13,14 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use storage::Environment;
+use storage::ids::{AgencyId, UserId};
 
-use crate::endpoints::{Endpoint, SANDBOX_BUDGET};
+use crate::endpoints::{Endpoint, SANDBOX_BUDGET, SessionEndpoint, UPLOADS};
 use crate::error::ApiError;
-use crate::middleware::auth::Principal;
+use crate::principal::Principal;
+
+/// Uploads per user per minute through a session (the specification's other figure).
+const SESSION_UPLOADS_PER_MINUTE: u32 = 50;
 
 /// One bucket a request must pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +65,36 @@ pub fn buckets_for(principal: &Principal, endpoint: &Endpoint) -> Vec<Bucket> {
         limit: key_limit,
     });
     buckets
+}
+
+/// The bucket of a session route: the user's own budget for it.
+pub fn session_buckets(user: &UserId, endpoint: &SessionEndpoint) -> Vec<Bucket> {
+    vec![Bucket {
+        key: format!("session:{user}:{}", endpoint.name),
+        name: endpoint.name.to_owned(),
+        limit: endpoint.user_limit,
+    }]
+}
+
+/// The buckets of an upload through a session: the agency's live upload
+/// budget, which its keys spend too, and the user's own.
+pub fn session_upload_buckets(
+    agency: &AgencyId,
+    user: &UserId,
+    endpoint: &Endpoint,
+) -> Vec<Bucket> {
+    vec![
+        Bucket {
+            key: format!("agency:{agency}:live:{}", UPLOADS.name),
+            name: UPLOADS.name.to_owned(),
+            limit: UPLOADS.limit,
+        },
+        Bucket {
+            key: format!("session:{user}:{}", endpoint.name),
+            name: endpoint.name.to_owned(),
+            limit: SESSION_UPLOADS_PER_MINUTE,
+        },
+    ]
 }
 
 /// Microseconds since the Unix epoch, from the wall clock.

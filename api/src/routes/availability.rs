@@ -17,7 +17,8 @@ use utoipa_axum::routes;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, FieldErrors};
 use crate::extract::ApiQuery;
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Longest accepted address, as for listings.

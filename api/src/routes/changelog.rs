@@ -17,11 +17,12 @@ use utoipa_axum::routes;
 use super::listings::read::{ListingDetailOut, read_listing};
 use crate::changelog::{self, ChangeType, Entry};
 use crate::endpoints;
+use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::auth::{Principal, guarded};
-use crate::middleware::session::{Csrf, SessionEndpoint, session_guarded};
+use crate::middleware::guard::guarded;
 use crate::pagination::page_limit;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// `GET /agency/changelog`: the specification wants the CSRF token on this read.
@@ -34,11 +35,7 @@ static READ_CHANGELOG: SessionEndpoint = SessionEndpoint {
 /// The documented routes of this module.
 pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(session_guarded(
-            state,
-            &READ_CHANGELOG,
-            routes!(read_changelog),
-        ))
+        .routes(guarded(state, &READ_CHANGELOG, routes!(read_changelog)))
         .routes(guarded(
             state,
             &endpoints::READ_LISTING_SINGLE,

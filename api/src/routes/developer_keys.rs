@@ -19,9 +19,11 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::session::{Csrf, SessionEndpoint, SessionPrincipal, session_guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::SessionPrincipal;
 use crate::state::AppState;
 
 /// Reads of the key list and audit log.
@@ -40,11 +42,11 @@ static MANAGE_KEYS: SessionEndpoint = SessionEndpoint {
 /// The routes of this resource.
 pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(session_guarded(state, &READ_KEYS, routes!(list_keys)))
-        .routes(session_guarded(state, &READ_KEYS, routes!(key_audit)))
-        .routes(session_guarded(state, &MANAGE_KEYS, routes!(create_key)))
-        .routes(session_guarded(state, &MANAGE_KEYS, routes!(rotate_key)))
-        .routes(session_guarded(state, &MANAGE_KEYS, routes!(revoke_key)))
+        .routes(guarded(state, &READ_KEYS, routes!(list_keys)))
+        .routes(guarded(state, &READ_KEYS, routes!(key_audit)))
+        .routes(guarded(state, &MANAGE_KEYS, routes!(create_key)))
+        .routes(guarded(state, &MANAGE_KEYS, routes!(rotate_key)))
+        .routes(guarded(state, &MANAGE_KEYS, routes!(revoke_key)))
 }
 
 /// `agency_id` for platform identities acting for another agency.

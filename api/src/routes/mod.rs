@@ -57,7 +57,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
             API_PREFIX,
             denied::router().merge(changelog::removed_routes()),
         )
-        .merge(media::progress::alias_router())
+        .merge(media::progress::alias_router(&state))
         .merge(media::downloads::router())
         .merge(media::archive::download_router())
         .route(

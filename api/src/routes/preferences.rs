@@ -20,7 +20,8 @@ use super::user_admin::{acting_user, agency_user, may_edit, refuse_sandbox};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The routes of this resource.

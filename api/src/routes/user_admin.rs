@@ -21,7 +21,8 @@ use super::users::UserOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Most users one batch asks about.

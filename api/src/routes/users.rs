@@ -13,8 +13,9 @@ use utoipa_axum::routes;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The routes of this resource.

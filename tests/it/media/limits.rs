@@ -13,7 +13,7 @@ use crate::support::expect_error;
 
 #[tokio::test]
 async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
-    let limits = api::routes::media::upload::UploadLimits {
+    let limits = api::config::UploadLimits {
         max_files: 3,
         max_file_bytes: 1024 * 1024,
         max_request_bytes: 2 * 1024 * 1024 + 512 * 1024,
@@ -85,9 +85,9 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
 #[tokio::test]
 async fn a_timed_out_upload_to_s3_leaves_no_object_and_no_unfinished_multipart_upload() {
     let s3 = tests::s3::S3Server::start().await;
-    let limits = api::routes::media::upload::UploadLimits {
+    let limits = api::config::UploadLimits {
         timeout: Duration::from_secs(2),
-        ..api::routes::media::upload::UploadLimits::default()
+        ..api::config::UploadLimits::default()
     };
     let app = TestApp::builder(tests::Backend::Sqlite)
         .media_target(s3.target(Some("agencies")))

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::wire::{ListingOut, MoneyOut};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiPath;
-use crate::middleware::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The cancelled listing and the fee, which is always zero through the API.

@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 use super::wire::ListingOut;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiJson;
-use crate::middleware::auth::Principal;
 use crate::middleware::idempotency::IdempotencyKey;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Body of `POST /listings`.

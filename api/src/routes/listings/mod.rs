@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::endpoints;
-use crate::middleware::auth::guarded;
+use crate::middleware::guard::guarded;
 use crate::state::AppState;
 
 /// The routes of this resource.

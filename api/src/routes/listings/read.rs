@@ -13,8 +13,8 @@ use utoipa::{IntoParams, ToSchema};
 use super::wire::{AppointmentOut, ListingOut, OrderOut};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::auth::Principal;
 use crate::pagination::{CursorScope, PageOut, page_limit};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Query of `GET /listings`.

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiPath, JsonBody};
-use crate::middleware::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// A floorplan file in a request.

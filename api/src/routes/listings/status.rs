@@ -11,7 +11,7 @@ use super::read::status_choices;
 use super::wire::ListingOut;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::auth::Principal;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Body of the status change.

@@ -29,7 +29,8 @@ use super::progress::progress_url;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Most files one archive packs.

@@ -1,9 +1,10 @@
 //! Progress of media operations as server-sent events, at
 //! `/api/v1/progress/{operation_id}` and `/v1/progress/{operation_id}`.
 //!
-//! A caller authenticates with an API key (`media:write`) or, since a
-//! browser's `EventSource` cannot send headers, with the short-lived signed
-//! `token` of the `progress_url` an upload answered with. The stream starts
+//! The route table's guard admits an API key (`media:write`) or, since a
+//! browser's `EventSource` cannot send headers, the short-lived signed
+//! `token` of the `progress_url` an upload answered with
+//! (`middleware::progress_token`). The stream starts
 //! with a `snapshot` of where the operation stands, then sends each state as
 //! it is published (`queued`, `processing`, `variant_done`, `file_done`,
 //! `failed`, `completed`) and closes after `completed`. It also closes when
@@ -15,14 +16,13 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::{Stream, StreamExt, stream};
 use serde::Deserialize;
-use storage::ids::{AgencyId, OperationId};
-use storage::{Environment, Tenant};
+use storage::Tenant;
+use storage::ids::OperationId;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -32,72 +32,37 @@ use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::auth::authenticate;
-use crate::rate_limit::buckets_for;
+use crate::middleware::guard::{Access, guard_router, guarded};
+use crate::middleware::progress_token;
+use crate::principal::Credential;
 use crate::state::AppState;
 
-/// How long a progress URL's token is accepted.
-pub const TOKEN_LIFETIME_SECONDS: i64 = 3600;
 /// Comment lines keep idle connections open through proxies.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long a stream waits for a state before it reads the stored status.
 const STATUS_CHECK: Duration = Duration::from_secs(5);
 
 /// The documented route (under `/api/v1`).
-pub fn router(_state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(progress))
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(guarded(state, ACCESS, routes!(progress)))
 }
 
 /// The same stream at `/v1/progress/{operation_id}`, where the specification puts it.
-pub fn alias_router() -> axum::Router<AppState> {
-    axum::Router::new().route("/v1/progress/{operation_id}", get(progress))
+pub fn alias_router(state: &AppState) -> axum::Router<AppState> {
+    let route = axum::Router::new().route("/v1/progress/{operation_id}", get(progress));
+    guard_router(state, ACCESS, route)
 }
 
-fn token_message(tenant: &Tenant, operation_id: &str, expires: i64) -> String {
-    format!(
-        "progress|{operation_id}|{}|{}|{expires}",
-        tenant.agency_id,
-        tenant.environment.as_str()
-    )
-}
+/// A progress URL's token, or an API key with `media:write`.
+const ACCESS: Access = Access::KeyOrProgressToken(&endpoints::READ_PROGRESS);
 
 /// The progress URL of an operation, with a token valid for an hour.
 pub fn progress_url(state: &AppState, tenant: &Tenant, operation_id: &OperationId) -> String {
-    let expires = state.store().clock().now().as_unix_seconds() + TOKEN_LIFETIME_SECONDS;
-    let signature = state.store().derived_keys().url_signature(&token_message(
-        tenant,
-        operation_id.as_str(),
-        expires,
-    ));
     format!(
-        "{}/v1/progress/{operation_id}?token={}.{}.{expires}.{signature}",
+        "{}/v1/progress/{operation_id}?token={}",
         state.urls().base_url,
-        tenant.agency_id,
-        tenant.environment.as_str(),
+        progress_token::issue(state.store(), tenant, operation_id),
     )
-}
-
-/// The tenant a token was issued to, if it is genuine, unexpired and for
-/// this operation. Format: `<agency>.<environment>.<expires>.<signature>`.
-fn tenant_of_token(state: &AppState, operation_id: &str, token: &str) -> Option<Tenant> {
-    let mut parts = token.splitn(4, '.');
-    let agency = AgencyId::parse(parts.next()?)?;
-    let environment = match parts.next()? {
-        "live" => Environment::Live,
-        "sandbox" => Environment::Sandbox,
-        _ => return None,
-    };
-    let expires: i64 = parts.next()?.parse().ok()?;
-    let signature = parts.next()?;
-    if expires < state.store().clock().now().as_unix_seconds() {
-        return None;
-    }
-    let tenant = Tenant::new(agency, environment);
-    state
-        .store()
-        .derived_keys()
-        .verify_url_signature(&token_message(&tenant, operation_id, expires), signature)
-        .then_some(tenant)
 }
 
 /// Query of the progress stream.
@@ -107,26 +72,6 @@ fn tenant_of_token(state: &AppState, operation_id: &str, token: &str) -> Option<
 pub struct ProgressQuery {
     /// The signed token of a `progress_url` (instead of an API key).
     pub token: Option<String>,
-}
-
-/// The tenant of the request: from the token, else from the API key.
-async fn caller_tenant(
-    state: &AppState,
-    headers: &HeaderMap,
-    operation_id: &str,
-    token: Option<&str>,
-) -> Result<(Tenant, Option<crate::rate_limit::RateLimitHeaders>), ApiError> {
-    if let Some(token) = token {
-        let tenant = tenant_of_token(state, operation_id, token)
-            .ok_or(ApiError::NotFound(Resource::Operation))?;
-        return Ok((tenant, None));
-    }
-    let principal = authenticate(state, headers, None, &endpoints::READ_PROGRESS).await?;
-    let limits = state
-        .rate_limiter()
-        .check(&buckets_for(&principal, &endpoints::READ_PROGRESS))
-        .await?;
-    Ok((principal.tenant(), Some(limits)))
 }
 
 fn event_of(state: &ProgressState) -> Event {
@@ -211,12 +156,11 @@ async fn next_live(mut live: Live) -> Option<(Event, Live)> {
 )]
 pub async fn progress(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    credential: Credential,
     ApiPath(operation_id): ApiPath<String>,
-    ApiQuery(query): ApiQuery<ProgressQuery>,
+    ApiQuery(_query): ApiQuery<ProgressQuery>,
 ) -> Result<Response, ApiError> {
-    let (tenant, limits) =
-        caller_tenant(&state, &headers, &operation_id, query.token.as_deref()).await?;
+    let tenant = credential.tenant();
     let id = OperationId::parse(&operation_id).ok_or(ApiError::NotFound(Resource::Operation))?;
     let media = state.store().media();
     media.operation(&tenant, &id).await?;
@@ -267,11 +211,8 @@ pub async fn progress(
         )),
     };
     let events = stream::iter(opening).chain(live).map(Ok::<_, Infallible>);
-    let mut response = Sse::new(events)
+    let response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response();
-    if let Some(limits) = limits {
-        limits.apply(response.headers_mut());
-    }
     Ok(response)
 }

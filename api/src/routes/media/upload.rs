@@ -7,7 +7,6 @@
 //! `progress_url` streams.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::multipart::{Field, MultipartRejection};
@@ -27,37 +26,13 @@ use storage::media::{
 };
 use utoipa::ToSchema;
 
-use super::caller::MediaCaller;
 use super::progress::progress_url;
-use crate::error::{ApiError, ErrorEnvelope};
+use crate::config::UploadLimits;
+use crate::error::{ApiError, ErrorEnvelope, UploadRefusal};
 use crate::extract::ApiPath;
 use crate::multipart::{BodyFingerprint, PartsFingerprint};
+use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The specification's upload limits; tests lower them to exercise each one
-/// without gigabytes of traffic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UploadLimits {
-    /// Most files one request carries (200).
-    pub max_files: usize,
-    /// Largest file (50 MB).
-    pub max_file_bytes: u64,
-    /// Largest request, all parts together (1 GB).
-    pub max_request_bytes: u64,
-    /// How long a request may take to arrive (60 seconds).
-    pub timeout: Duration,
-}
-
-impl Default for UploadLimits {
-    fn default() -> Self {
-        Self {
-            max_files: 200,
-            max_file_bytes: 50 * 1024 * 1024,
-            max_request_bytes: 1024 * 1024 * 1024,
-            timeout: Duration::from_secs(60),
-        }
-    }
-}
 
 fn megabytes(bytes: u64) -> String {
     if bytes >= 1024 * 1024 * 1024 {
@@ -107,10 +82,9 @@ pub struct UploadOut {
     pub files: Vec<UploadedFile>,
 }
 
-fn refused(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+fn refused(refusal: UploadRefusal, message: impl Into<String>) -> ApiError {
     ApiError::Upload {
-        status,
-        code,
+        refusal,
         message: message.into(),
     }
 }
@@ -118,8 +92,7 @@ fn refused(status: StatusCode, code: &'static str, message: impl Into<String>) -
 /// A body that is not `multipart/form-data` with a boundary at all.
 fn not_multipart(rejection: &MultipartRejection) -> ApiError {
     refused(
-        StatusCode::BAD_REQUEST,
-        "upload.malformed",
+        UploadRefusal::Malformed,
         format!(
             "The body must be multipart/form-data with a boundary: {}",
             rejection.body_text()
@@ -130,14 +103,12 @@ fn not_multipart(rejection: &MultipartRejection) -> ApiError {
 fn malformed(err: axum::extract::multipart::MultipartError) -> ApiError {
     if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return refused(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "upload.request_too_large",
+            UploadRefusal::RequestTooLarge,
             "The request is larger than 1 GB.",
         );
     }
     refused(
-        StatusCode::BAD_REQUEST,
-        "upload.malformed",
+        UploadRefusal::Malformed,
         format!("The multipart body could not be read: {}", err.body_text()),
     )
 }
@@ -278,8 +249,7 @@ async fn receive_file(
     let limits = receiving.limits;
     if receiving.stored.len() == limits.max_files {
         return Err(refused(
-            StatusCode::BAD_REQUEST,
-            "upload.too_many_files",
+            UploadRefusal::TooManyFiles,
             format!("A request carries at most {} files.", limits.max_files),
         ));
     }
@@ -295,8 +265,7 @@ async fn receive_file(
             receiving.total += chunk.len() as u64;
             if size > limits.max_file_bytes {
                 return Err(refused(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "upload.file_too_large",
+                    UploadRefusal::FileTooLarge,
                     format!(
                         "{filename} is larger than {}.",
                         megabytes(limits.max_file_bytes)
@@ -305,8 +274,7 @@ async fn receive_file(
             }
             if receiving.total > limits.max_request_bytes {
                 return Err(refused(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "upload.request_too_large",
+                    UploadRefusal::RequestTooLarge,
                     format!(
                         "The request is larger than {}.",
                         megabytes(limits.max_request_bytes)
@@ -378,8 +346,7 @@ async fn receive_file(
 fn detect(head: &[u8], filename: &str) -> Result<MediaType, ApiError> {
     MediaType::detect(head).ok_or_else(|| {
         refused(
-            StatusCode::BAD_REQUEST,
-            "upload.unsupported_format",
+            UploadRefusal::UnsupportedFormat,
             format!("{filename} is not JPEG, PNG, WebP, GIF, MP4 or PDF (judged by its content)."),
         )
     })
@@ -388,8 +355,7 @@ fn detect(head: &[u8], filename: &str) -> Result<MediaType, ApiError> {
 fn storage_unavailable(err: object_store::Error) -> ApiError {
     tracing::error!(%err, "object store write failed");
     refused(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "upload.storage_unavailable",
+        UploadRefusal::StorageUnavailable,
         "Storage is unavailable; it is safe to retry with the same idempotency key.",
     )
 }
@@ -444,8 +410,7 @@ async fn receive(
     }
     if receiving.stored.is_empty() {
         return Err(refused(
-            StatusCode::BAD_REQUEST,
-            "upload.no_files",
+            UploadRefusal::NoFiles,
             "The request carries no `files` part.",
         ));
     }
@@ -488,11 +453,11 @@ async fn listing_of(
 /// Receives, records and queues an upload.
 async fn accept_upload(
     state: &AppState,
-    caller: &MediaCaller,
+    caller: &Credential,
     path_listing: Option<&str>,
     multipart: Multipart,
 ) -> Response {
-    let tenant = &caller.tenant;
+    let tenant = &caller.tenant();
     let limits = state.upload_limits();
     let mut receiving = Receiving {
         limits,
@@ -514,8 +479,7 @@ async fn accept_upload(
     .await
     .unwrap_or_else(|_| {
         Err(refused(
-            StatusCode::REQUEST_TIMEOUT,
-            "upload.timeout",
+            UploadRefusal::Timeout,
             format!(
                 "The upload took longer than {} seconds.",
                 limits.timeout.as_secs()
@@ -662,7 +626,7 @@ async fn queue_processing(
 )]
 pub async fn upload(
     State(state): State<AppState>,
-    caller: MediaCaller,
+    caller: Credential,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {
     match multipart {
@@ -691,7 +655,7 @@ pub async fn upload(
 )]
 pub async fn upload_to_listing(
     State(state): State<AppState>,
-    caller: MediaCaller,
+    caller: Credential,
     ApiPath(listing_number): ApiPath<String>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Response {

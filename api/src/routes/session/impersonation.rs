@@ -8,9 +8,10 @@ use storage::ids::UserId;
 use storage::users::Role;
 
 use super::{SessionOut, session_out};
+use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
-use crate::middleware::session::{Csrf, SessionEndpoint, SessionPrincipal};
+use crate::principal::SessionPrincipal;
 use crate::state::AppState;
 
 /// `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.

@@ -17,11 +17,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::users::UserOut;
+use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiJson;
-use crate::middleware::session::{
-    Csrf, SessionEndpoint, SessionPrincipal, clear_cookie, session_guarded, set_cookie,
-};
+use crate::middleware::guard::guarded;
+use crate::middleware::session::{clear_cookie, set_cookie};
+use crate::principal::SessionPrincipal;
 use crate::rate_limit::{Bucket, RateLimitHeaders};
 use crate::state::AppState;
 
@@ -54,18 +55,14 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(login))
         .routes(routes!(password::request_password_reset))
         .routes(routes!(password::set_password))
-        .routes(session_guarded(
-            state,
-            &READ_SESSION,
-            routes!(current_session),
-        ))
-        .routes(session_guarded(state, &END_SESSION, routes!(logout)))
-        .routes(session_guarded(
+        .routes(guarded(state, &READ_SESSION, routes!(current_session)))
+        .routes(guarded(state, &END_SESSION, routes!(logout)))
+        .routes(guarded(
             state,
             &impersonation::IMPERSONATE,
             routes!(impersonation::impersonate),
         ))
-        .routes(session_guarded(
+        .routes(guarded(
             state,
             &impersonation::IMPERSONATE,
             routes!(impersonation::end_impersonation),

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use crate::endpoints;
 use crate::error::ErrorEnvelope;
-use crate::middleware::auth::guarded;
+use crate::middleware::guard::guarded;
 use crate::state::AppState;
 
 /// The catalog route.

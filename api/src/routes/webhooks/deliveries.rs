@@ -13,8 +13,9 @@ use super::wire::{DeliveryOut, PageQuery};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The delivery read routes.

@@ -13,7 +13,8 @@ use super::wire::{EndpointOut, EndpointWithSecretOut};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The action routes.

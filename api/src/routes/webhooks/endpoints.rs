@@ -18,8 +18,9 @@ use super::wire::{EndpointOut, EndpointWithSecretOut, PageQuery};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit};
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The registration and management routes.

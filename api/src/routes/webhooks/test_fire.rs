@@ -19,7 +19,8 @@ use super::wire::DeliveryOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiPath;
-use crate::middleware::auth::{Principal, guarded};
+use crate::middleware::guard::guarded;
+use crate::principal::Principal;
 use crate::state::AppState;
 
 /// The test-fire route.

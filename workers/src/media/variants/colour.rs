@@ -2,7 +2,7 @@
 //! P3, Adobe RGB, ...) are converted to sRGB with `moxcms`.
 
 use super::VariantError;
-use super::pipeline::{Job, run_jobs};
+use super::parallel::{Job, run_jobs};
 use super::raster::Raster;
 
 /// Converts pixels tagged with a non-sRGB RGB ICC profile (Display P3, Adobe

@@ -4,7 +4,7 @@
 
 use image::metadata::Orientation;
 
-use super::decode::find_marker;
+use super::markers::find_marker;
 use super::raster::{Raster, flatten_pixel};
 use super::{OutputFormat, Variant, VariantError, VariantName, VariantSpec};
 

@@ -33,6 +33,8 @@ mod colour;
 mod decode;
 mod encode;
 mod error;
+mod markers;
+mod parallel;
 mod pipeline;
 mod plan;
 mod raster;

@@ -1,58 +1,14 @@
-//! The two-stage parallel pipeline: a scoped-thread job runner, stage one
-//! (everything that needs the full-size pixels) and stage two (everything
-//! rendered from the shared intermediate).
-
-use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+//! The two-stage pipeline: stage one (everything that needs the full-size
+//! pixels) and stage two (everything rendered from the shared
+//! intermediate), each run as parallel jobs (`parallel`).
 
 use image::metadata::Orientation;
 
 use super::encode::{StripLayout, encode, encode_err, encode_strip};
+use super::parallel::{Job, run_jobs};
 use super::plan::{BAND_ROWS, SourceResize, plan, render, resize_band};
 use super::raster::{Raster, oriented_dims};
 use super::{Geometry, OutputFormat, Variant, VariantError, VariantSpec};
-
-/// One unit of work for [`run_jobs`].
-pub(super) type Job<'s, T> = Box<dyn FnOnce() -> Result<T, VariantError> + Send + 's>;
-
-/// Runs jobs on up to `threads` scoped threads, in list order (put the
-/// longest first); returns results in list order or the first error.
-pub(super) fn run_jobs<T: Send>(
-    jobs: Vec<Job<'_, T>>,
-    threads: usize,
-) -> Result<Vec<T>, VariantError> {
-    let n = jobs.len();
-    let workers = threads.min(n);
-    if workers <= 1 {
-        return jobs.into_iter().map(|job| job()).collect();
-    }
-    let queue = Mutex::new(jobs.into_iter().enumerate().collect::<VecDeque<_>>());
-    let results = Mutex::new((0..n).map(|_| None).collect::<Vec<_>>());
-    let work = || loop {
-        let next = queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
-        let Some((i, job)) = next else { break };
-        let r = job();
-        results.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(r);
-    };
-    let panicked = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().is_err())
-            .fold(false, |a, b| a | b)
-    });
-    if panicked {
-        return Err(VariantError::internal("a worker thread panicked"));
-    }
-    let results = results.into_inner().unwrap_or_else(PoisonError::into_inner);
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(VariantError::internal("job lost"))))
-        .collect()
-}
 
 /// Output of a stage-one job.
 enum StageOne {

@@ -1,0 +1,235 @@
+//! The one per-route guard. The route table says which credentials a route
+//! accepts ([`Access`]); the guard runs, in the specification's order:
+//! authenticate the credential (tenancy and scope come with it) → spend the
+//! rate-limit buckets → attach the [`Credential`] → idempotency → handler,
+//! and every response of the route carries the rate-limit headers.
+//!
+//! | access | credential | buckets | idempotency |
+//! |---|---|---|---|
+//! | `Key` | API key (`auth`) | agency and key budgets | yes |
+//! | `Session` | session cookie, CSRF per route (`session`) | the user's | no |
+//! | `KeyOrSession` | a key, else the cookie and its CSRF token | the key's, else the agency's uploads and the user's | yes |
+//! | `KeyOrProgressToken` | the `token` of a progress URL, else a key | none for a token | – (GET) |
+
+use axum::extract::{RawPathParams, Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::Response;
+use axum::{RequestExt, Router};
+use utoipa_axum::router::UtoipaMethodRouter;
+
+use super::session::{authenticate_session, csrf_matches, session_cookie};
+use super::{auth, idempotency, progress_token};
+use crate::endpoints::{Endpoint, SessionEndpoint};
+use crate::error::{ApiError, Resource};
+use crate::principal::{Credential, Principal, SessionPrincipal};
+use crate::rate_limit::{
+    Bucket, RateLimitHeaders, buckets_for, session_buckets, session_upload_buckets,
+};
+use crate::state::AppState;
+
+/// Which credentials a route accepts, and the policy each is held to.
+#[derive(Clone, Copy, Debug)]
+pub enum Access {
+    /// An API key holding the endpoint's scope.
+    Key(&'static Endpoint),
+    /// A session of the developer settings.
+    Session(&'static SessionEndpoint),
+    /// An API key, or a session with its CSRF token (the specification's
+    /// dual authentication of uploads).
+    KeyOrSession(&'static Endpoint),
+    /// The signed token of a progress URL (a browser's `EventSource` sends
+    /// no headers), or an API key.
+    KeyOrProgressToken(&'static Endpoint),
+}
+
+impl From<&'static Endpoint> for Access {
+    fn from(endpoint: &'static Endpoint) -> Self {
+        Self::Key(endpoint)
+    }
+}
+
+impl From<&'static SessionEndpoint> for Access {
+    fn from(endpoint: &'static SessionEndpoint) -> Self {
+        Self::Session(endpoint)
+    }
+}
+
+/// The guard's state: the app and what the route accepts.
+#[derive(Clone)]
+pub struct Guard {
+    state: AppState,
+    access: Access,
+}
+
+/// Puts the guard of `access` in front of the handler(s) of a documented route.
+pub fn guarded(
+    state: &AppState,
+    access: impl Into<Access>,
+    (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
+) -> UtoipaMethodRouter<AppState> {
+    let guard = Guard {
+        state: state.clone(),
+        access: access.into(),
+    };
+    (
+        schemas,
+        paths,
+        method_router.route_layer(from_fn_with_state(guard, self::guard)),
+    )
+}
+
+/// Puts the guard of `access` in front of every route of an undocumented
+/// router (an alias path of a documented route).
+pub fn guard_router(
+    state: &AppState,
+    access: Access,
+    router: Router<AppState>,
+) -> Router<AppState> {
+    let guard = Guard {
+        state: state.clone(),
+        access,
+    };
+    router.route_layer(from_fn_with_state(guard, self::guard))
+}
+
+/// Middleware: authenticate → rate limit → attach → idempotency → handler.
+pub async fn guard(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let state = &guard.state;
+    let headers = request.headers();
+    let query = request.uri().query();
+    let (credential, buckets) = match guard.access {
+        Access::Key(endpoint) => key(state, headers, query, endpoint).await?,
+        Access::Session(endpoint) => {
+            let wants_csrf = endpoint.wants_csrf(request.method());
+            session(state, headers, endpoint, wants_csrf).await?
+        }
+        Access::KeyOrSession(endpoint) => {
+            let has_key =
+                headers.contains_key("x-api-key") || headers.contains_key(header::AUTHORIZATION);
+            if has_key || session_cookie(headers).is_none() {
+                key(state, headers, query, endpoint).await?
+            } else {
+                session_upload(state, headers, endpoint).await?
+            }
+        }
+        Access::KeyOrProgressToken(endpoint) => match progress_token(query) {
+            Some(token) => {
+                let tenant = token_holder(state, &mut request, &token).await?;
+                (tenant, Vec::new())
+            }
+            // The token is a credential in the URL by design; the key is not.
+            None => key(state, headers, None, endpoint).await?,
+        },
+    };
+    let rate_limit_headers = if buckets.is_empty() {
+        RateLimitHeaders::default()
+    } else {
+        state.rate_limiter().check(&buckets).await?
+    };
+    let tenant = credential.tenant();
+    // Session routes of the developer settings never took idempotency keys.
+    let idempotent = !matches!(guard.access, Access::Session(_));
+    match &credential {
+        Credential::Key(principal) => {
+            request.extensions_mut().insert(principal.clone());
+        }
+        Credential::Session(session) => {
+            request.extensions_mut().insert(session.clone());
+        }
+        Credential::ProgressToken(_) => {}
+    }
+    request.extensions_mut().insert(credential);
+    let mut response = if idempotent {
+        idempotency::run(
+            state.store(),
+            &tenant.agency_id,
+            tenant.environment,
+            request,
+            next,
+        )
+        .await
+    } else {
+        next.run(request).await
+    };
+    rate_limit_headers.apply(response.headers_mut());
+    Ok(response)
+}
+
+type Authenticated = (Credential, Vec<Bucket>);
+
+/// An API key holding `endpoint`'s scope; a credential-like value in
+/// `query` (the URL's) is refused.
+async fn key(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    endpoint: &'static Endpoint,
+) -> Result<Authenticated, ApiError> {
+    let principal: Principal = auth::authenticate(state, headers, query, endpoint).await?;
+    let buckets = buckets_for(&principal, endpoint);
+    Ok((Credential::Key(principal), buckets))
+}
+
+/// A live session, with its CSRF token where the route wants it.
+async fn session(
+    state: &AppState,
+    headers: &HeaderMap,
+    endpoint: &'static SessionEndpoint,
+    wants_csrf: bool,
+) -> Result<Authenticated, ApiError> {
+    let session = authenticate_session(state, headers).await?;
+    if wants_csrf && !csrf_matches(state, &session, headers) {
+        return Err(ApiError::CsrfFailed);
+    }
+    let buckets = session_buckets(&session.user.id, endpoint);
+    Ok((Credential::Session(SessionPrincipal { session }), buckets))
+}
+
+/// An upload through a session: the CSRF token always.
+async fn session_upload(
+    state: &AppState,
+    headers: &HeaderMap,
+    endpoint: &'static Endpoint,
+) -> Result<Authenticated, ApiError> {
+    let session = authenticate_session(state, headers).await?;
+    if !csrf_matches(state, &session, headers) {
+        return Err(ApiError::CsrfFailed);
+    }
+    let buckets = session_upload_buckets(&session.user.agency_id, &session.user.id, endpoint);
+    Ok((Credential::Session(SessionPrincipal { session }), buckets))
+}
+
+/// The `token` query parameter, if the request carries one.
+fn progress_token(query: Option<&str>) -> Option<String> {
+    let query = query?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// The tenant a progress token opens the path's operation to; a bad,
+/// expired or foreign token finds no operation.
+async fn token_holder(
+    state: &AppState,
+    request: &mut Request,
+    token: &str,
+) -> Result<Credential, ApiError> {
+    let not_found = || ApiError::NotFound(Resource::Operation);
+    let params = request
+        .extract_parts::<RawPathParams>()
+        .await
+        .map_err(|_| not_found())?;
+    let operation_id = params
+        .iter()
+        .find(|(name, _)| *name == "operation_id")
+        .map(|(_, value)| value.to_owned())
+        .ok_or_else(not_found)?;
+    let tenant =
+        progress_token::verify(state.store(), &operation_id, token).ok_or_else(not_found)?;
+    Ok(Credential::ProgressToken(tenant))
+}
