@@ -6,7 +6,7 @@ use sqlx::types::Json;
 
 use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::{AgencyId, UserId};
-use crate::users::{Role, User};
+use crate::records::user::{Role, User};
 use crate::{Entity, Result, StorageError, Store, Timestamp};
 
 /// What kind of business an agency is; its owner user has the matching role.
@@ -89,6 +89,13 @@ pub struct Agencies<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Agencies and their owners.
+    pub fn agencies(&self) -> Agencies<'_> {
+        Agencies { store: self }
+    }
+}
+
 impl Agencies<'_> {
     /// Creates an agency and its owner user (role = the agency kind) in one
     /// transaction: there is never an agency without an owner.
@@ -127,7 +134,7 @@ impl Agencies<'_> {
             .bind(agency.created_at)
             .execute(&mut *tx)
             .await?;
-            crate::users::insert_user!(&mut *tx, &owner).await?;
+            crate::records::user::insert_user!(&mut *tx, &owner).await?;
         });
         Ok((agency, owner))
     }

@@ -348,7 +348,7 @@ pub struct Credential {
     pub agency_rate_limit_overrides: BTreeMap<String, u32>,
     /// The role of the user who created the key: a key of a platform
     /// identity (`super_admin`, `admin`) is an operator's key.
-    pub creator_role: Option<crate::users::Role>,
+    pub creator_role: Option<crate::records::user::Role>,
 }
 
 /// A newly issued key and its plaintext.
@@ -412,6 +412,13 @@ fn hint_of(plaintext: &str, format: KeyFormat, environment: Environment) -> Stri
 /// API key repository; see [`Store::api_keys`].
 pub struct ApiKeys<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// API keys: issuing and authenticating.
+    pub fn api_keys(&self) -> ApiKeys<'_> {
+        ApiKeys { store: self }
+    }
 }
 
 impl ApiKeys<'_> {
@@ -554,7 +561,7 @@ impl ApiKeys<'_> {
                 creator_role: row
                     .creator_role
                     .as_deref()
-                    .and_then(crate::users::Role::parse),
+                    .and_then(crate::records::user::Role::parse),
             })
         })
         .transpose()

@@ -11,23 +11,10 @@ use crate::listing_status::ListingStatus;
 use crate::outbox::insert_event;
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
+
+pub use crate::records::appointment::Appointment;
 use crate::records::numbers::normalise_listing_number;
 use crate::{Entity, Result, Store, Tenant, Timestamp};
-
-/// A listing's shoot.
-#[derive(Clone, Debug)]
-pub struct Appointment {
-    /// Its id.
-    pub id: AppointmentId,
-    /// The listing's number.
-    pub listing_number: String,
-    /// When the shoot starts.
-    pub scheduled_at: Timestamp,
-    /// Who shoots, once assigned.
-    pub photographer_id: Option<UserId>,
-    /// `scheduled`, `cancelled` or `completed`.
-    pub status: String,
-}
 
 /// The outcome of scheduling.
 #[derive(Clone, Debug)]
@@ -83,6 +70,13 @@ pub(crate) async fn cancel_with_listing<'c>(
 /// Appointment repository; see [`Store::appointments`].
 pub struct Appointments<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// Shoot appointments.
+    pub fn appointments(&self) -> Appointments<'_> {
+        Appointments { store: self }
+    }
 }
 
 impl Appointments<'_> {

@@ -273,6 +273,13 @@ pub struct Availability<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Photographers' working hours and the free shoot slots they leave.
+    pub fn availability(&self) -> Availability<'_> {
+        Availability { store: self }
+    }
+}
+
 /// A working-hours row: user, weekday, start and end minute, time zone.
 type HoursRow = (UserId, i64, i64, i64, String);
 /// A booked shoot: photographer, start, the listing's package key.

@@ -1,5 +1,8 @@
 //! The one error type repositories return.
 
+/// Result type of every repository call.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;
+
 /// Why a repository call failed. Callers map these onto their own error types;
 /// `Database` is the only variant that is the server's fault.
 #[derive(Debug, thiserror::Error)]

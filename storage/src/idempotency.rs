@@ -75,6 +75,13 @@ pub struct Idempotency<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Idempotency reservations and stored responses.
+    pub fn idempotency(&self) -> Idempotency<'_> {
+        Idempotency { store: self }
+    }
+}
+
 impl Idempotency<'_> {
     /// Tries to reserve `key` for a request with `fingerprint`, holding it for
     /// `lease` unless completed or released first.

@@ -117,6 +117,13 @@ pub struct Orders<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Orders and invoices of listings.
+    pub fn orders(&self) -> Orders<'_> {
+        Orders { store: self }
+    }
+}
+
 impl Orders<'_> {
     /// A page of a listing's orders, oldest first.
     pub async fn for_listing(

@@ -59,6 +59,13 @@ pub struct UserPreferences<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Users' display preferences.
+    pub fn preferences(&self) -> UserPreferences<'_> {
+        UserPreferences { store: self }
+    }
+}
+
 const COLUMNS: &str = "date_time_format, timezone, language, measurement_unit, theme";
 
 impl UserPreferences<'_> {

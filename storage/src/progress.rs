@@ -24,6 +24,13 @@ pub struct Progress<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// The latest progress of long-running operations.
+    pub fn progress(&self) -> Progress<'_> {
+        Progress { store: self }
+    }
+}
+
 impl Progress<'_> {
     /// Replaces the operation's latest state; committed when this returns, so a
     /// subscriber arriving next reads it.

@@ -132,6 +132,13 @@ pub struct Sandbox<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// The sandbox pool's fixtures and recorded side effects.
+    pub fn sandbox(&self) -> Sandbox<'_> {
+        Sandbox { store: self }
+    }
+}
+
 impl Sandbox<'_> {
     /// Seeds (or resets) `agency`'s three fixture listings in one transaction
     /// and returns them. Their people are the agency's owner; each has one

@@ -12,6 +12,13 @@ pub struct Schedules<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// Scheduled-tick claims and paused queues.
+    pub fn schedules(&self) -> Schedules<'_> {
+        Schedules { store: self }
+    }
+}
+
 impl Schedules<'_> {
     /// Claims the tick of `job_kind` scheduled at `tick_at` for `claimant`.
     /// True for exactly one claimant per tick, however many schedulers fire it.

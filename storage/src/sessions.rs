@@ -10,8 +10,8 @@ use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 
 use crate::db::{on_pool, write_on_pool};
 use crate::ids::{SessionId, UserId};
+use crate::records::user::{USER_COLUMNS, User, UserRow, normalise_email};
 use crate::secrets::encode_token;
-use crate::users::{USER_COLUMNS, User, UserRow, normalise_email};
 use crate::{Entity, Result, StorageError, Store, Timestamp};
 
 /// The longest a session lives, however busy.
@@ -118,6 +118,13 @@ async fn verify_password(password: String, stored: Option<String>) -> Result<boo
 /// Sessions repository; see [`Store::sessions`].
 pub struct Sessions<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// Sessions of the developer settings: login, impersonation, logout.
+    pub fn sessions(&self) -> Sessions<'_> {
+        Sessions { store: self }
+    }
 }
 
 impl Sessions<'_> {

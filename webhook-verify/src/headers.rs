@@ -1,7 +1,19 @@
-//! Case-insensitive header lookup over the shapes receivers already hold.
+//! The delivery headers' names, and case-insensitive header lookup over the
+//! shapes receivers already hold.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
+
+/// Header carrying `sha256=<hex>`; read first.
+pub const SIGNATURE_HEADER: &str = "X-Webhook-Signature";
+/// The earlier, service-specific name of the signature header; read when the first is absent.
+pub const LEGACY_SIGNATURE_HEADER: &str = "X-MediaAgency-Signature";
+/// Header carrying the signing time in Unix seconds; its text is what was signed.
+pub const TIMESTAMP_HEADER: &str = "X-Webhook-Timestamp";
+/// Header carrying the event type (not covered by the signature; use the envelope's).
+pub const EVENT_TYPE_HEADER: &str = "X-Webhook-Event-Type";
+/// Header carrying the event id, which must equal the envelope's `event_id`.
+pub const EVENT_ID_HEADER: &str = "X-Event-Id";
 
 /// Read access to request headers by name, compared ASCII case-insensitively.
 ///

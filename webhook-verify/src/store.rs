@@ -3,7 +3,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
-use crate::{NONCE_WINDOW_SECS, StoreError};
+use crate::error::StoreError;
+use crate::rules::NONCE_WINDOW_SECS;
 
 /// Entries each memory of [`MemoryReplayStore::new`] holds before evicting the oldest.
 pub const DEFAULT_STORE_CAPACITY: usize = 100_000;

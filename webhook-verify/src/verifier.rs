@@ -5,11 +5,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::signature::{SigningKey, parse_signature};
-use crate::{
-    EVENT_ID_HEADER, HeaderLookup, LEGACY_SIGNATURE_HEADER, MemoryReplayStore, ReplayStore,
-    SIGNATURE_HEADER, Seen, StoreError, TIMESTAMP_HEADER, TIMESTAMP_TOLERANCE_SECS, VerifyError,
+use crate::error::{StoreError, VerifyError};
+use crate::headers::{
+    EVENT_ID_HEADER, HeaderLookup, LEGACY_SIGNATURE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
+use crate::rules::TIMESTAMP_TOLERANCE_SECS;
+use crate::signature::{SigningKey, parse_signature};
+use crate::store::{MemoryReplayStore, ReplayStore, Seen};
 
 /// The JSON body of every delivery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

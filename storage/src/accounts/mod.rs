@@ -3,14 +3,17 @@
 //! defaults (active, unverified, America/Los_Angeles, no logins yet). The
 //! one-time links that set a password are in [`password_links`].
 
+mod link;
+mod password;
 mod password_links;
 
-use argon2::{Argon2, PasswordHasher};
-pub use password_links::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose};
+pub use link::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose};
+use password::hash_password;
+pub use password::password_problem;
 
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
-use crate::users::{Role, User, normalise_email};
+use crate::records::user::{Role, User, normalise_email};
 use crate::{Entity, Result, StorageError, Store};
 
 /// Longest free-text account field.
@@ -67,44 +70,16 @@ pub struct Account {
     pub password_link: Option<PasswordLink>,
 }
 
-/// Why a password is refused, if it is: at least 8 characters with an upper
-/// case letter, a lower case letter, a digit and a special character.
-pub fn password_problem(password: &str) -> Option<&'static str> {
-    if password.chars().count() < 8 {
-        Some("must be at least 8 characters")
-    } else if !password.chars().any(char::is_uppercase) {
-        Some("must contain an upper case letter")
-    } else if !password.chars().any(char::is_lowercase) {
-        Some("must contain a lower case letter")
-    } else if !password.chars().any(|c| c.is_ascii_digit()) {
-        Some("must contain a digit")
-    } else if !password
-        .chars()
-        .any(|c| !c.is_alphanumeric() && !c.is_whitespace())
-    {
-        Some("must contain a special character")
-    } else if password.len() > 1024 {
-        Some("must be at most 1024 bytes")
-    } else {
-        None
-    }
-}
-
-/// The argon2 PHC string of `password`, computed off the async threads.
-async fn hash_password(password: String) -> Result<String> {
-    tokio::task::spawn_blocking(move || {
-        Argon2::default()
-            .hash_password(password.as_bytes())
-            .map(|hash| hash.to_string())
-    })
-    .await
-    .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))?
-    .map_err(|err| StorageError::Corrupt(format!("password hashing: {err}")))
-}
-
 /// Accounts repository; see [`Store::accounts`].
 pub struct Accounts<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// Accounts created through the API.
+    pub fn accounts(&self) -> Accounts<'_> {
+        Accounts { store: self }
+    }
 }
 
 impl Accounts<'_> {
@@ -193,7 +168,7 @@ impl Accounts<'_> {
             .await
             .map(|_| ());
             if let (Ok(()), Some(link)) = (&inserted, &link) {
-                password_links::record_link!(tx, link, &user.id, &user.agency_id).await?;
+                link::record_link!(tx, link, &user.id, &user.agency_id).await?;
             }
             inserted
         });

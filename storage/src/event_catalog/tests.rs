@@ -12,8 +12,8 @@ use crate::listing_status::ListingStatus;
 use crate::records::listing::{Listing, listing_event_data};
 use crate::records::numbers::{generate_listing_number, invoice_number};
 use crate::records::order::{InvoiceState, Order};
+use crate::records::user::Role;
 use crate::sections::{MAX_FLOORPLAN_FILES, MAX_LABEL_CHARS};
-use crate::users::Role;
 use crate::{Environment, Timestamp};
 
 const SAMPLE_LISTING: &str = "K7M3QX9";

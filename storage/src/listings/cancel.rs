@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::{Listings, RACE_RETRIES, Transition};
 use crate::appointments;
-use crate::cancellation::{self, no_fee_cutoff, within_window};
+use crate::cancellation::{no_fee_cutoff, within_window};
+use crate::cancellation_fees;
 use crate::db::in_transaction;
 use crate::error::Rule;
 use crate::events::{EventType, NewEvent};
@@ -59,7 +60,8 @@ impl Listings<'_> {
             }
             let shoot = appointments::scheduled_shoot(&mut *tx, &listing).await?;
             let tiers =
-                cancellation::tiers_in(&mut *tx, &tenant.agency_id, &listing.owner_user_id).await?;
+                cancellation_fees::tiers_in(&mut *tx, &tenant.agency_id, &listing.owner_user_id)
+                    .await?;
             let cutoff = no_fee_cutoff(shoot.as_ref().map(|(_, at)| *at), &tiers);
             if !within_window(now, cutoff) {
                 let cutoff_rfc3339 = cutoff.map(Timestamp::to_rfc3339).unwrap_or_default();

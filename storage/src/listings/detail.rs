@@ -6,15 +6,15 @@
 use serde::Deserialize;
 use sqlx::types::Json;
 
-use crate::appointments::Appointment;
 use crate::cancellation::FeeTier;
 use crate::cancellation::{default_tiers, no_fee_cutoff};
 use crate::db::Database;
 use crate::ids::{AppointmentId, ListingId, OrderId, UserId};
+use crate::records::appointment::Appointment;
 use crate::records::listing::{Listing, ListingRow};
 use crate::records::numbers::normalise_listing_number;
 use crate::records::order::{InvoiceState, Order};
-use crate::users::Role;
+use crate::records::user::Role;
 use crate::{Entity, Result, StorageError, Tenant, Timestamp};
 
 /// A person assigned to a listing, as the detail read shows them.

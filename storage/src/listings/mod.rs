@@ -104,3 +104,10 @@ pub struct Tour3dChange {
 pub struct Listings<'a> {
     pub(crate) store: &'a Store,
 }
+
+impl Store {
+    /// Listings, their status lifecycle and sections.
+    pub fn listings(&self) -> Listings<'_> {
+        Listings { store: self }
+    }
+}

@@ -20,8 +20,7 @@ mod uploads;
 
 pub use format::MediaType;
 pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
-pub use operation::{MediaOperation, QueuedItem, UploadOptions};
-pub use snapshot::{FileSnapshot, OperationSnapshot};
+pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
 
 pub use crate::objects::StorageKey;
 use crate::{Store, Tenant};
@@ -29,6 +28,13 @@ use crate::{Store, Tenant};
 /// Media repository; see [`Store::media`].
 pub struct Media<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// Uploads, their media items and variants.
+    pub fn media(&self) -> Media<'_> {
+        Media { store: self }
+    }
 }
 
 impl Media<'_> {

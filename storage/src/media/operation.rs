@@ -1,5 +1,7 @@
-//! An upload or archive operation as stored, what an upload asked for, and
-//! an item still waiting for its job.
+//! An upload or archive operation as stored and as its progress stream shows
+//! it, what an upload asked for, and an item still waiting for its job.
+
+use serde::{Deserialize, Serialize};
 
 use crate::ids::{ListingId, MediaId, OperationId};
 use crate::objects::StorageKey;
@@ -61,4 +63,32 @@ pub struct QueuedItem {
     pub operation_id: OperationId,
     /// Whose it is.
     pub tenant: Tenant,
+}
+
+/// An operation as its progress stream shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationSnapshot {
+    /// The operation.
+    pub operation_id: OperationId,
+    /// `upload` or `archive`.
+    pub kind: String,
+    /// `processing`, `completed` or `failed`.
+    pub status: String,
+    /// Each file of an upload, in upload order (none for an archive).
+    pub files: Vec<FileSnapshot>,
+}
+
+/// One file of an operation's snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileSnapshot {
+    /// The item.
+    pub media_id: MediaId,
+    /// The client's file name.
+    pub filename: String,
+    /// `queued`, `processing`, `ready` or `failed`.
+    pub status: String,
+    /// Why it failed.
+    pub failure_reason: Option<String>,
+    /// The variants made so far, by name.
+    pub variants: Vec<String>,
 }

@@ -1,40 +1,11 @@
 //! Where an operation stands for its progress stream: the next progress
 //! number, and a snapshot of every file.
 
-use serde::{Deserialize, Serialize};
-
 use super::Media;
+use super::operation::{FileSnapshot, OperationSnapshot};
 use crate::db::on_pool;
 use crate::ids::{MediaId, OperationId};
 use crate::{Entity, Result, StorageError, Tenant};
-
-/// An operation as its progress stream shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OperationSnapshot {
-    /// The operation.
-    pub operation_id: OperationId,
-    /// `upload` or `archive`.
-    pub kind: String,
-    /// `processing`, `completed` or `failed`.
-    pub status: String,
-    /// Each file of an upload, in upload order (none for an archive).
-    pub files: Vec<FileSnapshot>,
-}
-
-/// One file of an operation's snapshot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FileSnapshot {
-    /// The item.
-    pub media_id: MediaId,
-    /// The client's file name.
-    pub filename: String,
-    /// `queued`, `processing`, `ready` or `failed`.
-    pub status: String,
-    /// Why it failed.
-    pub failure_reason: Option<String>,
-    /// The variants made so far, by name.
-    pub variants: Vec<String>,
-}
 
 impl Media<'_> {
     /// The next progress number of an operation: several workers publish

@@ -20,6 +20,7 @@ mod delivery_record;
 mod endpoint_record;
 mod endpoints;
 mod fan_out;
+mod notification_record;
 mod notifications;
 mod sweeps;
 
@@ -31,11 +32,18 @@ pub use endpoint_record::{
     AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, EndpointChanges, EndpointEnvironment, EndpointStatus,
     MANUALLY_DISABLED_REASON, NewEndpoint, WebhookEndpoint, generate_secret,
 };
-pub use notifications::Notification;
+pub use notification_record::Notification;
 
 use crate::Store;
 
 /// Webhook repository; see [`Store::webhooks`].
 pub struct Webhooks<'a> {
     pub(crate) store: &'a Store,
+}
+
+impl Store {
+    /// Webhook endpoints, deliveries and their attempts.
+    pub fn webhooks(&self) -> Webhooks<'_> {
+        Webhooks { store: self }
+    }
 }

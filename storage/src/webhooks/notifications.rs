@@ -2,30 +2,10 @@
 //! the attempt's transaction, e-mailed by a worker when a relay is set.
 
 use super::Webhooks;
+use super::notification_record::Notification;
 use crate::db::{in_transaction, on_pool};
-use crate::ids::{AgencyId, NotificationId, UserId};
+use crate::ids::{AgencyId, NotificationId};
 use crate::{Result, Timestamp};
-
-/// A notification to a user (recorded; e-mailed when a mail relay is configured).
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct Notification {
-    /// `ntf_…`.
-    pub id: NotificationId,
-    /// The agency.
-    pub agency_id: AgencyId,
-    /// The recipient.
-    pub user_id: Option<UserId>,
-    /// What it is about (`webhook_endpoint_disabled`).
-    pub kind: String,
-    /// Subject line.
-    pub subject: String,
-    /// Text.
-    pub body: String,
-    /// When it was raised.
-    pub created_at: Timestamp,
-    /// About a sandbox resource: recorded, never e-mailed.
-    pub is_sandbox: bool,
-}
 
 impl Webhooks<'_> {
     /// A notification with its recipient's e-mail address, if any.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use storage::api_keys::Scope;
 use tests::{TestApp, idempotency_key};
 
-use super::{BOUNDARY, Part, multipart};
+use super::fixtures::{BOUNDARY, Part, multipart};
 use crate::listings::Ctx;
 
 /// A listing context and a key that uploads.

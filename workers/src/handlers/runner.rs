@@ -9,7 +9,7 @@ use std::time::Instant;
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data, TaskId};
 use jobs::Job;
 
-use super::WorkerState;
+use super::state::WorkerState;
 
 /// Why a job failed; the message becomes the job's last error.
 #[derive(Debug, thiserror::Error)]

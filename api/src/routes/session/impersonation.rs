@@ -7,7 +7,7 @@ use axum::extract::State;
 use storage::ids::UserId;
 use storage::users::Role;
 
-use super::{SessionOut, session_out};
+use super::sign_in::{SessionOut, session_out};
 use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use storage::accounts::PasswordLink;
 use utoipa::ToSchema;
 
-use super::{SessionOut, email_bucket, signed_in};
+use super::sign_in::{SessionOut, email_bucket, signed_in};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiJson;
 use crate::rate_limit::Bucket;

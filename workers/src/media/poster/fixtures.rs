@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::PosterError;
+use super::error::PosterError;
 
 /// A scratch directory removed when the test ends (the crate has no
 /// `tempfile` dev-dependency).

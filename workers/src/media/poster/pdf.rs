@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::PosterError;
+use super::error::PosterError;
 use super::input::local_arg;
 use super::reason::non_empty;
 use super::runner::{Limits, MAX_IMAGE_BYTES, Tool, run_tool};

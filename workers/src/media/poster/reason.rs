@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::PosterError;
+use super::error::PosterError;
 use super::input::{file_url, local_arg};
 
 /// The longest failure reason handed to an API client, in characters.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
-use super::PosterError;
+use super::error::PosterError;
 use super::reason::client_reason;
 
 /// How long one external process may run before it is killed.

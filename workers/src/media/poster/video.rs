@@ -7,7 +7,7 @@ use ffmpeg_sidecar::command::FfmpegCommand;
 use serde::Deserialize;
 use tokio::process::Command;
 
-use super::PosterError;
+use super::error::PosterError;
 use super::input::file_url;
 use super::reason::{non_empty, unreadable};
 use super::runner::{Limits, MAX_IMAGE_BYTES, Tool, run_tool};

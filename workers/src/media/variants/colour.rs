@@ -1,7 +1,7 @@
 //! Colour management: pixels tagged with a non-sRGB RGB ICC profile (Display
 //! P3, Adobe RGB, ...) are converted to sRGB with `moxcms`.
 
-use super::VariantError;
+use super::error::VariantError;
 use super::parallel::{Job, run_jobs};
 use super::raster::Raster;
 

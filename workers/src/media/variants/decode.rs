@@ -7,9 +7,10 @@ use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, Limits};
 
 use super::colour::convert_to_srgb;
+use super::error::VariantError;
 use super::markers::find_marker;
 use super::raster::Raster;
-use super::{SourceFormat, VariantError, VariantLimits};
+use super::spec::{SourceFormat, VariantLimits};
 
 impl SourceFormat {
     const fn image_format(self) -> ImageFormat {

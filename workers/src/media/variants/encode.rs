@@ -4,9 +4,10 @@
 
 use image::metadata::Orientation;
 
+use super::error::VariantError;
 use super::markers::find_marker;
 use super::raster::{Raster, flatten_pixel};
-use super::{OutputFormat, Variant, VariantError, VariantName, VariantSpec};
+use super::spec::{OutputFormat, Variant, VariantName, VariantSpec};
 
 /// Maps an encoder message to a [`VariantError::Encode`] for `name`.
 pub(super) fn encode_err(name: VariantName) -> impl Fn(String) -> VariantError {

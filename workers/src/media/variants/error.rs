@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::VariantName;
+use super::spec::VariantName;
 
 /// Why an upload could not be turned into variants. `Display` gives a reason
 /// suitable for an API client; [`VariantError::code`] a stable machine code.

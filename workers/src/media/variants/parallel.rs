@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
-use super::VariantError;
+use super::error::VariantError;
 
 /// One unit of work for [`run_jobs`].
 pub(super) type Job<'s, T> = Box<dyn FnOnce() -> Result<T, VariantError> + Send + 's>;

@@ -5,10 +5,11 @@
 use image::metadata::Orientation;
 
 use super::encode::{StripLayout, encode, encode_err, encode_strip};
+use super::error::VariantError;
 use super::parallel::{Job, run_jobs};
 use super::plan::{BAND_ROWS, SourceResize, plan, render, resize_band};
 use super::raster::{Raster, oriented_dims};
-use super::{Geometry, OutputFormat, Variant, VariantError, VariantSpec};
+use super::spec::{Geometry, OutputFormat, Variant, VariantSpec};
 
 /// Output of a stage-one job.
 enum StageOne {

@@ -4,8 +4,9 @@
 use fast_image_resize as fr;
 use image::metadata::Orientation;
 
+use super::error::VariantError;
 use super::raster::{Raster, oriented_dims, swaps_axes};
-use super::{Geometry, VariantError};
+use super::spec::Geometry;
 
 /// A centred crop (in upright source pixels, possibly fractional) resized to
 /// `out_w x out_h`.

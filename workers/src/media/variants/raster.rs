@@ -5,7 +5,7 @@ use fast_image_resize as fr;
 use image::DynamicImage;
 use image::metadata::Orientation;
 
-use super::VariantError;
+use super::error::VariantError;
 
 /// Interleaved 8-bit RGB (3 channels) or RGBA (4 channels) pixels.
 #[derive(Debug, Clone)]

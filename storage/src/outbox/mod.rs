@@ -1,6 +1,11 @@
 //! The transactional outbox: events are written in the transaction of the
 //! change they describe ([`insert_events`]), and read back in insertion order
-//! by the dispatcher and by tests.
+//! by the dispatcher and by tests. Who is told of committed events is
+//! `listener`.
+
+pub mod listener;
+
+pub use listener::OutboxListener;
 
 use serde_json::Value;
 use sqlx::types::Json;
@@ -131,6 +136,13 @@ pub struct Outbox<'a> {
     pub(crate) store: &'a Store,
 }
 
+impl Store {
+    /// The transactional outbox of events.
+    pub fn outbox(&self) -> Outbox<'_> {
+        Outbox { store: self }
+    }
+}
+
 impl Outbox<'_> {
     /// The event with this id, whoever's it is (dispatch works across tenants).
     pub async fn get(&self, event_id: &EventId) -> Result<Option<StoredEvent>> {
@@ -214,46 +226,5 @@ impl Outbox<'_> {
                 .await?
         });
         Ok(rows.into_iter().map(StoredEvent::from).collect())
-    }
-}
-
-/// Told about events once the transaction that wrote them committed: the fast
-/// path of dispatch. Whatever it misses (a crash right after the commit), the
-/// outbox sweep finds.
-pub trait OutboxListener: Send + Sync + 'static {
-    /// `event_ids` were committed, in order.
-    fn events_committed(&self, event_ids: &[EventId]);
-}
-
-/// The listener a store announces committed events to, shared by its clones.
-#[derive(Default)]
-pub(crate) struct ListenerSlot(std::sync::RwLock<Option<std::sync::Arc<dyn OutboxListener>>>);
-
-impl std::fmt::Debug for ListenerSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ListenerSlot")
-    }
-}
-
-impl ListenerSlot {
-    pub(crate) fn set(&self, listener: std::sync::Arc<dyn OutboxListener>) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(listener);
-    }
-
-    pub(crate) fn announce(&self, event_ids: &[EventId]) {
-        if event_ids.is_empty() {
-            return;
-        }
-        let listener = self
-            .0
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        if let Some(listener) = listener {
-            listener.events_committed(event_ids);
-        }
     }
 }

@@ -1,0 +1,102 @@
+//! `WorkerState`: what every handler can reach, and what the API process
+//! shares with its in-process workers.
+
+use std::sync::Arc;
+
+use jobs::dispatch::DispatchOnCommit;
+use jobs::progress::ProgressHub;
+use jobs::{JobQueue, QueueTarget};
+use storage::Store;
+
+use crate::webhooks::{AddressPolicy, WebhookClient};
+
+/// What every handler can reach, and what the API process shares with its
+/// in-process workers. Cloned per job; cheap.
+#[derive(Clone)]
+pub struct WorkerState {
+    /// The repositories.
+    pub store: Store,
+    /// The push side of the queue (for jobs that schedule more jobs).
+    pub queue: JobQueue,
+    /// Progress fan-out.
+    pub progress: ProgressHub,
+    /// The dispatch fast path the store announces committed events to.
+    pub dispatch: DispatchOnCommit,
+    /// How webhooks are delivered.
+    pub webhooks: Arc<WebhookDelivery>,
+    /// The SMTP relay, when configured.
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
+    /// Where media objects live; `None` until configured (media jobs then fail).
+    pub media: Option<crate::media::stores::MediaStores>,
+}
+
+/// The webhook client and the retry schedule's pace.
+#[derive(Clone, Debug)]
+pub struct WebhookDelivery {
+    /// Signs and sends attempts under the address policy.
+    pub client: WebhookClient,
+    /// Divides the retry schedule's waits (1 in production).
+    pub retry_speedup: u32,
+}
+
+impl WebhookDelivery {
+    /// The production setting: public addresses only, the public CA roots.
+    pub fn strict() -> anyhow::Result<Self> {
+        Ok(Self {
+            client: WebhookClient::new(
+                AddressPolicy {
+                    allow_private_networks: false,
+                },
+                None,
+            )?,
+            retry_speedup: 1,
+        })
+    }
+}
+
+impl WorkerState {
+    /// Connects the queue and progress fan-out to `store`, and wires the
+    /// store's committed events to the dispatch fast path.
+    pub async fn connect(
+        store: Store,
+        queue: &QueueTarget,
+        redis_url: Option<&str>,
+    ) -> anyhow::Result<Self> {
+        let queue = JobQueue::connect(queue).await?;
+        let dispatch = DispatchOnCommit::start(queue.clone());
+        store.set_outbox_listener(std::sync::Arc::new(dispatch.clone()));
+        let redis = match redis_url {
+            Some(url) => Some(apalis_redis::connect(url).await?),
+            None => None,
+        };
+        let progress = ProgressHub::new(store.clone(), redis);
+        Ok(Self {
+            store,
+            queue,
+            progress,
+            dispatch,
+            webhooks: Arc::new(WebhookDelivery::strict()?),
+            mailer: None,
+            media: None,
+        })
+    }
+
+    /// The same state e-mailing through `mailer` (none: notifications are
+    /// only recorded).
+    pub fn with_mailer(mut self, mailer: Option<crate::mail::Mailer>) -> Self {
+        self.mailer = mailer.map(Arc::new);
+        self
+    }
+
+    /// The same state storing media in `media`.
+    pub fn with_media(mut self, media: crate::media::stores::MediaStores) -> Self {
+        self.media = Some(media);
+        self
+    }
+
+    /// The same state delivering webhooks as `webhooks` says.
+    pub fn with_webhooks(mut self, webhooks: WebhookDelivery) -> Self {
+        self.webhooks = Arc::new(webhooks);
+        self
+    }
+}
