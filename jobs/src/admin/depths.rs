@@ -1,0 +1,98 @@
+//! How many jobs of each queue are in each state.
+
+use std::collections::BTreeMap;
+
+use redis::AsyncCommands;
+use serde::Serialize;
+
+use super::queue_admin::{DEAD, QueueAdmin};
+use crate::kinds::QUEUES;
+use crate::queue::{QueueBackend, QueueError};
+
+/// How many jobs of a queue are in each state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueDepth {
+    /// Queue name.
+    pub queue: String,
+    /// Ready to run.
+    pub pending: u64,
+    /// Waiting for their `run_at` (or a retry).
+    pub scheduled: u64,
+    /// Taken by a worker.
+    pub running: u64,
+    /// Finished.
+    pub done: u64,
+    /// Out of attempts (or aborted): only an operator brings them back.
+    pub dead: u64,
+}
+
+impl QueueAdmin {
+    /// Depth of every queue by state.
+    pub async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
+        match self.queue.backend() {
+            QueueBackend::Sqlite(pool) => {
+                let now = chrono::Utc::now().timestamp();
+                let rows: Vec<(String, String, bool, bool, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                    "select job_type, status, run_at > $1, {DEAD}, count(*) from Jobs group by 1, 2, 3, 4"
+                )))
+                .bind(now)
+                .fetch_all(pool)
+                .await?;
+                let mut depths: BTreeMap<String, QueueDepth> = QUEUES
+                    .iter()
+                    .map(|q| {
+                        (
+                            (*q).to_owned(),
+                            QueueDepth {
+                                queue: (*q).to_owned(),
+                                ..QueueDepth::default()
+                            },
+                        )
+                    })
+                    .collect();
+                for (queue, status, future, dead, count) in rows {
+                    let depth = depths.entry(queue.clone()).or_insert_with(|| QueueDepth {
+                        queue,
+                        ..QueueDepth::default()
+                    });
+                    let count = u64::try_from(count).unwrap_or(0);
+                    match status.as_str() {
+                        _ if dead => depth.dead += count,
+                        "Done" => depth.done += count,
+                        "Queued" | "Running" => depth.running += count,
+                        // Pending, or Failed with attempts left (an immediate retry).
+                        _ if future => depth.scheduled += count,
+                        _ => depth.pending += count,
+                    }
+                }
+                Ok(depths.into_values().collect())
+            }
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                let mut depths = Vec::new();
+                for queue in QUEUES {
+                    let pending: u64 = connection.llen(format!("{queue}:active")).await?;
+                    let scheduled: u64 = connection.zcard(format!("{queue}:scheduled")).await?;
+                    let done: u64 = connection.scard(format!("{queue}:done")).await?;
+                    let dead: u64 = connection.scard(format!("{queue}:dead")).await?;
+                    let mut running = 0u64;
+                    let inflight: Vec<String> =
+                        connection.keys(format!("{queue}:inflight:*")).await?;
+                    for key in inflight {
+                        let count: u64 = connection.scard(key).await?;
+                        running += count;
+                    }
+                    depths.push(QueueDepth {
+                        queue: queue.to_owned(),
+                        pending,
+                        scheduled,
+                        running,
+                        done,
+                        dead,
+                    });
+                }
+                Ok(depths)
+            }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Queue administration for operators: depth by state, dead jobs with their
+//! last error, and putting a dead job back in its queue or throwing it away.
+//! apalis 1.0 offers neither update nor delete, so these act on its documented
+//! storage: the `Jobs` table on SQLite, the per-queue keys on Redis.
+//!
+//! One file per part: the operator's handle (`queue_admin`), depth by state
+//! (`depths`), dead jobs and their retry or discard (`dead`), and the purge
+//! of finished jobs (`purge`).
+
+mod dead;
+mod depths;
+mod purge;
+mod queue_admin;
+
+pub use dead::DeadJob;
+pub use depths::QueueDepth;
+pub use queue_admin::QueueAdmin;

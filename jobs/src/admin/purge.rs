@@ -1,0 +1,115 @@
+//! The purge of finished jobs: done and dead jobs past their retention go,
+//! with their dedupe keys.
+
+use super::queue_admin::{DEAD, QueueAdmin};
+use crate::kinds::QUEUES;
+use crate::queue::{QueueBackend, QueueError};
+
+impl QueueAdmin {
+    /// Forgets finished jobs: done ones that finished before `done_before`,
+    /// dead ones before `dead_before` (Unix seconds). Their idempotency keys
+    /// go with them. Returns how many were removed.
+    pub async fn purge_finished(
+        &self,
+        done_before: i64,
+        dead_before: i64,
+    ) -> Result<u64, QueueError> {
+        let mut purged = 0;
+        match self.queue.backend() {
+            QueueBackend::Sqlite(pool) => loop {
+                // In batches, so the queue's writers never wait long.
+                let deleted = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "delete from Jobs where rowid in (
+                         select rowid from Jobs
+                         where (status = 'Done' and done_at < $1) or ({DEAD} and done_at < $2)
+                         limit {PURGE_BATCH})"
+                )))
+                .bind(done_before)
+                .bind(dead_before)
+                .execute(pool)
+                .await?
+                .rows_affected();
+                purged += deleted;
+                if deleted < PURGE_BATCH {
+                    break;
+                }
+            },
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                for queue in QUEUES {
+                    for (set, before) in [("done", done_before), ("dead", dead_before)] {
+                        let key = format!("{queue}:{set}");
+                        let mut cursor = 0u64;
+                        loop {
+                            let (next, ids): (u64, Vec<String>) = redis::cmd("SSCAN")
+                                .arg(&key)
+                                .arg(cursor)
+                                .arg("COUNT")
+                                .arg(PURGE_BATCH)
+                                .query_async(&mut connection)
+                                .await?;
+                            if !ids.is_empty() {
+                                purged +=
+                                    redis_forget(&mut connection, queue, set, before, &ids).await?;
+                            }
+                            if next == 0 {
+                                break;
+                            }
+                            cursor = next;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(purged)
+    }
+}
+
+/// Jobs one purge statement or script removes at most.
+const PURGE_BATCH: u64 = 500;
+
+/// Forgets finished jobs of one set that finished before a cutoff, atomically
+/// per batch: set membership, meta hash, payload and idempotency claim.
+/// KEYS: the set, the payload hash. ARGV: meta prefix, idempotency prefix,
+/// cutoff, then job ids.
+const REDIS_FORGET: &str = r"
+local forgotten = 0
+local cutoff = tonumber(ARGV[3])
+for i = 4, #ARGV do
+    local id = ARGV[i]
+    local meta = ARGV[1] .. ':' .. id
+    local done_at = tonumber(redis.call('HGET', meta, 'done_at') or '')
+    if done_at and done_at < cutoff and redis.call('SREM', KEYS[1], id) == 1 then
+        local key = redis.call('HGET', meta, 'idempotency_key')
+        if key and #key > 0 then
+            local claim = ARGV[2] .. ':' .. key
+            if redis.call('GET', claim) == id then redis.call('DEL', claim) end
+        end
+        redis.call('DEL', meta)
+        redis.call('HDEL', KEYS[2], id)
+        forgotten = forgotten + 1
+    end
+end
+return forgotten
+";
+
+pub(super) async fn redis_forget(
+    connection: &mut redis::aio::ConnectionManager,
+    queue: &str,
+    set: &str,
+    before: i64,
+    ids: &[String],
+) -> Result<u64, QueueError> {
+    let script = redis::Script::new(REDIS_FORGET);
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(format!("{queue}:{set}"))
+        .key(format!("{queue}:data"))
+        .arg(format!("{queue}:meta"))
+        .arg(format!("{queue}:idempotency"))
+        .arg(before);
+    for id in ids {
+        invocation.arg(id);
+    }
+    Ok(invocation.invoke_async(connection).await?)
+}

@@ -1,0 +1,111 @@
+//! Pushing jobs: one or many of a kind in one queue transaction, each
+//! under its dedupe key ([`Job::dedupe_key`], extended by a later offer).
+
+use apalis::prelude::{TaskBuilder, TaskId, TaskSink};
+use storage::Timestamp;
+
+use super::promote::{PROMOTE_CHUNK, promote_due};
+use super::target::{JobQueue, QueueBackend, QueueError};
+use crate::kinds::Job;
+
+/// How to push one job. Whether it is new work is the job's own to say
+/// ([`Job::dedupe_key`]).
+#[derive(Clone, Debug, Default)]
+pub struct PushOptions {
+    /// Among due jobs of one queue, higher runs first (then the earlier
+    /// `run_at`, then the earlier push). SQLite queue only: apalis-redis keeps
+    /// no priority and its queues are first in, first out.
+    pub priority: usize,
+    /// Not before this instant.
+    pub run_at: Option<Timestamp>,
+    /// A later offer of work pushed before (a sweep's re-push, a deferral):
+    /// it extends the job's dedupe key, so the earlier push, which the queue
+    /// keeps for days once it ran, does not swallow this one, while a second
+    /// push of the same offer is still dropped.
+    pub offer: Option<String>,
+}
+
+impl PushOptions {
+    /// Options of a later offer of the same work, named `offer`.
+    pub fn offer(offer: impl Into<String>) -> Self {
+        Self {
+            offer: Some(offer.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The dedupe key `job` is pushed under with these options.
+    pub fn dedupe_key<J: Job>(&self, job: &J) -> Option<String> {
+        let key = job.dedupe_key()?;
+        Some(match &self.offer {
+            Some(offer) => format!("{key}:{offer}"),
+            None => key,
+        })
+    }
+}
+
+impl JobQueue {
+    /// Pushes a job; returns its task id.
+    pub async fn push<J: Job>(&self, job: J, options: PushOptions) -> Result<String, QueueError> {
+        let mut ids = self.push_many(vec![(job, options)]).await?;
+        ids.pop()
+            .ok_or_else(|| QueueError::Push("nothing pushed".to_owned()))
+    }
+
+    /// Pushes several jobs of one kind in one queue transaction; returns their task ids.
+    pub async fn push_many<J: Job>(
+        &self,
+        jobs: Vec<(J, PushOptions)>,
+    ) -> Result<Vec<String>, QueueError> {
+        let mut ids = Vec::with_capacity(jobs.len());
+        let tasks: Vec<_> = jobs
+            .into_iter()
+            .map(|(job, options)| {
+                let id = ulid::Ulid::generate();
+                ids.push(id.to_string());
+                Self::task(id, job, &options)
+            })
+            .collect();
+        match &self.backend {
+            QueueBackend::Sqlite(pool) => Self::sqlite_storage::<J>(pool)
+                .push_all(&mut futures::stream::iter(tasks))
+                .await
+                .map_err(|err| QueueError::Push(err.to_string()))?,
+            QueueBackend::Redis(connection) => {
+                let mut storage = Self::redis_storage::<J>(connection);
+                let mut tasks = tasks.into_iter().peekable();
+                while tasks.peek().is_some() {
+                    let chunk: Vec<_> = tasks.by_ref().take(PROMOTE_CHUNK).collect();
+                    storage
+                        .push_all(&mut futures::stream::iter(chunk))
+                        .await
+                        .map_err(|err| QueueError::Push(err.to_string()))?;
+                    // apalis-redis parks every job in the scheduled set, due now.
+                    promote_due(connection, J::KIND).await?;
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    fn task<J: Job>(id: ulid::Ulid, job: J, options: &PushOptions) -> apalis::prelude::Task<J> {
+        let dedupe_key = options.dedupe_key(&job);
+        let mut builder = TaskBuilder::new(job)
+            .task_id(TaskId::from_ulid(id))
+            .priority(options.priority)
+            .max_attempts(J::MAX_ATTEMPTS);
+        if let Some(run_at) = options.run_at {
+            // The queues keep whole seconds: round up, so a job never runs
+            // before its time (a retry schedule's wait is a minimum).
+            let seconds = run_at
+                .as_micros()
+                .saturating_add(999_999)
+                .div_euclid(1_000_000);
+            builder = builder.run_at_timestamp(u64::try_from(seconds).unwrap_or(0));
+        }
+        if let Some(key) = &dedupe_key {
+            builder = builder.idempotency_key(key);
+        }
+        builder.build()
+    }
+}

@@ -1,0 +1,141 @@
+//! Where the queue lives and how to reach it: the target from configuration,
+//! the connection (SQLite with its migrations and tuning, or Redis), and the
+//! apalis storages of one kind's queue.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use apalis_redis::{ConnectionManager, RedisStorage};
+use apalis_sqlite::SqliteStorage;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::kinds::Job;
+
+/// The table apalis records its SQLite migrations in (ours use another).
+const APALIS_MIGRATIONS_TABLE: &str = "apalis_migrations";
+
+/// Where the queue lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueTarget {
+    /// A SQLite file.
+    SqliteFile(PathBuf),
+    /// A Redis server.
+    Redis(String),
+}
+
+/// Why the queue failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// SQLite queue.
+    #[error("queue database: {0}")]
+    Sqlite(#[from] sqlx::Error),
+    /// Queue migrations.
+    #[error("queue migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Redis queue.
+    #[error("queue redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A push was refused.
+    #[error("push: {0}")]
+    Push(String),
+}
+
+/// Corrections to apalis-sqlite's schema, applied after its migrations on
+/// every start (each is idempotent).
+///
+/// - `LIdx` (`Jobs(lock_by)`) steers SQLite's planner into the wrong plan for
+///   acknowledgements: it walks every job the worker ever locked (done ones
+///   keep `lock_by`) and re-parses the JSON batch for each, so a worker's acks
+///   slow down with every job it finishes. Without it the planner looks each
+///   acknowledged id up by the unique index. The queries that filter on
+///   `lock_by` also filter on `id` or on `status`, which stay indexed.
+/// - `TIdx` (`Jobs(id)`) duplicates the unique index on `id`; it only costs
+///   every insert.
+const SQLITE_QUEUE_TUNING: [&str; 2] = ["drop index if exists LIdx", "drop index if exists TIdx"];
+
+/// The queue's connection.
+#[derive(Clone, Debug)]
+pub enum QueueBackend {
+    /// SQLite file.
+    Sqlite(SqlitePool),
+    /// Redis.
+    Redis(ConnectionManager),
+}
+
+/// The push side of the queue. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct JobQueue {
+    pub(super) backend: QueueBackend,
+}
+
+impl JobQueue {
+    /// Connects to the queue (and applies its migrations on SQLite).
+    pub async fn connect(target: &QueueTarget) -> Result<Self, QueueError> {
+        let backend = match target {
+            QueueTarget::SqliteFile(path) => {
+                // Processes starting together (an API, a worker, an operator
+                // command) take turns opening and migrating the file.
+                let _lock = storage::db::lock_sqlite_file(path)
+                    .await
+                    .map_err(|err| QueueError::Push(format!("queue file lock: {err}")))?;
+                let options = SqliteConnectOptions::from_str("sqlite:")?
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // A pushed job survives a power loss like any acknowledged write.
+                    .synchronous(SqliteSynchronous::Full)
+                    .foreign_keys(true)
+                    .busy_timeout(Duration::from_secs(10));
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .connect_with(options)
+                    .await?;
+                let mut migrator = SqliteStorage::<()>::migrations();
+                migrator.dangerous_set_table_name(APALIS_MIGRATIONS_TABLE);
+                migrator.run(&pool).await?;
+                for statement in SQLITE_QUEUE_TUNING {
+                    sqlx::query(statement).execute(&pool).await?;
+                }
+                QueueBackend::Sqlite(pool)
+            }
+            QueueTarget::Redis(url) => {
+                QueueBackend::Redis(apalis_redis::connect(url.as_str()).await?)
+            }
+        };
+        Ok(Self { backend })
+    }
+
+    /// Checks that the queue answers (readiness probes).
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        match &self.backend {
+            QueueBackend::Sqlite(pool) => {
+                sqlx::query("select 1").execute(pool).await?;
+            }
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                redis::cmd("PING")
+                    .query_async::<String>(&mut connection)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The backend, for workers and administration.
+    pub fn backend(&self) -> &QueueBackend {
+        &self.backend
+    }
+
+    /// A SQLite storage of `J`'s queue (SQLite profile only).
+    pub fn sqlite_storage<J: Job>(pool: &SqlitePool) -> SqliteStorage<J> {
+        SqliteStorage::new(pool).with_config(apalis_sqlite::Config::default().queue(J::KIND))
+    }
+
+    /// A Redis storage of `J`'s queue (Redis profile only).
+    pub fn redis_storage<J: Job>(connection: &ConnectionManager) -> RedisStorage<J> {
+        RedisStorage::new(connection.clone())
+            .with_config(apalis_redis::Config::default().queue(J::KIND))
+    }
+}
