@@ -21,6 +21,7 @@ pub mod media;
 pub mod objects;
 pub mod orders;
 pub mod outbox;
+pub mod outbox_listener;
 pub mod packages;
 pub mod page;
 pub mod preferences;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::ids::AgencyId;
-use crate::listings::ListingDetail;
+use crate::records::listing_detail::ListingDetail;
 use crate::{Tenant, Timestamp};
 
 /// How long an entry is trusted without asking the database.

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::db::Database;
 use crate::ids::EventId;
 use crate::listing_cache::ListingCache;
-use crate::outbox::listener::{ListenerSlot, OutboxListener};
+use crate::outbox_listener::{ListenerSlot, OutboxListener};
 use crate::secrets::{self, DerivedKeys, MasterKey};
 
 /// The handle every caller holds: a database, the clock that stamps rows and the

@@ -12,38 +12,11 @@ use crate::db::Database;
 use crate::ids::{AppointmentId, ListingId, OrderId, UserId};
 use crate::records::appointment::Appointment;
 use crate::records::listing::{Listing, ListingRow};
+use crate::records::listing_detail::{ListingDetail, Person};
 use crate::records::numbers::normalise_listing_number;
 use crate::records::order::{InvoiceState, Order};
 use crate::records::user::Role;
 use crate::{Entity, Result, StorageError, Tenant, Timestamp};
-
-/// A person assigned to a listing, as the detail read shows them.
-#[derive(Clone, Debug)]
-pub struct Person {
-    /// The user.
-    pub id: UserId,
-    /// Their role in the agency.
-    pub role: Role,
-    /// Display name.
-    pub name: Option<String>,
-}
-
-/// Everything the single-listing read shows.
-#[derive(Clone, Debug)]
-pub struct ListingDetail {
-    /// The listing.
-    pub listing: Listing,
-    /// Its orders, oldest first.
-    pub orders: Vec<Order>,
-    /// Its shoot, if one was ever scheduled.
-    pub appointment: Option<Appointment>,
-    /// The owner, agents and photographer.
-    pub people: Vec<Person>,
-    /// The last instant to cancel without a fee (none without a scheduled shoot).
-    pub no_fee_cutoff: Option<Timestamp>,
-    /// Its uploaded media with their variants, oldest first.
-    pub media: Vec<crate::media::MediaItem>,
-}
 
 #[derive(Deserialize)]
 struct OrderJson {

@@ -14,10 +14,10 @@ mod section_updates;
 mod status;
 
 pub use crate::records::listing::{Listing, listing_event_data};
+pub use crate::records::listing_detail::{ListingDetail, Person};
 pub use crate::records::numbers::{
     SANDBOX_PREFIX, generate_listing_number, normalise_listing_number,
 };
-pub use detail::{ListingDetail, Person};
 
 use crate::Store;
 use crate::ids::UserId;

@@ -12,7 +12,7 @@ use crate::records::listing::{LISTING_COLUMNS, Listing, ListingRow, found};
 use crate::records::numbers::normalise_listing_number;
 use crate::{Result, Tenant};
 
-use super::detail::ListingDetail;
+use crate::records::listing_detail::ListingDetail;
 
 impl Listings<'_> {
     /// The tenant's listing with this number; another tenant's is `NotFound`.

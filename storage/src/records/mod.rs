@@ -7,6 +7,7 @@
 
 pub mod appointment;
 pub mod listing;
+pub mod listing_detail;
 pub mod numbers;
 pub mod order;
 pub mod user;

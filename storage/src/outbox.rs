@@ -1,11 +1,9 @@
 //! The transactional outbox: events are written in the transaction of the
 //! change they describe ([`insert_events`]), and read back in insertion order
 //! by the dispatcher and by tests. Who is told of committed events is
-//! `listener`.
+//! `outbox_listener`.
 
-pub mod listener;
-
-pub use listener::OutboxListener;
+pub use crate::outbox_listener::OutboxListener;
 
 use serde_json::Value;
 use sqlx::types::Json;
