@@ -83,15 +83,6 @@ impl Credential {
             Self::ProgressToken(tenant) => tenant.clone(),
         }
     }
-
-    /// The user the request acts as: the key's creator or the session's user.
-    pub fn acting_user(&self) -> Option<UserId> {
-        match self {
-            Self::Key(principal) => principal.acting_user.clone(),
-            Self::Session(session) => Some(session.user().id.clone()),
-            Self::ProgressToken(_) => None,
-        }
-    }
 }
 
 /// Reads what the guard attached, or fails as a route wired without it.

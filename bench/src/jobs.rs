@@ -290,7 +290,7 @@ struct Finish {
 }
 
 /// Does nothing but what every production handler does first: count the
-/// start (`workers::handlers::begin`; one Redis round trip on Redis).
+/// start (`workers::handlers::handle`; one Redis round trip on Redis).
 async fn noop(
     _job: Noop,
     finish: Data<Arc<Finish>>,

@@ -8,73 +8,58 @@ use serde_json::Value;
 /// The data-shape version of every event type at launch.
 pub const API_VERSION: &str = "2026-05-29";
 
-/// A type of event, by its canonical name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventType {
-    /// A listing was created.
-    ListingCreated,
-    /// A listing's status changed.
-    ListingStatusChanged,
-    /// A listing was cancelled.
-    ListingCancelled,
-    /// The 3D-tour or floorplan section of a listing changed.
-    ListingSectionUpdated,
-    /// An invoice was raised for an order.
-    InvoiceCreated,
-    /// An invoice was paid.
-    InvoicePaid,
-    /// An invoice was voided.
-    InvoiceVoided,
-    /// A shoot was scheduled.
-    AppointmentCreated,
-    /// A shoot was moved.
-    AppointmentRescheduled,
-    /// A shoot was cancelled.
-    AppointmentCancelled,
-    /// A user was suspended (deactivated).
-    UserDeactivated,
-    /// A user's manager changed.
-    UserHierarchyChanged,
-    /// Every file of an upload was processed.
-    MediaUploadCompleted,
+/// Declares the event types once: the enum, its wire names and [`EventType::ALL`]
+/// come from the same list, so no type can be left out of `ALL` (and through
+/// it, out of the catalog's tests).
+macro_rules! event_types {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// A type of event, by its canonical name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum EventType {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl EventType {
+            /// Every type the service emits.
+            pub const ALL: &'static [Self] = &[$(Self::$variant,)*];
+
+            /// The canonical wire name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl EventType {
-    /// Every type the service emits.
-    pub const ALL: [Self; 13] = [
-        Self::ListingCreated,
-        Self::ListingStatusChanged,
-        Self::ListingCancelled,
-        Self::ListingSectionUpdated,
-        Self::InvoiceCreated,
-        Self::InvoicePaid,
-        Self::InvoiceVoided,
-        Self::AppointmentCreated,
-        Self::AppointmentRescheduled,
-        Self::AppointmentCancelled,
-        Self::UserDeactivated,
-        Self::UserHierarchyChanged,
-        Self::MediaUploadCompleted,
-    ];
-
-    /// The canonical wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::ListingCreated => "listing.created",
-            Self::ListingStatusChanged => "listing.status_changed",
-            Self::ListingCancelled => "listing.cancelled",
-            Self::ListingSectionUpdated => "listing.section_updated",
-            Self::InvoiceCreated => "invoice.created",
-            Self::InvoicePaid => "invoice.paid",
-            Self::InvoiceVoided => "invoice.voided",
-            Self::AppointmentCreated => "scheduling.appointment.created",
-            Self::AppointmentRescheduled => "scheduling.appointment.rescheduled",
-            Self::AppointmentCancelled => "scheduling.appointment.cancelled",
-            Self::UserDeactivated => "user.deactivated",
-            Self::UserHierarchyChanged => "user.hierarchy_changed",
-            Self::MediaUploadCompleted => "media.upload.completed",
-        }
-    }
+event_types! {
+    /// A listing was created.
+    ListingCreated => "listing.created",
+    /// A listing's status changed.
+    ListingStatusChanged => "listing.status_changed",
+    /// A listing was cancelled.
+    ListingCancelled => "listing.cancelled",
+    /// The 3D-tour or floorplan section of a listing changed.
+    ListingSectionUpdated => "listing.section_updated",
+    /// An invoice was raised for an order.
+    InvoiceCreated => "invoice.created",
+    /// An invoice was paid.
+    InvoicePaid => "invoice.paid",
+    /// An invoice was voided.
+    InvoiceVoided => "invoice.voided",
+    /// A shoot was scheduled.
+    AppointmentCreated => "scheduling.appointment.created",
+    /// A shoot was moved.
+    AppointmentRescheduled => "scheduling.appointment.rescheduled",
+    /// A shoot was cancelled.
+    AppointmentCancelled => "scheduling.appointment.cancelled",
+    /// A user was suspended (deactivated).
+    UserDeactivated => "user.deactivated",
+    /// A user's manager changed.
+    UserHierarchyChanged => "user.hierarchy_changed",
+    /// Every file of an upload was processed.
+    MediaUploadCompleted => "media.upload.completed",
 }
 
 /// An event to write to the outbox together with the change it describes.

@@ -1,7 +1,7 @@
-//! The middleware stack, outermost first: request id → error envelope → access
-//! log → transport policy → panic guard → routing; per route (`guard`, from
-//! the route table): authentication (`auth`, `session`, `progress_token`),
-//! tenancy and scope → rate limit → idempotency → handler.
+//! The middleware stack, outermost first: request id → metrics → error
+//! envelope → access log → transport policy → panic guard → routing; per
+//! route (`guard`, from the route table): authentication (`auth`, `session`,
+//! `progress_token`), tenancy and scope → rate limit → idempotency → handler.
 
 pub mod auth;
 pub mod envelope;

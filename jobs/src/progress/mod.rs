@@ -42,6 +42,9 @@ pub struct ProgressMessage {
     pub agency_id: AgencyId,
     /// Whether it is sandbox activity.
     pub is_sandbox: bool,
+    /// The state's number, also beside it: hosts of the release before typed
+    /// states read it here from the Redis channel.
+    pub seq: u64,
     /// The state itself, with its number.
     pub state: ProgressState,
     /// The process that published it (to ignore our own messages coming back from Redis).
@@ -132,6 +135,7 @@ impl ProgressHub {
             operation_id: operation_id.clone(),
             agency_id: tenant.agency_id.clone(),
             is_sandbox: tenant.environment.is_sandbox(),
+            seq: state.seq,
             state,
             origin: self.inner.origin.clone(),
         };

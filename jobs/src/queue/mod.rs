@@ -4,7 +4,6 @@
 //! task id, a priority (honoured on SQLite only) and an optional `run_at`,
 //! under the job's dedupe key (a second push with the same key is dropped
 //! while the first is kept).
-
 //!
 //! One file per part: where the queue lives (`target`), pushing (`push`),
 //! counting starts (`starts`), releasing a stopping process's jobs

@@ -150,7 +150,7 @@ fn the_order_is_by_category_then_name() {
 
 #[test]
 fn emitted_entries_are_the_event_types_and_the_test_fire() {
-    for event_type in EventType::ALL {
+    for &event_type in EventType::ALL {
         let entry = event_type.catalog_entry();
         assert_eq!(entry.event_type, event_type.as_str());
         assert!(entry.emitted && !entry.test_only, "{}", entry.event_type);
@@ -160,7 +160,7 @@ fn emitted_entries_are_the_event_types_and_the_test_fire() {
         .filter(|entry| entry.emitted && !entry.test_only)
         .map(|entry| entry.event_type)
         .collect();
-    let variants: HashSet<&str> = EventType::ALL.map(EventType::as_str).into();
+    let variants: HashSet<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
     assert_eq!(emitted, variants);
     let test_only: Vec<&str> = entries()
         .iter()

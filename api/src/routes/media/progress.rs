@@ -66,6 +66,8 @@ pub fn progress_url(state: &AppState, tenant: &Tenant, operation_id: &OperationI
 }
 
 /// Query of the progress stream.
+// The guard reads `token`; the handler declares it for the OpenAPI document
+// and so that any other parameter is refused.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
