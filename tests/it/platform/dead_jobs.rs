@@ -83,8 +83,16 @@ async fn dead_jobs_live_and_go(redis: bool) {
     // An operator retries one (it dies again, with fresh attempts) and discards the other.
     assert!(admin.discard(&doomed[1]).await.unwrap());
     assert!(!admin.discard(&doomed[1]).await.unwrap(), "gone already");
-    assert!(admin.retry(&doomed[0]).await.unwrap());
-    assert!(!admin.retry(&doomed[0]).await.unwrap(), "not dead any more");
+    // Both retries are under way before the first commits, so the worker
+    // cannot run the job out of attempts between them: exactly one finds it
+    // dead, the other finds it queued ("not dead any more").
+    let (first, second) = tokio::join!(admin.retry(&doomed[0]), admin.retry(&doomed[0]));
+    let retried = [first.unwrap(), second.unwrap()];
+    assert_eq!(
+        retried.iter().filter(|moved| **moved).count(),
+        1,
+        "one retry moves the dead job, the other finds it not dead any more: {retried:?}"
+    );
     let again = eventually(PATIENCE, "the retried probe dead again", || async {
         let dead = admin.dead_jobs(10).await.unwrap();
         (dead.len() == 1).then_some(dead)
