@@ -345,6 +345,7 @@ pub async fn consume(
         poll: Duration::from_millis(200),
         shutdown_timeout: Duration::from_secs(5),
         fetch_batch: None,
+        agency_caps: Default::default(),
         schedules: false,
     };
     let gates = Gates::new(&[Noop::KIND]);

@@ -23,6 +23,13 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     /// a job the queue still holds (waiting, running, or kept after it ran)
     /// is dropped. `None`: every push is a job of its own.
     fn dedupe_key(&self) -> Option<String>;
+
+    /// Whose share of the queue this job is, when the queue is shared fairly
+    /// (`crate::queue` tags it so that keys take turns): the agency for media
+    /// and archives. `None`: first in, first out.
+    fn fairness_key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Fan committed outbox events out to their subscribers and mark them
@@ -101,6 +108,11 @@ impl Job for Probe {
     /// Its operation: each probe has an operation of its own.
     fn dedupe_key(&self) -> Option<String> {
         Some(format!("probe:{}", self.operation_id))
+    }
+
+    /// Its agency: agencies take turns.
+    fn fairness_key(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
     }
 }
 
@@ -206,6 +218,11 @@ impl Job for ProcessMedia {
     fn dedupe_key(&self) -> Option<String> {
         Some(format!("media:{}", self.media_id))
     }
+
+    /// Its agency: agencies take turns.
+    fn fairness_key(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
 }
 
 /// Pack the originals of an archive operation's media into a ZIP in the
@@ -238,6 +255,11 @@ impl Job for BuildArchive {
     fn dedupe_key(&self) -> Option<String> {
         Some(format!("archive:{}", self.operation_id))
     }
+
+    /// Its agency: agencies take turns.
+    fn fairness_key(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
 }
 
 /// The names of every queue, in the order operators see them.
@@ -250,6 +272,10 @@ pub const QUEUES: [&str; 7] = [
     SeedSandbox::KIND,
     Probe::KIND,
 ];
+
+/// The queues shared fairly between agencies (their jobs name a
+/// [`Job::fairness_key`]).
+pub const FAIR_QUEUES: [&str; 3] = [ProcessMedia::KIND, BuildArchive::KIND, Probe::KIND];
 
 /// A queue's default concurrency.
 pub fn default_concurrency(queue: &str) -> usize {

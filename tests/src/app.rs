@@ -82,8 +82,17 @@ impl TestAppBuilder {
             poll: std::time::Duration::from_millis(50),
             shutdown_timeout: std::time::Duration::from_secs(5),
             fetch_batch: None,
+            agency_caps: Default::default(),
             schedules: true,
         });
+        self
+    }
+
+    /// Changes the in-process workers' settings (after `with_workers`).
+    pub fn tune_workers(mut self, tune: impl FnOnce(&mut RuntimeSettings)) -> Self {
+        if let Some(settings) = self.workers.as_mut() {
+            tune(settings);
+        }
         self
     }
 

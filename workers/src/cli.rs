@@ -62,6 +62,7 @@ pub fn settings(args: &WorkerArgs) -> anyhow::Result<RuntimeSettings> {
         poll: args.poll(),
         shutdown_timeout: args.shutdown_timeout(),
         fetch_batch: args.fetch_batch(),
+        agency_caps: args.agency_caps()?,
         schedules: !args.no_schedules,
     })
 }

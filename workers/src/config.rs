@@ -192,6 +192,17 @@ pub struct WorkerArgs {
     #[arg(long, env = "WORKER_FETCH_BATCH", value_parser = clap::value_parser!(u16).range(1..))]
     pub fetch_batch: Option<u16>,
 
+    /// QUEUE=N, repeatable (comma-separated in env): at most N jobs of one
+    /// agency of that queue run at once in this process; a job over the cap
+    /// goes back to its queue behind the agency's other jobs, a second later.
+    /// Off by default (agencies already take turns on the fair queues).
+    #[arg(
+        long = "agency-concurrency",
+        env = "WORKER_AGENCY_CONCURRENCY",
+        value_delimiter = ','
+    )]
+    pub agency_concurrency: Vec<String>,
+
     /// Do not run the scheduled maintenance (key expiry, purges, outbox sweep) in this process.
     #[arg(long, env = "NO_SCHEDULES")]
     pub no_schedules: bool,
@@ -309,6 +320,34 @@ impl WorkerArgs {
             chosen.insert(*queue, concurrency);
         }
         Ok(chosen)
+    }
+
+    /// The per-agency caps of `--agency-concurrency`, by queue.
+    pub fn agency_caps(&self) -> anyhow::Result<BTreeMap<&'static str, usize>> {
+        let mut caps = BTreeMap::new();
+        for text in &self.agency_concurrency {
+            let Some((name, cap)) = text.split_once('=') else {
+                bail!("--agency-concurrency {text:?}: expected QUEUE=N");
+            };
+            let Some(queue) = jobs::kinds::QUEUES.iter().find(|q| **q == name.trim()) else {
+                bail!(
+                    "unknown queue {:?}; queues are {}",
+                    name.trim(),
+                    jobs::kinds::QUEUES.join(", ")
+                );
+            };
+            if !jobs::kinds::FAIR_QUEUES.contains(queue) {
+                bail!(
+                    "--agency-concurrency {text:?}: only queues shared between agencies take a cap ({})",
+                    jobs::kinds::FAIR_QUEUES.join(", ")
+                );
+            }
+            let Some(cap) = cap.trim().parse::<usize>().ok().filter(|n| *n > 0) else {
+                bail!("--agency-concurrency {text:?}: N must be a positive integer");
+            };
+            caps.insert(*queue, cap);
+        }
+        Ok(caps)
     }
 
     /// Heartbeat interval.

@@ -24,7 +24,7 @@ use jobs::kinds::{
     BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
     SendNotification,
 };
-use jobs::queue::QueueBackend;
+use jobs::queue::{BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
 
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
@@ -39,13 +39,19 @@ pub struct RuntimeSettings {
     pub queues: BTreeMap<&'static str, usize>,
     /// Heartbeat interval; a worker missing three is presumed dead.
     pub heartbeat: Duration,
-    /// Poll interval of idle queues.
+    /// How often an idle worker looks for work no wake-up announced: on
+    /// SQLite, how often the queue file is checked for other processes'
+    /// commits; on Redis, how often due jobs are promoted and fair queues fed.
+    /// Pushes from this process (and, on Redis, from any) wake workers at once.
     pub poll: Duration,
     /// Grace period after the shutdown signal.
     pub shutdown_timeout: Duration,
     /// Jobs a worker claims per fetch; `None`: its queue's concurrency.
     /// Claimed jobs beyond the free slots wait in the worker.
     pub fetch_batch: Option<usize>,
+    /// Per-agency caps on fair queues: at most this many jobs of one agency
+    /// at once in this process (`--agency-concurrency`).
+    pub agency_caps: BTreeMap<&'static str, usize>,
     /// Whether this process runs the maintenance schedules.
     pub schedules: bool,
 }
@@ -65,9 +71,22 @@ fn worker_name(queue: &str) -> String {
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 
-/// Jobs one fetch claims (at least one).
-fn fetch_batch(settings: &RuntimeSettings, concurrency: usize) -> usize {
-    settings.fetch_batch.unwrap_or(concurrency).max(1)
+/// Jobs one fetch claims (at least one). A fair queue claims one job per
+/// free slot unless configured, so no claimed job waits in a worker while
+/// another agency's job could take the slot.
+fn fetch_batch<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> usize {
+    let default = if jobs::kinds::FAIR_QUEUES.contains(&J::KIND) {
+        1
+    } else {
+        concurrency
+    };
+    settings.fetch_batch.unwrap_or(default).max(1)
+}
+
+/// The longest an idle worker waits without a wake-up: scheduled jobs come
+/// due in whole seconds, and lost wake-ups are caught up within a second.
+fn fallback_poll(settings: &RuntimeSettings) -> Duration {
+    settings.poll.max(Duration::from_secs(1))
 }
 
 /// The apalis-sqlite configuration of `J`'s queue under `settings`.
@@ -77,7 +96,7 @@ pub fn sqlite_config<J: Job>(
 ) -> apalis_sqlite::Config {
     apalis_sqlite::Config::default()
         .queue(J::KIND)
-        .batch_size(fetch_batch(settings, concurrency))
+        .batch_size(fetch_batch::<J>(settings, concurrency))
         .heartbeat_interval(settings.heartbeat)
         .missed_heartbeats(MISSED_HEARTBEATS)
 }
@@ -94,7 +113,7 @@ pub fn redis_config<J: Job>(
 ) -> apalis_redis::Config {
     apalis_redis::Config::default()
         .queue(J::KIND)
-        .batch_size(fetch_batch(settings, concurrency))
+        .batch_size(fetch_batch::<J>(settings, concurrency))
         .heartbeat_interval(settings.heartbeat)
         .missed_heartbeats(MISSED_HEARTBEATS)
         .lock_tasks(false)
@@ -108,13 +127,19 @@ macro_rules! register_worker {
         let gate = $gates.gate(<$job>::KIND);
         let holders = $holders.clone();
         let state = $state.clone();
-        let poll = $settings.poll;
+        let poll = fallback_poll(&$settings);
+        let bell = $state.queue.bells().bell(<$job>::KIND);
         let concurrency = $concurrency;
         let name = worker_name(<$job>::KIND);
         $monitor.register(move |restarts| {
             WorkerBuilder::new(format!("{name}.{restarts}"))
                 .backend(Releasing::new(
-                    Pausable::new(storage.clone().poll_with_interval(poll), gate.clone()),
+                    Pausable::new(
+                        storage
+                            .clone()
+                            .poll_with_strategy(BellOrInterval::new(bell.clone(), poll)),
+                        gate.clone(),
+                    ),
                     state.queue.clone(),
                     <$job>::KIND,
                     holders.clone(),
@@ -128,8 +153,10 @@ macro_rules! register_worker {
 
 /// Promotes due jobs of the consumed Redis queues on every poll interval
 /// (scheduled retries and `run_at` jobs), so apalis's fetch never faces a due
-/// list too long for it (`jobs::queue::promote_due`).
+/// list too long for it (`jobs::queue::promote_due`), and tops the fair
+/// queues' ready lists up; wakes this process's workers when it moved any.
 fn spawn_promoter(
+    queue: JobQueue,
     connection: apalis_redis::ConnectionManager,
     queues: Vec<&'static str>,
     every: Duration,
@@ -139,9 +166,24 @@ fn spawn_promoter(
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             interval.tick().await;
-            for queue in &queues {
-                if let Err(err) = jobs::queue::promote_due(&connection, queue).await {
-                    tracing::warn!(queue, %err, "could not promote due jobs");
+            for name in &queues {
+                let mut moved = match jobs::queue::promote_due(&connection, name).await {
+                    Ok(moved) => moved,
+                    Err(err) => {
+                        tracing::warn!(queue = name, %err, "could not promote due jobs");
+                        0
+                    }
+                };
+                if jobs::kinds::FAIR_QUEUES.contains(name) {
+                    match queue.feed_fair(name).await {
+                        Ok(fed) => moved += fed,
+                        Err(err) => {
+                            tracing::warn!(queue = name, %err, "could not feed the fair queue")
+                        }
+                    }
+                }
+                if moved > 0 {
+                    queue.bells().ring(name);
                 }
             }
         }
@@ -183,14 +225,34 @@ pub async fn run(
         tracing::warn!(%err, "could not read paused queues at start");
     }
     let follower = gates.spawn_follower(state.store.clone());
-    let promoter = match state.queue.backend() {
-        QueueBackend::Redis(connection) => Some(spawn_promoter(
-            connection.clone(),
-            settings.queues.keys().copied().collect(),
+    let state = state.with_agency_caps(settings.agency_caps.clone());
+    for (queue, concurrency) in &settings.queues {
+        state.queue.set_lookahead(queue, *concurrency);
+    }
+    let consumed: Vec<&'static str> = settings.queues.keys().copied().collect();
+    let mut background = vec![];
+    match state.queue.backend() {
+        QueueBackend::Redis(connection) => {
+            background.push(spawn_promoter(
+                state.queue.clone(),
+                connection.clone(),
+                consumed.clone(),
+                settings.poll,
+            ));
+            if let Some(url) = state.queue.redis_url() {
+                background.push(jobs::queue::spawn_redis_listener(
+                    url.to_owned(),
+                    state.queue.bells().clone(),
+                    consumed.clone(),
+                ));
+            }
+        }
+        QueueBackend::Sqlite(pool) => background.push(jobs::queue::spawn_sqlite_watch(
+            pool.clone(),
+            state.queue.bells().clone(),
             settings.poll,
         )),
-        QueueBackend::Sqlite(_) => None,
-    };
+    }
     let holders = Holders::default();
     let mut monitor = Monitor::new();
     for (queue, concurrency) in &settings.queues {
@@ -278,8 +340,8 @@ pub async fn run(
         .await;
     keep_alive.abort();
     follower.abort();
-    if let Some(promoter) = promoter {
-        promoter.abort();
+    for task in background {
+        task.abort();
     }
     // The workers are gone: whatever they still hold is not going to run here.
     match state.queue.release_held(&holders.all()).await {

@@ -7,16 +7,24 @@
 //!
 //! One file per part: where the queue lives (`target`), pushing (`push`),
 //! counting starts (`starts`), releasing a stopping process's jobs
-//! (`release`) and promoting due Redis jobs (`promote`).
+//! (`release`), promoting due Redis jobs (`promote`) and waking idle
+//! workers when work arrives (`wake`).
 
+mod fair;
 mod promote;
 mod push;
 mod release;
 mod starts;
 mod target;
+mod wake;
 
+pub use fair::{FAIR_SPAN, PARKED_AT, feed, sqlite_priority};
 pub use promote::promote_due;
 pub use push::PushOptions;
 pub use release::HeldBy;
 pub use starts::STARTS_FIELD;
 pub use target::{JobQueue, QueueBackend, QueueError, QueueTarget};
+pub use wake::{
+    Bell, BellOrInterval, Bells, WAKE_CHANNEL_PREFIX, spawn_redis_listener, spawn_sqlite_watch,
+    wake_channel,
+};

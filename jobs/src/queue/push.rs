@@ -1,11 +1,15 @@
 //! Pushing jobs: one or many of a kind in one queue transaction, each
 //! under its dedupe key ([`Job::dedupe_key`], extended by a later offer).
 
+use std::collections::BTreeMap;
+
 use apalis::prelude::{TaskBuilder, TaskId, TaskSink};
 use storage::Timestamp;
 
+use super::fair;
 use super::promote::{PROMOTE_CHUNK, promote_due};
 use super::target::{JobQueue, QueueBackend, QueueError};
+use super::wake::wake_channel;
 use crate::kinds::Job;
 
 /// How to push one job. Whether it is new work is the job's own to say
@@ -52,18 +56,35 @@ impl JobQueue {
             .ok_or_else(|| QueueError::Push("nothing pushed".to_owned()))
     }
 
-    /// Pushes several jobs of one kind in one queue transaction; returns their task ids.
+    /// Pushes several jobs of one kind in one queue transaction; returns their
+    /// task ids. Jobs with a fairness key are tagged first (`super::fair`),
+    /// and the queue's workers are woken, here and on other hosts.
     pub async fn push_many<J: Job>(
         &self,
         jobs: Vec<(J, PushOptions)>,
     ) -> Result<Vec<String>, QueueError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tags = self.fair_tags(&jobs).await?;
         let mut ids = Vec::with_capacity(jobs.len());
+        let mut parked = BTreeMap::new();
+        let redis = matches!(self.backend, QueueBackend::Redis(_));
         let tasks: Vec<_> = jobs
             .into_iter()
-            .map(|(job, options)| {
+            .zip(tags)
+            .map(|((job, mut options), tag)| {
                 let id = ulid::Ulid::generate();
                 ids.push(id.to_string());
-                Self::task(id, job, &options)
+                if let Some(tag) = tag {
+                    if !redis {
+                        options.priority = fair::sqlite_priority(options.priority, tag);
+                    } else if options.run_at.is_none() {
+                        parked.insert(id.to_string(), tag);
+                    }
+                }
+                let park = parked.contains_key(&id.to_string());
+                Self::task(id, job, &options, park)
             })
             .collect();
         match &self.backend {
@@ -83,18 +104,75 @@ impl JobQueue {
                     // apalis-redis parks every job in the scheduled set, due now.
                     promote_due(connection, J::KIND).await?;
                 }
+                if !parked.is_empty() {
+                    fair::redis_enter(connection, J::KIND, &parked).await?;
+                    fair::feed(connection, J::KIND, self.lookahead(J::KIND)).await?;
+                }
             }
         }
+        self.announce(J::KIND).await;
         Ok(ids)
     }
 
-    fn task<J: Job>(id: ulid::Ulid, job: J, options: &PushOptions) -> apalis::prelude::Task<J> {
+    /// Each job's fair tag (`None` for a job without a fairness key).
+    async fn fair_tags<J: Job>(
+        &self,
+        jobs: &[(J, PushOptions)],
+    ) -> Result<Vec<Option<u64>>, QueueError> {
+        let mut by_key: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (index, (job, _)) in jobs.iter().enumerate() {
+            if let Some(key) = job.fairness_key() {
+                by_key.entry(key).or_default().push(index);
+            }
+        }
+        let mut tags = vec![None; jobs.len()];
+        for (key, indexes) in by_key {
+            let count = indexes.len() as u64;
+            let first = match &self.backend {
+                QueueBackend::Sqlite(pool) => fair::sqlite_tags(pool, J::KIND, &key, count).await?,
+                QueueBackend::Redis(connection) => {
+                    fair::redis_tags(connection, J::KIND, &key, count).await?
+                }
+            };
+            for (offset, index) in indexes.into_iter().enumerate() {
+                tags[index] = Some(first + offset as u64);
+            }
+        }
+        Ok(tags)
+    }
+
+    /// Wakes `queue`'s workers: this process's at once, other processes'
+    /// through Redis (on SQLite they watch the file). A lost announcement
+    /// costs latency, never the job: workers still poll.
+    pub async fn announce(&self, queue: &str) {
+        self.bells.ring(queue);
+        if let QueueBackend::Redis(connection) = &self.backend {
+            let mut connection = connection.clone();
+            let published: Result<i64, _> = redis::cmd("PUBLISH")
+                .arg(wake_channel(queue))
+                .arg(1)
+                .query_async(&mut connection)
+                .await;
+            if let Err(err) = published {
+                tracing::debug!(%err, queue, "could not announce a push");
+            }
+        }
+    }
+
+    fn task<J: Job>(
+        id: ulid::Ulid,
+        job: J,
+        options: &PushOptions,
+        parked: bool,
+    ) -> apalis::prelude::Task<J> {
         let dedupe_key = options.dedupe_key(&job);
         let mut builder = TaskBuilder::new(job)
             .task_id(TaskId::from_ulid(id))
             .priority(options.priority)
             .max_attempts(J::MAX_ATTEMPTS);
-        if let Some(run_at) = options.run_at {
+        if parked {
+            builder = builder.run_at_timestamp(fair::PARKED_AT);
+        } else if let Some(run_at) = options.run_at {
             // The queues keep whole seconds: round up, so a job never runs
             // before its time (a retry schedule's wait is a minimum).
             let seconds = run_at

@@ -2,8 +2,10 @@
 //! the connection (SQLite with its migrations and tuning, or Redis), and the
 //! apalis storages of one kind's queue.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apalis_redis::{ConnectionManager, RedisStorage};
@@ -11,6 +13,7 @@ use apalis_sqlite::SqliteStorage;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use super::wake::Bells;
 use crate::kinds::Job;
 
 /// The table apalis records its SQLite migrations in (ours use another).
@@ -68,11 +71,19 @@ pub enum QueueBackend {
 #[derive(Clone, Debug)]
 pub struct JobQueue {
     pub(super) backend: QueueBackend,
+    /// This process's bells: a push rings its queue's at once.
+    pub(super) bells: Bells,
+    /// Where pushes are announced to other processes (Redis profile).
+    pub(super) redis_url: Option<String>,
+    /// How many jobs a fair Redis queue's ready list holds, by queue (the
+    /// consuming worker's concurrency; the kind's default otherwise).
+    pub(super) lookaheads: Arc<Mutex<BTreeMap<String, usize>>>,
 }
 
 impl JobQueue {
     /// Connects to the queue (and applies its migrations on SQLite).
     pub async fn connect(target: &QueueTarget) -> Result<Self, QueueError> {
+        let mut redis_url = None;
         let backend = match target {
             QueueTarget::SqliteFile(path) => {
                 // Processes starting together (an API, a worker, an operator
@@ -98,13 +109,22 @@ impl JobQueue {
                 for statement in SQLITE_QUEUE_TUNING {
                     sqlx::query(statement).execute(&pool).await?;
                 }
+                sqlx::query(super::fair::SQLITE_FAIR_TABLE)
+                    .execute(&pool)
+                    .await?;
                 QueueBackend::Sqlite(pool)
             }
             QueueTarget::Redis(url) => {
+                redis_url = Some(url.clone());
                 QueueBackend::Redis(apalis_redis::connect(url.as_str()).await?)
             }
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            bells: Bells::default(),
+            redis_url,
+            lookaheads: Arc::default(),
+        })
     }
 
     /// Checks that the queue answers (readiness probes).
@@ -121,6 +141,16 @@ impl JobQueue {
             }
         }
         Ok(())
+    }
+
+    /// This process's bells, which its workers wait on.
+    pub fn bells(&self) -> &Bells {
+        &self.bells
+    }
+
+    /// The Redis server pushes are announced on (Redis profile only).
+    pub fn redis_url(&self) -> Option<&str> {
+        self.redis_url.as_deref()
     }
 
     /// The backend, for workers and administration.

@@ -134,6 +134,7 @@ async fn the_progress_of_one_image_is_every_state_in_order() {
         poll: Duration::from_millis(50),
         shutdown_timeout: Duration::from_secs(5),
         fetch_batch: None,
+        agency_caps: Default::default(),
         schedules: false,
     };
     let platform = media.ctx.app.state.platform().clone();

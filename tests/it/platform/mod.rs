@@ -5,7 +5,9 @@
 
 mod compose;
 mod dead_jobs;
+mod fairness;
 mod ops;
+mod pickup;
 mod priorities;
 mod processes;
 mod progress;

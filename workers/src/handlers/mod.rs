@@ -2,6 +2,7 @@
 //! every handler reaches, and the runner (`runner`) that wraps each kind's
 //! [`Handler`] in the same start count, metrics and settlement.
 
+pub mod agency_caps;
 pub mod archive;
 pub mod deliver;
 pub mod dispatch;

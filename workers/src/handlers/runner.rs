@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data, TaskId};
-use jobs::Job;
+use jobs::{Job, PushOptions};
 
 use super::state::WorkerState;
 
@@ -67,13 +67,45 @@ pub async fn handle<J: Handler>(
         tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
         return Err(Box::new(AbortError::new(err)));
     }
+    let _slot = match job.fairness_key() {
+        Some(agency) if state.agency_caps.caps(J::KIND) => {
+            match state.agency_caps.try_start(J::KIND, &agency) {
+                Some(slot) => Some(slot),
+                None => return defer(job, &state, &task_id).await,
+            }
+        }
+        _ => None,
+    };
     let started = Instant::now();
     let result = job.run(&state, attempt).await;
+    if job.fairness_key().is_some() {
+        state.queue.after_fair_job(J::KIND).await;
+    }
     observe(J::KIND, started, &result);
     if result.is_err() && attempt >= J::MAX_ATTEMPTS {
         job.give_up(&state).await;
     }
     settle::<J>(attempt, result)
+}
+
+/// Puts a job over its agency's cap back in its queue, due a second later,
+/// as a later offer of the same work; the job in hand then ends without
+/// running. Should the push fail, the job fails and is retried like any.
+async fn defer<J: Handler>(
+    job: J,
+    state: &WorkerState,
+    task_id: &TaskId,
+) -> Result<(), BoxDynError> {
+    let mut options = PushOptions::offer(format!("deferred-{}", ulid::Ulid::generate()));
+    options.run_at = Some(state.store.clock().now().plus_seconds(1));
+    state
+        .queue
+        .push(job, options)
+        .await
+        .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
+    tracing::debug!(kind = J::KIND, %task_id, "agency at its cap; job deferred");
+    metrics::counter!("jobs_deferred_total", "kind" => J::KIND).increment(1);
+    Ok(())
 }
 
 /// What a handler hands back to apalis. A failure with attempts left is

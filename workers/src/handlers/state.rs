@@ -28,6 +28,8 @@ pub struct WorkerState {
     pub mailer: Option<Arc<crate::mail::Mailer>>,
     /// Where media objects live; `None` until configured (media jobs then fail).
     pub media: Option<crate::media::stores::MediaStores>,
+    /// Per-agency caps of the fair queues (none unless configured).
+    pub agency_caps: Arc<super::agency_caps::AgencyCaps>,
 }
 
 /// The webhook client and the retry schedule's pace.
@@ -78,6 +80,7 @@ impl WorkerState {
             webhooks: Arc::new(WebhookDelivery::strict()?),
             mailer: None,
             media: None,
+            agency_caps: Arc::default(),
         })
     }
 
@@ -91,6 +94,15 @@ impl WorkerState {
     /// The same state storing media in `media`.
     pub fn with_media(mut self, media: crate::media::stores::MediaStores) -> Self {
         self.media = Some(media);
+        self
+    }
+
+    /// The same state capping each agency's jobs per queue as `caps` says.
+    pub fn with_agency_caps(
+        mut self,
+        caps: std::collections::BTreeMap<&'static str, usize>,
+    ) -> Self {
+        self.agency_caps = Arc::new(super::agency_caps::AgencyCaps::new(caps));
         self
     }
 

@@ -1,0 +1,318 @@
+//! Waking idle workers when work arrives, instead of leaving them to a poll.
+//!
+//! Every queue has a [`Bell`] in the process. A push from this process rings
+//! it at once; pushes from other processes reach it through the backend:
+//! on Redis a push publishes the queue's name and each worker process's
+//! [`spawn_redis_listener`] rings the bell it names; on SQLite
+//! [`spawn_sqlite_watch`] reads the file's `data_version` at the poll
+//! interval, which changes only when another connection committed, and rings
+//! every bell when it did. A worker waits on [`BellOrInterval`]: its bell, or
+//! a fallback interval for what no bell announces (a scheduled job coming
+//! due, a notification lost while Redis reconnected).
+//!
+//! apalis's own `poll_with_interval` re-arms its timer without polling it, so
+//! after one empty fetch an idle worker slept until its next heartbeat (ten
+//! seconds by default): that was the idle stall.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use apalis_core::backend::ext::poll_strategy::{PollSnapshot, PollStrategy};
+use futures::StreamExt;
+use sqlx::SqlitePool;
+use tokio::time::{Instant, Sleep};
+
+/// Prefix of the Redis channel a push to a queue is announced on.
+pub const WAKE_CHANNEL_PREFIX: &str = "listing-api:queue-pushed:";
+
+/// The channel announcing pushes to `queue`.
+pub fn wake_channel(queue: &str) -> String {
+    format!("{WAKE_CHANNEL_PREFIX}{queue}")
+}
+
+/// One queue's bell: a count of rings and the wakers of workers waiting on it.
+#[derive(Debug, Default)]
+pub struct Bell {
+    rung: AtomicU64,
+    waiting: Mutex<Vec<Waker>>,
+}
+
+impl Bell {
+    /// Wakes every worker waiting on this bell.
+    pub fn ring(&self) {
+        self.rung.fetch_add(1, Ordering::AcqRel);
+        let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
+        for waker in waiting {
+            waker.wake();
+        }
+    }
+
+    /// Times rung so far.
+    pub fn rung(&self) -> u64 {
+        self.rung.load(Ordering::Acquire)
+    }
+
+    /// Registers `waker` for the next ring.
+    fn listen(&self, waker: &Waker) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if !waiting.iter().any(|w| w.will_wake(waker)) {
+            waiting.push(waker.clone());
+        }
+    }
+}
+
+/// The bells of every queue in this process. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Bells {
+    bells: Arc<Mutex<HashMap<String, Arc<Bell>>>>,
+}
+
+impl Bells {
+    /// `queue`'s bell.
+    pub fn bell(&self, queue: &str) -> Arc<Bell> {
+        self.bells
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(queue.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Rings `queue`'s bell.
+    pub fn ring(&self, queue: &str) {
+        self.bell(queue).ring();
+    }
+
+    /// Rings every bell.
+    pub fn ring_all(&self) {
+        let bells: Vec<_> = self
+            .bells
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for bell in bells {
+            bell.ring();
+        }
+    }
+}
+
+/// An apalis poll strategy: the worker looks for work when its queue's bell
+/// rings, and at the latest every `interval`.
+#[derive(Debug)]
+pub struct BellOrInterval {
+    bell: Arc<Bell>,
+    seen: u64,
+    interval: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Clone for BellOrInterval {
+    fn clone(&self) -> Self {
+        Self::new(self.bell.clone(), self.interval)
+    }
+}
+
+impl BellOrInterval {
+    /// Waits on `bell`, or `interval` at most.
+    pub fn new(bell: Arc<Bell>, interval: Duration) -> Self {
+        Self {
+            seen: bell.rung(),
+            bell,
+            interval,
+            timer: None,
+        }
+    }
+}
+
+impl PollStrategy for BellOrInterval {
+    fn poll_drive(&mut self, cx: &mut Context<'_>, _: &PollSnapshot) -> Poll<Option<()>> {
+        // Listen before looking, so a ring in between is never lost.
+        self.bell.listen(cx.waker());
+        let mut due = false;
+        let rung = self.bell.rung();
+        if rung != self.seen {
+            self.seen = rung;
+            due = true;
+        }
+        let interval = self.interval;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(interval)));
+        // A timer that fired is re-armed and polled again, so it wakes the
+        // worker next time too (apalis's interval strategy skipped this).
+        while timer.as_mut().poll(cx).is_ready() {
+            timer.as_mut().reset(Instant::now() + interval);
+            due = true;
+        }
+        if due {
+            Poll::Ready(Some(()))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Rings the bells of `queues` whenever a push to one of them is announced on
+/// Redis, until aborted. Every (re)connection rings them all once, for pushes
+/// announced while this process was not listening.
+pub fn spawn_redis_listener(
+    redis_url: String,
+    bells: Bells,
+    queues: Vec<&'static str>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(err) = listen_once(&redis_url, &bells, &queues).await {
+                tracing::warn!(%err, "queue wake-ups lost Redis; reconnecting");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+async fn listen_once(
+    redis_url: &str,
+    bells: &Bells,
+    queues: &[&'static str],
+) -> Result<(), redis::RedisError> {
+    let client = redis::Client::open(redis_url)?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    for queue in queues {
+        pubsub.subscribe(wake_channel(queue)).await?;
+    }
+    for queue in queues {
+        bells.ring(queue);
+    }
+    let mut messages = pubsub.on_message();
+    while let Some(message) = messages.next().await {
+        if let Some(queue) = message.get_channel_name().strip_prefix(WAKE_CHANNEL_PREFIX) {
+            bells.ring(queue);
+        }
+    }
+    Ok(())
+}
+
+/// Every `interval`, reads the SQLite queue file's `data_version` on a
+/// connection of its own and rings every bell when another connection (of
+/// this process or another) committed since. Runs until aborted.
+pub fn spawn_sqlite_watch(
+    pool: SqlitePool,
+    bells: Bells,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(err) = watch_once(&pool, &bells, interval).await {
+                tracing::warn!(%err, "could not watch the queue file; retrying");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+async fn watch_once(
+    pool: &SqlitePool,
+    bells: &Bells,
+    interval: Duration,
+) -> Result<(), sqlx::Error> {
+    let mut connection = pool.acquire().await?.detach();
+    let mut last: Option<i64> = None;
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (version,): (i64,) = sqlx::query_as("pragma data_version")
+            .fetch_one(&mut connection)
+            .await?;
+        if last.is_some_and(|last| last != version) {
+            bells.ring_all();
+        }
+        last = Some(version);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::task::noop_waker_ref;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    #[derive(Default)]
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn drive(strategy: &mut BellOrInterval, waker: &Waker) -> Poll<Option<()>> {
+        strategy.poll_drive(&mut Context::from_waker(waker), &PollSnapshot::default())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ring_wakes_the_waiting_worker_after_any_idle_time() {
+        let bells = Bells::default();
+        let mut strategy = BellOrInterval::new(bells.bell("probe"), Duration::from_secs(3600));
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        assert!(drive(&mut strategy, &waker).is_pending());
+        // An hour of idle time, less a second: the timer has not fired yet.
+        tokio::time::advance(Duration::from_secs(3599)).await;
+        assert!(drive(&mut strategy, &waker).is_pending());
+        bells.ring("probe");
+        assert_eq!(
+            counter.0.load(Ordering::SeqCst),
+            1,
+            "the ring woke the worker"
+        );
+        assert!(drive(&mut strategy, &waker).is_ready());
+        assert!(
+            drive(&mut strategy, &waker).is_pending(),
+            "one ring, one wake"
+        );
+        // Another queue's bell is not ours.
+        bells.ring("deliver_webhook");
+        assert!(drive(&mut strategy, &waker).is_pending());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_interval_keeps_waking_an_idle_worker() {
+        let bells = Bells::default();
+        let mut strategy = BellOrInterval::new(bells.bell("probe"), Duration::from_millis(50));
+        let waker = noop_waker_ref();
+        assert!(drive(&mut strategy, waker).is_pending());
+        // Each interval, not just the first (apalis's interval strategy
+        // armed its next timer without polling it).
+        for _ in 0..5 {
+            tokio::time::advance(Duration::from_millis(50)).await;
+            assert!(drive(&mut strategy, waker).is_ready());
+            assert!(drive(&mut strategy, waker).is_pending());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fired_interval_timer_is_armed_to_wake_again() {
+        let bells = Bells::default();
+        let mut strategy = BellOrInterval::new(bells.bell("probe"), Duration::from_millis(50));
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        assert!(drive(&mut strategy, &waker).is_pending());
+        tokio::time::advance(Duration::from_millis(50)).await;
+        assert!(drive(&mut strategy, &waker).is_ready());
+        let before = counter.0.load(Ordering::SeqCst);
+        // Nothing polls the strategy now; the re-armed timer must still wake it.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(
+            counter.0.load(Ordering::SeqCst) > before,
+            "the re-armed timer woke the worker without being polled again"
+        );
+    }
+}

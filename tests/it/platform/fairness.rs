@@ -1,0 +1,175 @@
+//! Agencies take turns on the fair queues: while one agency's backlog is
+//! processing, another agency's single job starts next, not after the
+//! backlog, with several worker processes sharing the queue, on both queue
+//! backends. A per-agency cap keeps one agency's jobs under N at once.
+
+use std::time::Duration;
+
+use jobs::kinds::Probe;
+use jobs::{Job, JobQueue, PushOptions, QueueTarget};
+use storage::ids::OperationId;
+use storage::{Environment, Store, Tenant};
+use tests::deployment::{Deployment, eventually};
+use tests::{Backend, TestApp};
+
+use super::{Fixture, PATIENCE, progress_of, wait_for_status};
+
+fn probe(tenant: &Tenant, steps: u32, step_ms: u64) -> Probe {
+    Probe {
+        operation_id: OperationId::generate(),
+        agency_id: tenant.agency_id.clone(),
+        is_sandbox: false,
+        steps,
+        step_ms,
+    }
+}
+
+async fn status_count(store: &Store, tenant: &Tenant, probes: &[Probe], status: &str) -> usize {
+    let mut count = 0;
+    for probe in probes {
+        if progress_of(store, tenant, probe.operation_id.as_str())
+            .await
+            .is_some_and(|state| state["status"] == status)
+        {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Agency A pushes a backlog of 20 probes; once they run, agency B pushes
+/// one. B's probe finishes while A still has most of its backlog to go (first
+/// in, first out it would finish last).
+async fn a_single_job_overtakes_a_backlog(deployment: Deployment, queue: JobQueue) {
+    let store = deployment.store().await;
+    let busy = Fixture::new(&deployment);
+    let quiet = Fixture::new(&deployment);
+    let args = [
+        "--queue",
+        "probe=1",
+        "--poll-millis",
+        "50",
+        "--no-schedules",
+    ];
+    // Two worker processes share the queue, one probe at a time each.
+    let _workers = [
+        deployment.spawn_workers(&args),
+        deployment.spawn_workers(&args),
+    ];
+    let backlog: Vec<Probe> = (0..20).map(|_| probe(&busy.tenant, 2, 150)).collect();
+    queue
+        .push_many(
+            backlog
+                .iter()
+                .map(|job| (job.clone(), PushOptions::default()))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    eventually(PATIENCE, "the backlog processing", || async {
+        (status_count(&store, &busy.tenant, &backlog, "processing").await > 0).then_some(())
+    })
+    .await;
+    let single = probe(&quiet.tenant, 1, 1);
+    queue
+        .push(single.clone(), PushOptions::default())
+        .await
+        .unwrap();
+    wait_for_status(
+        &store,
+        &quiet.tenant,
+        single.operation_id.as_str(),
+        "completed",
+    )
+    .await;
+    let done = status_count(&store, &busy.tenant, &backlog, "completed").await;
+    assert!(
+        done <= 6,
+        "B's job waited for {done} of A's 20 jobs; it should start next"
+    );
+    // Nothing of A's is lost on the way.
+    eventually(
+        Duration::from_secs(60),
+        "the whole backlog done",
+        || async {
+            (status_count(&store, &busy.tenant, &backlog, "completed").await == backlog.len())
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn agencies_take_turns_on_the_sqlite_queue_across_processes() {
+    let deployment = Deployment::new(Backend::Sqlite).await;
+    let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+    let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
+        .await
+        .unwrap();
+    a_single_job_overtakes_a_backlog(deployment, queue).await;
+}
+
+#[tokio::test]
+async fn agencies_take_turns_on_the_redis_queue_across_processes() {
+    let deployment = Deployment::with_redis(Backend::Sqlite).await;
+    let url = deployment.redis_url.clone().unwrap();
+    let queue = JobQueue::connect(&QueueTarget::Redis(url)).await.unwrap();
+    a_single_job_overtakes_a_backlog(deployment, queue).await;
+}
+
+/// With `probe=1` per agency and two slots, A's three probes run one at a
+/// time while B's takes the other slot.
+async fn an_agency_runs_at_most_its_cap(redis: bool) {
+    let mut builder = TestApp::builder(Backend::Sqlite)
+        .with_workers()
+        .tune_workers(|settings| {
+            settings.queues = [(Probe::KIND, 2)].into_iter().collect();
+            settings.agency_caps = [(Probe::KIND, 1)].into_iter().collect();
+            settings.schedules = false;
+        });
+    if redis {
+        builder = builder.redis();
+    }
+    let app = builder.spawn().await;
+    let queue = app.state.platform().queue.clone();
+    let a = Tenant::new(app.agency().await.id, Environment::Live);
+    let b = Tenant::new(app.agency().await.id, Environment::Live);
+    let backlog: Vec<Probe> = (0..3).map(|_| probe(&a, 4, 150)).collect();
+    for job in &backlog {
+        queue
+            .push(job.clone(), PushOptions::default())
+            .await
+            .unwrap();
+    }
+    let single = probe(&b, 4, 150);
+    queue
+        .push(single.clone(), PushOptions::default())
+        .await
+        .unwrap();
+    let mut most_of_a = 0;
+    let mut side_by_side = false;
+    loop {
+        let running_a = status_count(&app.store, &a, &backlog, "processing").await;
+        let running_b =
+            status_count(&app.store, &b, std::slice::from_ref(&single), "processing").await;
+        most_of_a = most_of_a.max(running_a);
+        side_by_side |= running_a == 1 && running_b == 1;
+        if status_count(&app.store, &a, &backlog, "completed").await == backlog.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(most_of_a, 1, "A never ran two probes at once");
+    assert!(side_by_side, "B's probe took the slot A could not");
+    wait_for_status(&app.store, &b, single.operation_id.as_str(), "completed").await;
+}
+
+#[tokio::test]
+async fn the_agency_cap_holds_on_the_sqlite_queue() {
+    an_agency_runs_at_most_its_cap(false).await;
+}
+
+#[tokio::test]
+async fn the_agency_cap_holds_on_the_redis_queue() {
+    an_agency_runs_at_most_its_cap(true).await;
+}

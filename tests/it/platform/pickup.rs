@@ -1,0 +1,157 @@
+//! Waking idle workers: a job pushed to a queue idle for any length of time
+//! is taken at once, because the push wakes the workers (in process through
+//! the queue's bell; across processes through Redis, or the SQLite file's
+//! commit counter read at the poll interval), not because a poll came by.
+//!
+//! The workers here poll once an hour and heartbeat once an hour, so only a
+//! wake-up can get the job taken within the test's patience (apalis's own
+//! interval strategy used to leave an idle worker to its next heartbeat).
+
+use std::time::Duration;
+
+use jobs::kinds::Probe;
+use jobs::{JobQueue, PushOptions, QueueTarget};
+use storage::ids::OperationId;
+use storage::{Environment, Tenant};
+use tests::deployment::Deployment;
+use tests::{Backend, TestApp};
+
+use super::{Fixture, wait_for_status};
+
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+fn probe(tenant: &Tenant) -> Probe {
+    Probe {
+        operation_id: OperationId::generate(),
+        agency_id: tenant.agency_id.clone(),
+        is_sandbox: false,
+        steps: 1,
+        step_ms: 1,
+    }
+}
+
+/// Pushes probes after idle gaps to workers of `app` and waits for each.
+async fn pushes_after_idle_gaps_are_taken(redis: bool) {
+    let mut builder = TestApp::builder(Backend::Sqlite)
+        .with_workers()
+        .tune_workers(|settings| {
+            settings.poll = AN_HOUR;
+            settings.heartbeat = AN_HOUR;
+            settings.schedules = false;
+        });
+    if redis {
+        builder = builder.redis();
+    }
+    let app = builder.spawn().await;
+    let agency = app.agency().await;
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let queue = app.state.platform().queue.clone();
+    for gap_ms in [300, 1200] {
+        // Idle: every worker has fetched nothing and waits.
+        tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+        let job = probe(&tenant);
+        queue
+            .push(job.clone(), PushOptions::default())
+            .await
+            .unwrap();
+        wait_for_status(&app.store, &tenant, job.operation_id.as_str(), "completed").await;
+    }
+}
+
+#[tokio::test]
+async fn a_push_wakes_the_idle_workers_of_its_process_on_sqlite() {
+    pushes_after_idle_gaps_are_taken(false).await;
+}
+
+#[tokio::test]
+async fn a_push_wakes_the_idle_workers_of_its_process_on_redis() {
+    pushes_after_idle_gaps_are_taken(true).await;
+}
+
+/// A worker process polling once an hour takes a job pushed by another
+/// process: Redis announces the push.
+#[tokio::test]
+async fn a_push_on_redis_wakes_a_worker_process_on_another_host() {
+    let deployment = Deployment::with_redis(Backend::Sqlite).await;
+    let fixture = Fixture::new(&deployment);
+    let store = deployment.store().await;
+    let url = deployment.redis_url.clone().unwrap();
+    let queue = JobQueue::connect(&QueueTarget::Redis(url)).await.unwrap();
+    let workers = deployment.spawn_workers(&[
+        "--queue",
+        "probe=1",
+        "--poll-millis",
+        "3600000",
+        "--heartbeat-seconds",
+        "3600",
+        "--no-schedules",
+    ]);
+    let first = probe(&fixture.tenant);
+    // The first push may come before the workers listen; they catch up on
+    // connecting (a missed announcement is made good by a ring on start).
+    queue
+        .push(first.clone(), PushOptions::default())
+        .await
+        .unwrap();
+    wait_for_status(
+        &store,
+        &fixture.tenant,
+        first.operation_id.as_str(),
+        "completed",
+    )
+    .await;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let job = probe(&fixture.tenant);
+        queue
+            .push(job.clone(), PushOptions::default())
+            .await
+            .unwrap();
+        wait_for_status(
+            &store,
+            &fixture.tenant,
+            job.operation_id.as_str(),
+            "completed",
+        )
+        .await;
+    }
+    drop(workers);
+}
+
+/// A worker process heartbeating once an hour takes a job another process
+/// pushed to the SQLite file, at the poll interval.
+#[tokio::test]
+async fn a_push_to_the_sqlite_file_wakes_a_worker_process() {
+    let deployment = Deployment::new(Backend::Sqlite).await;
+    let fixture = Fixture::new(&deployment);
+    let store = deployment.store().await;
+    let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+    let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
+        .await
+        .unwrap();
+    let workers = deployment.spawn_workers(&[
+        "--queue",
+        "probe=1",
+        "--poll-millis",
+        "50",
+        "--heartbeat-seconds",
+        "3600",
+        "--no-schedules",
+    ]);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let job = probe(&fixture.tenant);
+        queue
+            .push(job.clone(), PushOptions::default())
+            .await
+            .unwrap();
+        wait_for_status(
+            &store,
+            &fixture.tenant,
+            job.operation_id.as_str(),
+            "completed",
+        )
+        .await;
+    }
+    drop(workers);
+}
