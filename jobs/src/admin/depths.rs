@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
-use crate::queue::{QueueBackend, QueueError};
+use crate::queue::{PARKED_AT, QueueBackend, QueueError};
 
 /// How many jobs of a queue are in each state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -71,8 +71,19 @@ impl QueueAdmin {
                 let mut connection = connection.clone();
                 let mut depths = Vec::new();
                 for queue in QUEUES {
-                    let pending: u64 = connection.llen(format!("{queue}:active")).await?;
-                    let scheduled: u64 = connection.zcard(format!("{queue}:scheduled")).await?;
+                    // A fair queue's waiting jobs are in its ready list, its
+                    // fair set, and (for a moment after a push) parked in its
+                    // scheduled set (`crate::queue` fair shares).
+                    let ready: u64 = connection.llen(format!("{queue}:active")).await?;
+                    let fair: u64 = connection.zcard(format!("{queue}:fair")).await?;
+                    let parked: u64 = connection
+                        .zcount(format!("{queue}:scheduled"), PARKED_AT, PARKED_AT)
+                        .await?;
+                    let pending = ready + fair + parked;
+                    let scheduled = connection
+                        .zcard::<_, u64>(format!("{queue}:scheduled"))
+                        .await?
+                        .saturating_sub(parked);
                     let done: u64 = connection.scard(format!("{queue}:done")).await?;
                     let dead: u64 = connection.scard(format!("{queue}:dead")).await?;
                     let mut running = 0u64;

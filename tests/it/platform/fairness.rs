@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use jobs::admin::QueueAdmin;
 use jobs::kinds::Probe;
 use jobs::{Job, JobQueue, PushOptions, QueueTarget};
 use storage::ids::OperationId;
@@ -51,11 +52,6 @@ async fn a_single_job_overtakes_a_backlog(deployment: Deployment, queue: JobQueu
         "50",
         "--no-schedules",
     ];
-    // Two worker processes share the queue, one probe at a time each.
-    let _workers = [
-        deployment.spawn_workers(&args),
-        deployment.spawn_workers(&args),
-    ];
     let backlog: Vec<Probe> = (0..20).map(|_| probe(&busy.tenant, 2, 150)).collect();
     queue
         .push_many(
@@ -66,6 +62,20 @@ async fn a_single_job_overtakes_a_backlog(deployment: Deployment, queue: JobQueu
         )
         .await
         .unwrap();
+    // Waiting, as the operators' depth counts it, whichever way it waits.
+    let depth = QueueAdmin::new(queue.clone())
+        .depths()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|depth| depth.queue == Probe::KIND)
+        .unwrap();
+    assert_eq!((depth.pending, depth.scheduled), (20, 0), "{depth:?}");
+    // Two worker processes share the queue, one probe at a time each.
+    let _workers = [
+        deployment.spawn_workers(&args),
+        deployment.spawn_workers(&args),
+    ];
     eventually(PATIENCE, "the backlog processing", || async {
         (status_count(&store, &busy.tenant, &backlog, "processing").await > 0).then_some(())
     })
