@@ -295,6 +295,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_fair_queues_are_the_kinds_with_a_fairness_key() {
+        let agency = AgencyId::generate();
+        let tenant = Tenant::new(agency.clone(), Environment::Live);
+        let media = ProcessMedia::new(&tenant, &OperationId::generate(), &MediaId::generate());
+        assert_eq!(media.fairness_key(), Some(agency.to_string()));
+        assert!(FAIR_QUEUES.contains(&ProcessMedia::KIND));
+        assert!(FAIR_QUEUES.contains(&BuildArchive::KIND));
+        assert!(FAIR_QUEUES.contains(&Probe::KIND));
+        let delivery = DeliverWebhook {
+            delivery_id: DeliveryId::generate(),
+            attempt: 1,
+        };
+        assert_eq!(delivery.fairness_key(), None);
+        assert!(!FAIR_QUEUES.contains(&DeliverWebhook::KIND));
+        assert!(!FAIR_QUEUES.contains(&DispatchEvents::KIND));
+    }
+
+    #[test]
     fn kinds_are_stable_and_distinct() {
         assert_eq!(DispatchEvents::KIND, "outbox_dispatch");
         assert_eq!(Probe::KIND, "probe");

@@ -404,6 +404,37 @@ mod tests {
     }
 
     #[test]
+    fn agency_caps_name_a_fair_queue_and_a_positive_cap() {
+        let probe = Probe::try_parse_from([
+            "workers",
+            "--agency-concurrency",
+            "media_variants=2",
+            "--agency-concurrency",
+            "probe=1",
+        ])
+        .unwrap();
+        let caps = probe.workers.agency_caps().unwrap();
+        assert_eq!(caps.get("media_variants"), Some(&2));
+        assert_eq!(caps.get("probe"), Some(&1));
+        let off = Probe::try_parse_from(["workers"]).unwrap();
+        assert!(
+            off.workers.agency_caps().unwrap().is_empty(),
+            "off by default"
+        );
+        for (bad, says) in [
+            ("media_variants", "expected QUEUE=N"),
+            ("nope=1", "unknown queue"),
+            ("outbox_dispatch=1", "only queues shared between agencies"),
+            ("probe=0", "positive integer"),
+            ("probe=x", "positive integer"),
+        ] {
+            let probe = Probe::try_parse_from(["workers", "--agency-concurrency", bad]).unwrap();
+            let err = probe.workers.agency_caps().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn queues_are_chosen_with_their_concurrency() {
         let probe = Probe::try_parse_from([
             "workers",

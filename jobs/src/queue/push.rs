@@ -76,14 +76,16 @@ impl JobQueue {
             .map(|((job, mut options), tag)| {
                 let id = ulid::Ulid::generate();
                 ids.push(id.to_string());
-                if let Some(tag) = tag {
-                    if !redis {
-                        options.priority = fair::sqlite_priority(options.priority, tag);
-                    } else if options.run_at.is_none() {
+                let park = redis && tag.is_some() && options.run_at.is_none();
+                match tag {
+                    Some(tag) if park => {
                         parked.insert(id.to_string(), tag);
                     }
+                    Some(tag) if !redis => {
+                        options.priority = fair::sqlite_priority(options.priority, tag);
+                    }
+                    _ => {}
                 }
-                let park = parked.contains_key(&id.to_string());
                 Self::task(id, job, &options, park)
             })
             .collect();
