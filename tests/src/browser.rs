@@ -120,6 +120,25 @@ impl Browser {
             .await;
     }
 
+    /// Runs `script` in the page as an asynchronous WebDriver script: it gets
+    /// `args`, then a callback it calls with its result. `timeout` only turns
+    /// a script that never answers into a failure.
+    pub async fn run_async(&self, script: &str, args: Value, timeout: Duration) -> Value {
+        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.call(
+            reqwest::Method::POST,
+            "/timeouts",
+            json!({ "script": millis }),
+        )
+        .await;
+        self.call(
+            reqwest::Method::POST,
+            "/execute/async",
+            json!({ "script": script, "args": args }),
+        )
+        .await
+    }
+
     /// The element matching `css`, waiting up to `timeout` for it.
     pub async fn find(&self, css: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;

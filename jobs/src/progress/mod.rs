@@ -72,6 +72,23 @@ struct Inner {
     origin: String,
 }
 
+/// A stream resumed after the state numbered `after` (`Last-Event-ID`).
+pub struct Resumption {
+    /// The recorded states numbered above `after`, in order of their numbers,
+    /// the terminal one (if recorded) last. A media state carries the
+    /// operation's snapshot as it stands now: the history keeps the steps,
+    /// not a snapshot per step.
+    pub replay: Vec<ProgressState>,
+    /// How far the operation's history goes, read after `replay`.
+    pub ending: storage::progress::ProgressEnding,
+    /// Live states numbered above `after` and not in `replay`.
+    pub live: futures::stream::BoxStream<'static, ProgressMessage>,
+}
+
+/// States a resumed stream replays at most; an upload of 200 files publishes
+/// about a thousand.
+const REPLAY_LIMIT: u32 = 20_000;
+
 /// A subscription: the state so far, then live states.
 pub struct Subscription {
     /// The latest persisted state, if any was published yet.
@@ -194,6 +211,73 @@ impl ProgressHub {
             })
             .boxed();
         Ok(Subscription { latest, live })
+    }
+
+    /// Resumes a stream of an operation of `tenant` after its state numbered
+    /// `after`: the recorded states above it, then the live ones not among them.
+    pub async fn resume(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+        after: u64,
+    ) -> Result<Resumption, StorageError> {
+        // Listen before reading the history, so nothing falls in between.
+        let receiver = self.inner.local.subscribe();
+        let progress = self.inner.store.progress();
+        let steps = progress
+            .steps_after(tenant, operation_id.as_str(), after, REPLAY_LIMIT)
+            .await?;
+        let ending = progress.ending(tenant, operation_id.as_str()).await?;
+        let mut snapshot = None;
+        let mut replay = Vec::with_capacity(steps.len());
+        let mut terminal = None;
+        for recorded in steps {
+            let mut state = recorded.step;
+            if let Some(members) = state.as_object_mut()
+                && members.contains_key("event")
+            {
+                if snapshot.is_none() {
+                    let now = self
+                        .inner
+                        .store
+                        .media()
+                        .snapshot(tenant, operation_id)
+                        .await?;
+                    snapshot = Some(serde_json::to_value(now).map_err(|err| {
+                        StorageError::Corrupt(format!("operation snapshot: {err}"))
+                    })?);
+                }
+                members.insert("operation".to_owned(), snapshot.clone().unwrap_or_default());
+            }
+            let state = serde_json::from_value::<ProgressState>(state)
+                .map_err(|err| StorageError::Corrupt(format!("recorded progress state: {err}")))?;
+            if recorded.terminal {
+                terminal = Some(state);
+            } else {
+                replay.push(state);
+            }
+        }
+        let ended = terminal.is_some();
+        replay.extend(terminal);
+        let mut seen: std::collections::HashSet<u64> =
+            replay.iter().map(|state| state.seq).collect();
+        let tenant = tenant.clone();
+        let operation_id = operation_id.clone();
+        let live = tokio_stream_from(receiver)
+            .filter(move |message| {
+                let state = &message.state;
+                let keep = !ended
+                    && message.belongs_to(&tenant, &operation_id)
+                    && (state.seq > after || state.event.is_terminal())
+                    && seen.insert(state.seq);
+                std::future::ready(keep)
+            })
+            .boxed();
+        Ok(Resumption {
+            replay,
+            ending,
+            live,
+        })
     }
 
     /// Relays progress published by other hosts (on Redis) to this process's

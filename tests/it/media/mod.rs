@@ -17,6 +17,7 @@ mod progress;
 mod progress_access;
 mod recovery;
 mod refusals;
+mod resume;
 mod session_uploads;
 mod strategies;
 mod variants;

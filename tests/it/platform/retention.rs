@@ -1,6 +1,7 @@
 //! Retention of webhook deliveries: the `webhook_delivery_purge` maintenance
 //! task deletes a delivery finished more than 30 days ago, with its attempts,
-//! and keeps a recent one.
+//! and keeps a recent one; `progress_history_purge` forgets progress states
+//! recorded more than a week ago and keeps each operation's latest state.
 
 use serde_json::json;
 use storage::webhooks::{
@@ -9,7 +10,9 @@ use storage::webhooks::{
 };
 use storage::{Clock, Environment, Store, Tenant, Timestamp};
 use tests::backend_tests;
-use workers::handlers::maintenance::{DELIVERY_RETENTION_SECONDS, Maintenance};
+use workers::handlers::maintenance::{
+    DELIVERY_RETENTION_SECONDS, Maintenance, PROGRESS_HISTORY_RETENTION_SECONDS,
+};
 
 /// A delivery to `endpoint` completed now by one successful attempt.
 async fn completed_delivery(store: &Store, endpoint: &WebhookEndpoint) -> Delivery {
@@ -91,5 +94,29 @@ backend_tests! {
         clock.advance_seconds(DELIVERY_RETENTION_SECONDS);
         assert_eq!(Maintenance::PurgeDeliveries.run(app.state.platform()).await.unwrap(), 1);
         assert!(webhooks.delivery(&tenant, &recent.id).await.unwrap().is_none());
+    }
+
+    async fn progress_states_past_retention_go_and_the_latest_stays(backend) {
+        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+        let app = tests::TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let agency = app.agency().await;
+        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let progress = app.store.progress();
+        let state = |seq: u64| json!({"status": "processing", "attempt": 1, "seq": seq});
+        progress.record(&tenant, "op_old", 1, &state(1), false).await.unwrap();
+        progress.record(&tenant, "op_old", 2, &state(2), false).await.unwrap();
+        clock.advance_seconds(PROGRESS_HISTORY_RETENTION_SECONDS - 60);
+        progress.record(&tenant, "op_recent", 1, &state(1), false).await.unwrap();
+        clock.advance_seconds(120);
+
+        let purged = Maintenance::PurgeProgressHistory.run(app.state.platform()).await.unwrap();
+        assert_eq!(purged, 2);
+        assert!(progress.steps_after(&tenant, "op_old", 0, 10).await.unwrap().is_empty());
+        let latest = progress.latest(&tenant, "op_old").await.unwrap().expect("the latest state stays");
+        assert_eq!(latest.state["seq"], 2);
+        let recent = progress.steps_after(&tenant, "op_recent", 0, 10).await.unwrap();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].step, state(1));
+        assert_eq!(Maintenance::PurgeProgressHistory.run(app.state.platform()).await.unwrap(), 0);
     }
 }

@@ -37,12 +37,16 @@ pub enum Maintenance {
     PurgeSessions,
     /// Push media items still queued a while after their upload (their push was lost).
     SweepMedia,
+    /// Delete the history of progress states after a week (the latest state stays).
+    PurgeProgressHistory,
 }
 
 /// A media item still queued this long after its upload is pushed again.
 pub const MEDIA_QUEUED_SWEEP_SECONDS: i64 = 300;
 /// A delivery attempt this far past due is pushed again by the sweep.
 pub const DELIVERY_OVERDUE_SECONDS: i64 = 60;
+/// How long an operation's progress states stay for streams that resume.
+pub const PROGRESS_HISTORY_RETENTION_SECONDS: i64 = 7 * 86_400;
 /// How long finished deliveries and their attempts stay readable.
 pub const DELIVERY_RETENTION_SECONDS: i64 = 30 * 86_400;
 
@@ -60,7 +64,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 9] = [
+    pub const ALL: [Maintenance; 10] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -70,6 +74,7 @@ impl Maintenance {
         Self::PurgeDeliveries,
         Self::PurgeSessions,
         Self::SweepMedia,
+        Self::PurgeProgressHistory,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -84,6 +89,7 @@ impl Maintenance {
             Self::PurgeDeliveries => "webhook_delivery_purge",
             Self::PurgeSessions => "session_purge",
             Self::SweepMedia => "media_sweep",
+            Self::PurgeProgressHistory => "progress_history_purge",
         }
     }
 
@@ -99,6 +105,7 @@ impl Maintenance {
             Self::PurgeDeliveries => "50 35 * * * *",
             Self::PurgeSessions => "40 50 * * * *",
             Self::SweepMedia => "10 * * * * *",
+            Self::PurgeProgressHistory => "25 42 * * * *",
         }
     }
 
@@ -142,6 +149,15 @@ impl Maintenance {
                 count
             }
             Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
+            Self::PurgeProgressHistory => {
+                store
+                    .progress()
+                    .purge_steps(
+                        now.plus_seconds(-PROGRESS_HISTORY_RETENTION_SECONDS),
+                        10_000,
+                    )
+                    .await?
+            }
             Self::SweepOutbox => {
                 let missed = store
                     .outbox()
