@@ -7,7 +7,9 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use storage::ids::{AgencyId, DeliveryId, EventId, MediaId, NotificationId, OperationId};
+use storage::ids::{
+    AgencyId, DeliveryId, EventId, MediaId, NotificationId, OperationId, WebhookEndpointId,
+};
 use storage::{Environment, Tenant};
 
 /// A kind of job.
@@ -125,6 +127,10 @@ pub struct DeliverWebhook {
     pub delivery_id: DeliveryId,
     /// Which attempt, from 1.
     pub attempt: u32,
+    /// The delivery's endpoint (`whe_…`): endpoints take turns. Absent from
+    /// jobs pushed before the field existed; those go first in, first out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_id: Option<WebhookEndpointId>,
 }
 
 impl Job for DeliverWebhook {
@@ -135,6 +141,22 @@ impl Job for DeliverWebhook {
     /// The attempt: each attempt number of a delivery is pushed once.
     fn dedupe_key(&self) -> Option<String> {
         Some(format!("{}:{}", self.delivery_id, self.attempt))
+    }
+
+    /// Its endpoint: a slow or busy endpoint does not hold up the others.
+    fn fairness_key(&self) -> Option<String> {
+        self.endpoint_id.as_ref().map(ToString::to_string)
+    }
+}
+
+impl DeliverWebhook {
+    /// The job of a due attempt.
+    pub fn of(due: storage::webhooks::DueAttempt) -> Self {
+        Self {
+            delivery_id: due.delivery_id,
+            attempt: u32::try_from(due.attempt).unwrap_or(1),
+            endpoint_id: Some(due.endpoint_id),
+        }
     }
 }
 
@@ -273,9 +295,18 @@ pub const QUEUES: [&str; 7] = [
     Probe::KIND,
 ];
 
-/// The queues shared fairly between agencies (their jobs name a
-/// [`Job::fairness_key`]).
-pub const FAIR_QUEUES: [&str; 3] = [ProcessMedia::KIND, BuildArchive::KIND, Probe::KIND];
+/// The queues shared fairly between agencies (their jobs' fairness key is
+/// the agency); `--agency-concurrency` caps these.
+pub const AGENCY_QUEUES: [&str; 3] = [ProcessMedia::KIND, BuildArchive::KIND, Probe::KIND];
+
+/// The queues shared fairly (their jobs name a [`Job::fairness_key`]):
+/// between agencies, and for webhook deliveries between endpoints.
+pub const FAIR_QUEUES: [&str; 4] = [
+    AGENCY_QUEUES[0],
+    AGENCY_QUEUES[1],
+    AGENCY_QUEUES[2],
+    DeliverWebhook::KIND,
+];
 
 /// A queue's default concurrency.
 pub fn default_concurrency(queue: &str) -> usize {
@@ -303,12 +334,26 @@ mod tests {
         assert!(FAIR_QUEUES.contains(&ProcessMedia::KIND));
         assert!(FAIR_QUEUES.contains(&BuildArchive::KIND));
         assert!(FAIR_QUEUES.contains(&Probe::KIND));
-        let delivery = DeliverWebhook {
+        let endpoint = WebhookEndpointId::generate();
+        let delivery = DeliverWebhook::of(storage::webhooks::DueAttempt {
             delivery_id: DeliveryId::generate(),
-            attempt: 1,
-        };
-        assert_eq!(delivery.fairness_key(), None);
-        assert!(!FAIR_QUEUES.contains(&DeliverWebhook::KIND));
+            endpoint_id: endpoint.clone(),
+            attempt: 2,
+        });
+        assert_eq!(delivery.attempt, 2);
+        assert_eq!(delivery.fairness_key(), Some(endpoint.to_string()));
+        assert!(FAIR_QUEUES.contains(&DeliverWebhook::KIND));
+        assert!(!AGENCY_QUEUES.contains(&DeliverWebhook::KIND));
+        assert!(
+            AGENCY_QUEUES
+                .iter()
+                .all(|queue| FAIR_QUEUES.contains(queue))
+        );
+        // A job pushed before deliveries named their endpoint still reads.
+        let earlier: DeliverWebhook =
+            serde_json::from_str(r#"{"delivery_id":"whd_01JD00000000000000000000AA","attempt":1}"#)
+                .unwrap();
+        assert_eq!(earlier.fairness_key(), None);
         assert!(!FAIR_QUEUES.contains(&DispatchEvents::KIND));
     }
 
@@ -351,6 +396,7 @@ mod tests {
         let delivery = DeliverWebhook {
             delivery_id: DeliveryId::generate(),
             attempt: 3,
+            endpoint_id: None,
         };
         assert_eq!(
             delivery.dedupe_key(),

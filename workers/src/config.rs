@@ -336,10 +336,10 @@ impl WorkerArgs {
                     jobs::kinds::QUEUES.join(", ")
                 );
             };
-            if !jobs::kinds::FAIR_QUEUES.contains(queue) {
+            if !jobs::kinds::AGENCY_QUEUES.contains(queue) {
                 bail!(
                     "--agency-concurrency {text:?}: only queues shared between agencies take a cap ({})",
-                    jobs::kinds::FAIR_QUEUES.join(", ")
+                    jobs::kinds::AGENCY_QUEUES.join(", ")
                 );
             }
             let Some(cap) = cap.trim().parse::<usize>().ok().filter(|n| *n > 0) else {
@@ -425,6 +425,7 @@ mod tests {
             ("media_variants", "expected QUEUE=N"),
             ("nope=1", "unknown queue"),
             ("outbox_dispatch=1", "only queues shared between agencies"),
+            ("webhook_delivery=1", "only queues shared between agencies"),
             ("probe=0", "positive integer"),
             ("probe=x", "positive integer"),
         ] {

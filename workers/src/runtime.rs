@@ -71,15 +71,15 @@ fn worker_name(queue: &str) -> String {
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 
-/// Jobs one fetch claims (at least one). A fair queue claims one job per
-/// free slot unless configured, so no claimed job waits in a worker while
-/// another agency's job could take the slot.
+/// Jobs one fetch claims (at least one). A fair queue of long jobs (media,
+/// archives, probes) claims one job per free slot unless configured, so no
+/// claimed job waits in a worker while another agency's job could take the
+/// slot. Webhook deliveries are short and many: a batch taken in the fair
+/// order already interleaves endpoints, and claiming one per round trip
+/// would cap the throughput.
 fn fetch_batch<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> usize {
-    let default = if jobs::kinds::FAIR_QUEUES.contains(&J::KIND) {
-        1
-    } else {
-        concurrency
-    };
+    let one_at_a_time = jobs::kinds::AGENCY_QUEUES.contains(&J::KIND);
+    let default = if one_at_a_time { 1 } else { concurrency };
     settings.fetch_batch.unwrap_or(default).max(1)
 }
 

@@ -2,11 +2,11 @@
 //! whose jobs name a fairness key ([`Job::fairness_key`]: the agency for
 //! media and archives).
 //!
-//! Each job gets a tag when pushed: one more than the larger of the queue's
-//! virtual time (the tag being served now) and the last tag its key was
-//! given. A key with no backlog therefore lines up next, beside the head of
-//! the busiest key's backlog, and keys with backlogs take turns, one job
-//! each. Workers start jobs in tag order:
+//! Each job gets a tag when pushed: the larger of the queue's virtual time
+//! (the tag at the head, about to be served) and one more than the last tag
+//! its key was given. A key with no backlog therefore lines up beside the
+//! head of the busiest key's backlog and goes next, and keys with backlogs
+//! take turns, one job each. Workers start jobs in tag order:
 //!
 //! - **SQLite.** The tag is the job's priority (apalis-sqlite fetches the
 //!   highest first), below the push's own priority, which still dominates:
@@ -19,7 +19,9 @@
 //!   than a lookahead (a worker's concurrency); workers feed on every poll
 //!   tick and after each fair job, the pusher after each push. The ready
 //!   list stays short, so a new key's job waits behind at most a lookahead
-//!   of another key's jobs. The virtual time is the tag last fed.
+//!   of another key's jobs. The virtual time is the tag last fed (equal
+//!   tags leave the fair set by job id, so a new key's job, tagged as the
+//!   one just fed, goes before the backlog's next).
 //!
 //! Jobs that come due later (a `run_at`, a retry) join the ready list in due
 //! order, as before: fairness is about backlogs, not schedules.
@@ -112,7 +114,7 @@ pub(super) async fn sqlite_tags(
 const REDIS_TAGS: &str = r"
 local now = tonumber(redis.call('GET', KEYS[2]) or '0')
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local first = math.max(now, last) + 1
+local first = math.max(now - 1, last) + 1
 redis.call('HSET', KEYS[1], ARGV[1], first + tonumber(ARGV[2]) - 1)
 return first
 ";

@@ -248,7 +248,19 @@ pub struct FanOut {
     /// The ids given that name no event.
     pub missing: Vec<EventId>,
     /// The new deliveries, due now, in event order.
-    pub deliveries: Vec<DeliveryId>,
+    pub deliveries: Vec<DueAttempt>,
+}
+
+/// An attempt of a delivery to push: which delivery, to which endpoint (the
+/// queue shares its slots fairly between endpoints) and its number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueAttempt {
+    /// The delivery.
+    pub delivery_id: DeliveryId,
+    /// Its endpoint.
+    pub endpoint_id: WebhookEndpointId,
+    /// The attempt's number, from 1.
+    pub attempt: i32,
 }
 
 /// A delivery with what its next attempt needs.

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use sqlx::types::Json;
 
 use super::Webhooks;
-use super::delivery_record::FanOut;
+use super::delivery_record::{DueAttempt, FanOut};
 use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointStatus, WebhookEndpoint};
 use crate::db::in_transaction;
 use crate::ids::{AgencyId, DeliveryId, EventId};
@@ -126,7 +126,11 @@ impl Webhooks<'_> {
                         .await?
                         .rows_affected();
                     if inserted == 1 && endpoint.status == EndpointStatus::Enabled {
-                        deliveries.push(id);
+                        deliveries.push(DueAttempt {
+                            delivery_id: id,
+                            endpoint_id: endpoint.id.clone(),
+                            attempt: 1,
+                        });
                     }
                 }
             }

@@ -26,7 +26,7 @@ mod sweeps;
 
 pub use delivery_record::{
     AfterAttempt, Attempt, AttemptOutcome, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
-    DeliveryTarget, FanOut,
+    DeliveryTarget, DueAttempt, FanOut,
 };
 pub use endpoint_record::{
     AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, EndpointChanges, EndpointEnvironment, EndpointStatus,

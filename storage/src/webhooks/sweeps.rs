@@ -2,8 +2,9 @@
 //! purge of finished deliveries.
 
 use super::Webhooks;
+use super::delivery_record::DueAttempt;
 use crate::db::in_transaction;
-use crate::ids::DeliveryId;
+use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::{Result, Timestamp};
 
 impl Webhooks<'_> {
@@ -18,7 +19,7 @@ impl Webhooks<'_> {
         before: Timestamp,
         offered_again_at: Timestamp,
         limit: u32,
-    ) -> Result<Vec<(DeliveryId, i32)>> {
+    ) -> Result<Vec<DueAttempt>> {
         let now = self.store.clock().now();
         let rows = in_transaction!(self.store.db(), |tx| {
             sqlx::query(
@@ -29,14 +30,14 @@ impl Webhooks<'_> {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            let rows: Vec<(DeliveryId, i32)> = sqlx::query_as(
+            let rows: Vec<(DeliveryId, WebhookEndpointId, i32)> = sqlx::query_as(
                 "update webhook_deliveries set next_attempt_at = $2
                  where id in (
                      select id from webhook_deliveries
                      where status in ('pending', 'retrying') and next_attempt_at < $1
                        and kind = 'event'
                      order by next_attempt_at limit $3)
-                 returning id, attempts + 1",
+                 returning id, endpoint_id, attempts + 1",
             )
             .bind(before)
             .bind(offered_again_at)
@@ -45,7 +46,14 @@ impl Webhooks<'_> {
             .await?;
             rows
         });
-        Ok(rows)
+        Ok(rows
+            .into_iter()
+            .map(|(delivery_id, endpoint_id, attempt)| DueAttempt {
+                delivery_id,
+                endpoint_id,
+                attempt,
+            })
+            .collect())
     }
 
     /// Deletes finished deliveries (and their attempts) completed before

@@ -8,6 +8,7 @@ mod audience;
 mod auto_disable;
 mod catalog;
 mod endpoints;
+mod fair_endpoints;
 mod hourly_budget;
 mod overdue_sweep;
 mod receivers;
@@ -66,6 +67,8 @@ pub struct CtxOptions {
     /// Delivery settings made from the receiver (`None`: loopback allowed,
     /// its certificate trusted, the system resolver).
     pub delivery: Option<DeliveryFor>,
+    /// Deliveries one worker makes at once (`None`: the default).
+    pub delivery_concurrency: Option<usize>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -129,6 +132,14 @@ impl Ctx {
         }
         if let Some(clock) = options.clock {
             builder = builder.clock(clock);
+        }
+        if let Some(concurrency) = options.delivery_concurrency {
+            builder = builder.tune_workers(|settings| {
+                settings.queues.insert(
+                    <jobs::kinds::DeliverWebhook as jobs::Job>::KIND,
+                    concurrency,
+                );
+            });
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

@@ -51,13 +51,18 @@ backend_tests! {
         clock.advance_seconds(120);
         let now = clock.now();
         let offered = webhooks.sweep_overdue(now.plus_seconds(-60), now.plus_seconds(600), 500).await.unwrap();
-        assert_eq!(offered, vec![(lost.id.clone(), 1)]);
+        let due = storage::webhooks::DueAttempt {
+            delivery_id: lost.id.clone(),
+            endpoint_id: endpoint.id.clone(),
+            attempt: 1,
+        };
+        assert_eq!(offered, vec![due.clone()]);
         // Offered once per interval, not at every tick.
         assert!(webhooks.sweep_overdue(now.plus_seconds(-60), now.plus_seconds(600), 500).await.unwrap().is_empty());
         clock.advance_seconds(700);
         let now = clock.now();
         let again = webhooks.sweep_overdue(now.plus_seconds(-60), now.plus_seconds(600), 500).await.unwrap();
-        assert_eq!(again, vec![(lost.id.clone(), 1)]);
+        assert_eq!(again, vec![due]);
         let orphan = webhooks.delivery(&tenant, &orphan.id).await.unwrap().unwrap();
         assert_eq!(orphan.status, storage::webhooks::DeliveryStatus::Failed);
         assert!(orphan.completed_at.is_some());

@@ -115,6 +115,7 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         let next = DeliverWebhook {
             delivery_id: delivery.id.clone(),
             attempt: job.attempt + 1,
+            endpoint_id: Some(delivery.endpoint_id.clone()),
         };
         let options = PushOptions {
             run_at: Some(run_at),

@@ -6,7 +6,8 @@
 
 use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, DispatchEvents};
-use storage::ids::{DeliveryId, EventId};
+use storage::ids::EventId;
+use storage::webhooks::DueAttempt;
 
 use super::{Handler, JobError, WorkerState};
 
@@ -35,19 +36,13 @@ impl Handler for DispatchEvents {
 /// Pushes the first attempt of each new delivery. A failed push is logged,
 /// not returned: the deliveries are committed and due, and the overdue sweep
 /// pushes them.
-async fn push_deliveries(state: &WorkerState, deliveries: Vec<DeliveryId>) {
+async fn push_deliveries(state: &WorkerState, deliveries: Vec<DueAttempt>) {
     if deliveries.is_empty() {
         return;
     }
     let jobs: Vec<_> = deliveries
         .into_iter()
-        .map(|delivery_id| {
-            let job = DeliverWebhook {
-                delivery_id,
-                attempt: 1,
-            };
-            (job, PushOptions::default())
-        })
+        .map(|due| (DeliverWebhook::of(due), PushOptions::default()))
         .collect();
     if let Err(err) = state.queue.push_many(jobs).await {
         tracing::warn!(%err, "could not push webhook deliveries; the sweep will");

@@ -230,17 +230,13 @@ impl Maintenance {
                     );
                     let jobs = overdue
                         .into_iter()
-                        .map(|(delivery_id, attempt)| {
-                            let job = DeliverWebhook {
-                                delivery_id,
-                                attempt: u32::try_from(attempt).unwrap_or(1),
-                            };
+                        .map(|due| {
                             // Keyed by the offer: the attempt's first push,
                             // kept by the queue for days once done or dead,
                             // never swallows a later one.
                             let options =
                                 PushOptions::offer(format!("swept:{}", now.as_unix_seconds()));
-                            (job, options)
+                            (DeliverWebhook::of(due), options)
                         })
                         .collect();
                     state.queue.push_many(jobs).await?;
