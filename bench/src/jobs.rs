@@ -98,6 +98,9 @@ impl Redis {
             "",
             "--appendonly",
             "no",
+            // Benchmarks running several servers give each a database.
+            "--databases",
+            "64",
         ]
         .iter()
         .map(|s| (*s).to_owned())
@@ -118,6 +121,10 @@ impl Redis {
 
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
     }
 
     fn cli(&self, args: &[&str]) -> anyhow::Result<String> {

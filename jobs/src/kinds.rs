@@ -233,8 +233,14 @@ impl ProcessMedia {
 impl Job for ProcessMedia {
     const KIND: &'static str = "media_variants";
     const MAX_ATTEMPTS: usize = 3;
-    // Image work is CPU-bound and itself parallel: a couple at a time per process.
-    const DEFAULT_CONCURRENCY: usize = 2;
+    // Image work is CPU-bound and each job already uses every core (the
+    // variant engine runs `available_parallelism` threads): one at a time per
+    // process. Measured with `bench fairness` on two cores, two at a time
+    // was slower for a backlog and made another agency's photo wait twice as
+    // long, each job getting half the cores. Raise it (`--queue
+    // media_variants=N`) where fetching originals from the object store,
+    // not the CPU, is the bottleneck.
+    const DEFAULT_CONCURRENCY: usize = 1;
 
     /// The item: the upload's push and the sweep's re-push are one job.
     fn dedupe_key(&self) -> Option<String> {

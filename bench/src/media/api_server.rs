@@ -1,5 +1,6 @@
-//! The API under test: a release `api serve` on the embedded profile, seeded
-//! with an agency and a `media:write` key, pinned to core 0.
+//! The API under test: a release `api serve` seeded with agencies and a
+//! `media:write` key each, pinned to core 0: on the embedded profile, or with
+//! its queue on Redis; with or without its in-process workers.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,7 +14,7 @@ use super::launch::launch;
 
 /// Where the `api` binary is.
 #[derive(Debug, Clone, Args)]
-pub struct ApiArgs {
+pub(crate) struct ApiArgs {
     /// The `api` binary; default: the release build beside this binary
     /// (`cargo build --release -p api`).
     #[arg(long)]
@@ -70,13 +71,34 @@ const PROFILE_ENV: [&str; 5] = [
 ];
 
 /// A running `api serve`.
-pub(super) struct ApiServer {
+pub(crate) struct ApiServer {
     child: Child,
     /// The API's process id (`prlimit` and `taskset` exec it).
-    pub(super) pid: u32,
+    pub(crate) pid: u32,
     /// `http://127.0.0.1:<port>`.
-    pub(super) base_url: String,
-    _data: tempfile::TempDir,
+    pub(crate) base_url: String,
+    /// Its data directory (store and, on the embedded profile, queue files).
+    pub(crate) data: tempfile::TempDir,
+}
+
+/// What a server is started with.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ServerOptions {
+    /// Run the workers in the API process (`api serve` without `--no-workers`).
+    pub(crate) workers: bool,
+    /// The queue on this Redis (`--redis-url`); the store stays embedded.
+    pub(crate) redis_url: Option<String>,
+    /// Agencies to seed, each with a `media:write` key (at least one).
+    pub(crate) agencies: usize,
+}
+
+/// An agency seeded in a server's store.
+#[derive(Debug, Clone)]
+pub(crate) struct SeededAgency {
+    /// `agc_…`.
+    pub(crate) agency_id: String,
+    /// A live `media:write` key.
+    pub(crate) key: String,
 }
 
 impl Drop for ApiServer {
@@ -116,33 +138,52 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// Seeds an agency with a `media:write` key, starts `api serve` on core 0
-/// and waits until it answers; returns it and the key.
+/// Seeds an agency with a `media:write` key, starts `api serve
+/// --no-workers` on core 0 and waits until it answers; returns it and the key.
 pub(super) async fn start_api(args: &ApiArgs) -> anyhow::Result<(ApiServer, String)> {
+    let options = ServerOptions {
+        agencies: 1,
+        ..ServerOptions::default()
+    };
+    let (server, mut agencies) = start_server(args, &options).await?;
+    let agency = agencies.pop().context("a seeded agency")?;
+    Ok((server, agency.key))
+}
+
+/// Seeds agencies, starts `api serve` on core 0 as `options` say and waits
+/// until it answers.
+pub(crate) async fn start_server(
+    args: &ApiArgs,
+    options: &ServerOptions,
+) -> anyhow::Result<(ApiServer, Vec<SeededAgency>)> {
     let bin = args.binary()?;
     let data = tempfile::tempdir()?;
-    let agency = admin(
-        &bin,
-        data.path(),
-        &["create-agency", "--name", "Benchmark Media"],
-    )?;
-    let agency_id = agency["agency_id"].as_str().context("agency_id")?;
-    let key = admin(
-        &bin,
-        data.path(),
-        &[
-            "create-key",
-            "--agency",
-            agency_id,
-            "--name",
-            "media-benchmark",
-            "--scopes",
-            "media:write",
-        ],
-    )?;
-    let key = key["key"].as_str().context("key")?.to_owned();
+    let mut agencies = Vec::new();
+    for n in 0..options.agencies.max(1) {
+        let name = format!("Benchmark Media {}", n + 1);
+        let agency = admin(&bin, data.path(), &["create-agency", "--name", &name])?;
+        let agency_id = agency["agency_id"]
+            .as_str()
+            .context("agency_id")?
+            .to_owned();
+        let key = admin(
+            &bin,
+            data.path(),
+            &[
+                "create-key",
+                "--agency",
+                &agency_id,
+                "--name",
+                "media-benchmark",
+                "--scopes",
+                "media:write",
+            ],
+        )?;
+        let key = key["key"].as_str().context("key")?.to_owned();
+        agencies.push(SeededAgency { agency_id, key });
+    }
     let (port, ops_port) = (free_port()?, free_port()?);
-    let serve_args = vec![
+    let mut serve_args = vec![
         "serve".to_owned(),
         "--data-dir".into(),
         data.path().to_string_lossy().into_owned(),
@@ -150,8 +191,13 @@ pub(super) async fn start_api(args: &ApiArgs) -> anyhow::Result<(ApiServer, Stri
         format!("127.0.0.1:{port}"),
         "--ops-listen".into(),
         format!("127.0.0.1:{ops_port}"),
-        "--no-workers".into(),
     ];
+    if !options.workers {
+        serve_args.push("--no-workers".into());
+    }
+    if let Some(url) = &options.redis_url {
+        serve_args.extend(["--redis-url".to_owned(), url.clone()]);
+    }
     let mut command = launch(0, args.nofile()?, &bin, &serve_args);
     for var in PROFILE_ENV {
         command.env_remove(var);
@@ -168,7 +214,7 @@ pub(super) async fn start_api(args: &ApiArgs) -> anyhow::Result<(ApiServer, Stri
         child,
         pid,
         base_url: format!("http://127.0.0.1:{port}"),
-        _data: data,
+        data,
     };
     let health = format!("http://127.0.0.1:{ops_port}/healthz");
     let client = reqwest::Client::new();
@@ -185,5 +231,5 @@ pub(super) async fn start_api(args: &ApiArgs) -> anyhow::Result<(ApiServer, Stri
     // prlimit and taskset exec the program: the pid is the API's.
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))?;
     ensure!(comm.trim() == "api", "pid {pid} is {comm:?}, not the API");
-    Ok((server, key))
+    Ok((server, agencies))
 }

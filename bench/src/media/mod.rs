@@ -23,7 +23,7 @@
 //! (`multipart` generates the upload body) and read its memory with `rss`;
 //! `figures` rounds what is reported.
 
-mod api_server;
+pub(crate) mod api_server;
 mod figures;
 mod inputs;
 mod launch;
