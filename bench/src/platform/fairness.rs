@@ -240,11 +240,7 @@ pub async fn fairness(args: FairnessArgs) -> anyhow::Result<()> {
     );
     let mut report = Vec::new();
     for profile in &args.profiles {
-        let redis = match profile.as_str() {
-            "embedded" => None,
-            "redis" => Some(Redis::start_on(1)?),
-            other => bail!("unknown profile {other:?}: embedded or redis"),
-        };
+        let redis = super::profile_redis(profile)?;
         let mut row = one_profile(&args, &jpeg, redis.as_ref().map(Redis::url)).await?;
         row["profile"] = json!(profile);
         println!("{row}");

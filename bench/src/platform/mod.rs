@@ -17,6 +17,16 @@
 pub mod fairness;
 pub mod pickup;
 
+/// The Redis a profile's queue runs on: none for `embedded`, a throwaway
+/// `redis-server` on core 1 for `redis`.
+pub(crate) fn profile_redis(profile: &str) -> anyhow::Result<Option<crate::jobs::Redis>> {
+    match profile {
+        "embedded" => Ok(None),
+        "redis" => Ok(Some(crate::jobs::Redis::start_on(1)?)),
+        other => anyhow::bail!("unknown profile {other:?}: embedded or redis"),
+    }
+}
+
 /// Nearest-rank percentile `p` (0–100) of `sorted` (ascending).
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

@@ -212,11 +212,7 @@ fn bullmq(args: &PickupArgs, redis: &Redis) -> anyhow::Result<Vec<Value>> {
 pub async fn pickup(args: PickupArgs) -> anyhow::Result<()> {
     let mut report = Vec::new();
     for profile in &args.profiles {
-        let redis = match profile.as_str() {
-            "embedded" => None,
-            "redis" => Some(Redis::start_on(1)?),
-            other => bail!("unknown profile {other:?}: embedded or redis"),
-        };
+        let redis = super::profile_redis(profile)?;
         let mut next_db = 1;
         for gap in &args.gaps {
             let gap = Duration::from_secs(*gap);

@@ -35,15 +35,20 @@ async fn media_without_workers(backend: tests::Backend) -> Media {
     .await
 }
 
-/// Uploads one photo; its `queued` state is published as number 1.
-async fn uploaded(media: &Media) -> (OperationId, String) {
+/// Uploads one photo; its `queued` state is published as number 1. Returns
+/// the operation, its progress URL and the photo's media id.
+async fn uploaded(media: &Media) -> (OperationId, String, String) {
     let response = media
         .upload(&[Part::File("files", "front.jpg", jpeg(300, 200))])
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     let operation = OperationId::parse(body["operation_id"].as_str().unwrap()).unwrap();
-    (operation, body["progress_url"].as_str().unwrap().to_owned())
+    (
+        operation,
+        body["progress_url"].as_str().unwrap().to_owned(),
+        body["files"][0]["media_id"].as_str().unwrap().to_owned(),
+    )
 }
 
 /// Publishes `step` of the operation as number `seq`.
@@ -145,9 +150,7 @@ fn names_and_ids(events: &[Sent]) -> Vec<(&str, &str)> {
 backend_tests! {
     async fn a_reconnect_with_last_event_id_gets_exactly_the_states_after_it(backend) {
         let media = media_without_workers(backend).await;
-        let (operation, _) = uploaded(&media).await;
-        let media_id = media.ctx.app.store.media().snapshot(&media.ctx.live(), &operation)
-            .await.unwrap().files[0].media_id.to_string();
+        let (operation, _, media_id) = uploaded(&media).await;
         publish(&media, &operation, 2, MediaStep::Processing { media_id: None }).await;
         publish(&media, &operation, 3, variant_done(&media_id, "thumbnail")).await;
         publish(&media, &operation, 4, variant_done(&media_id, "web")).await;
@@ -196,9 +199,7 @@ backend_tests! {
 
     async fn a_resumed_stream_goes_on_live_until_the_end(backend) {
         let media = media_without_workers(backend).await;
-        let (operation, _) = uploaded(&media).await;
-        let media_id = media.ctx.app.store.media().snapshot(&media.ctx.live(), &operation)
-            .await.unwrap().files[0].media_id.to_string();
+        let (operation, _, media_id) = uploaded(&media).await;
         publish(&media, &operation, 2, MediaStep::Processing { media_id: None }).await;
         publish(&media, &operation, 3, variant_done(&media_id, "thumbnail")).await;
         let url = media.ctx.app.url(&format!("/api/v1/progress/{operation}"));
@@ -217,7 +218,7 @@ backend_tests! {
 
     async fn a_finished_operation_without_a_recorded_end_still_ends_a_resumed_stream(backend) {
         let media = media_without_workers(backend).await;
-        let (operation, _) = uploaded(&media).await;
+        let (operation, _, _) = uploaded(&media).await;
         let tenant = media.ctx.live();
         let store = media.ctx.app.store.media();
         let media_id = store.snapshot(&tenant, &operation).await.unwrap().files[0].media_id.clone();
@@ -236,7 +237,7 @@ backend_tests! {
 
     async fn a_last_event_id_that_is_not_an_event_id_is_refused(backend) {
         let media = media_without_workers(backend).await;
-        let (operation, _) = uploaded(&media).await;
+        let (operation, _, _) = uploaded(&media).await;
         let url = media.ctx.app.url(&format!("/api/v1/progress/{operation}"));
         for bad in ["abc", "-1", "1.5", "99999999999999999999999"] {
             let response = request(&media, &url, Some(bad)).await;
@@ -408,18 +409,7 @@ async fn relay(
 #[tokio::test]
 async fn event_source_in_chromium_resumes_after_a_drop_and_stops_at_the_end() {
     let media = media_without_workers(tests::Backend::Sqlite).await;
-    let (operation, progress_url) = uploaded(&media).await;
-    let media_id = media
-        .ctx
-        .app
-        .store
-        .media()
-        .snapshot(&media.ctx.live(), &operation)
-        .await
-        .unwrap()
-        .files[0]
-        .media_id
-        .to_string();
+    let (operation, progress_url, media_id) = uploaded(&media).await;
     publish(
         &media,
         &operation,

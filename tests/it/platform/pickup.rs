@@ -30,6 +30,26 @@ fn probe(tenant: &Tenant) -> Probe {
     }
 }
 
+/// Pushes a probe after each idle gap (milliseconds) and waits until the
+/// workers completed it.
+async fn push_after_gaps(
+    queue: &JobQueue,
+    store: &storage::Store,
+    tenant: &Tenant,
+    gaps_ms: &[u64],
+) {
+    for gap_ms in gaps_ms {
+        // Idle: every worker has fetched nothing and waits.
+        tokio::time::sleep(Duration::from_millis(*gap_ms)).await;
+        let job = probe(tenant);
+        queue
+            .push(job.clone(), PushOptions::default())
+            .await
+            .unwrap();
+        wait_for_status(store, tenant, job.operation_id.as_str(), "completed").await;
+    }
+}
+
 /// Pushes probes after idle gaps to workers of `app` and waits for each.
 async fn pushes_after_idle_gaps_are_taken(redis: bool) {
     let mut builder = TestApp::builder(Backend::Sqlite)
@@ -46,16 +66,7 @@ async fn pushes_after_idle_gaps_are_taken(redis: bool) {
     let agency = app.agency().await;
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
     let queue = app.state.platform().queue.clone();
-    for gap_ms in [300, 1200] {
-        // Idle: every worker has fetched nothing and waits.
-        tokio::time::sleep(Duration::from_millis(gap_ms)).await;
-        let job = probe(&tenant);
-        queue
-            .push(job.clone(), PushOptions::default())
-            .await
-            .unwrap();
-        wait_for_status(&app.store, &tenant, job.operation_id.as_str(), "completed").await;
-    }
+    push_after_gaps(&queue, &app.store, &tenant, &[300, 1200]).await;
 }
 
 #[tokio::test]
@@ -86,35 +97,9 @@ async fn a_push_on_redis_wakes_a_worker_process_on_another_host() {
         "3600",
         "--no-schedules",
     ]);
-    let first = probe(&fixture.tenant);
     // The first push may come before the workers listen; they catch up on
     // connecting (a missed announcement is made good by a ring on start).
-    queue
-        .push(first.clone(), PushOptions::default())
-        .await
-        .unwrap();
-    wait_for_status(
-        &store,
-        &fixture.tenant,
-        first.operation_id.as_str(),
-        "completed",
-    )
-    .await;
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        let job = probe(&fixture.tenant);
-        queue
-            .push(job.clone(), PushOptions::default())
-            .await
-            .unwrap();
-        wait_for_status(
-            &store,
-            &fixture.tenant,
-            job.operation_id.as_str(),
-            "completed",
-        )
-        .await;
-    }
+    push_after_gaps(&queue, &store, &fixture.tenant, &[0, 700, 700, 700]).await;
     drop(workers);
 }
 
@@ -138,20 +123,6 @@ async fn a_push_to_the_sqlite_file_wakes_a_worker_process() {
         "3600",
         "--no-schedules",
     ]);
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        let job = probe(&fixture.tenant);
-        queue
-            .push(job.clone(), PushOptions::default())
-            .await
-            .unwrap();
-        wait_for_status(
-            &store,
-            &fixture.tenant,
-            job.operation_id.as_str(),
-            "completed",
-        )
-        .await;
-    }
+    push_after_gaps(&queue, &store, &fixture.tenant, &[700, 700, 700]).await;
     drop(workers);
 }
