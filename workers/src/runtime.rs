@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::BackendExt;
@@ -24,7 +25,7 @@ use jobs::kinds::{
     BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
     SendNotification,
 };
-use jobs::queue::{BellOrInterval, QueueBackend};
+use jobs::queue::{Bell, BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
 
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
@@ -78,9 +79,21 @@ fn worker_name(queue: &str) -> String {
 /// order already interleaves endpoints, and claiming one per round trip
 /// would cap the throughput.
 fn fetch_batch<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> usize {
-    let one_at_a_time = jobs::kinds::AGENCY_QUEUES.contains(&J::KIND);
+    fetch_batch_of(J::KIND, settings, concurrency)
+}
+
+/// [`fetch_batch`] by queue name.
+fn fetch_batch_of(queue: &str, settings: &RuntimeSettings, concurrency: usize) -> usize {
+    let one_at_a_time = jobs::kinds::AGENCY_QUEUES.contains(&queue);
     let default = if one_at_a_time { 1 } else { concurrency };
     settings.fetch_batch.unwrap_or(default).max(1)
+}
+
+/// The most jobs of `queue` a worker of this process holds at once: one per
+/// slot, and what a fetch claims ahead of the slots (a batch beyond one).
+/// A Redis fair queue is fed no more than that (`jobs::queue` fair shares).
+fn worker_holding(queue: &str, settings: &RuntimeSettings, concurrency: usize) -> usize {
+    concurrency + fetch_batch_of(queue, settings, concurrency) - 1
 }
 
 /// The longest an idle worker waits without a wake-up: scheduled jobs come
@@ -153,8 +166,10 @@ macro_rules! register_worker {
 
 /// Promotes due jobs of the consumed Redis queues on every poll interval
 /// (scheduled retries and `run_at` jobs), so apalis's fetch never faces a due
-/// list too long for it (`jobs::queue::promote_due`), and tops the fair
-/// queues' ready lists up; wakes this process's workers when it moved any.
+/// list too long for it (`jobs::queue::promote_due`), and feeds the fair
+/// queues' free slots, then and whenever another process announces a push
+/// to one (this process's own pushes and finished jobs feed themselves);
+/// wakes this process's workers when it moved any.
 fn spawn_promoter(
     queue: JobQueue,
     connection: apalis_redis::ConnectionManager,
@@ -164,17 +179,44 @@ fn spawn_promoter(
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(every);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut fair: Vec<(&'static str, Arc<Bell>, u64)> = queues
+            .iter()
+            .filter(|name| jobs::kinds::FAIR_QUEUES.contains(name))
+            .map(|name| {
+                let bell = queue.bells().announced(name);
+                let seen = bell.rung();
+                (*name, bell, seen)
+            })
+            .collect();
         loop {
-            interval.tick().await;
-            for name in &queues {
-                let mut moved = match jobs::queue::promote_due(&connection, name).await {
-                    Ok(moved) => moved,
-                    Err(err) => {
-                        tracing::warn!(queue = name, %err, "could not promote due jobs");
-                        0
+            let rung = tokio::select! {
+                _ = interval.tick() => None,
+                name = std::future::poll_fn(|cx| {
+                    for (name, bell, seen) in fair.iter_mut() {
+                        if bell.poll_rung(cx, seen).is_ready() {
+                            return std::task::Poll::Ready(*name);
+                        }
                     }
-                };
-                if jobs::kinds::FAIR_QUEUES.contains(name) {
+                    std::task::Poll::Pending
+                }) => Some(name),
+            };
+            let names = match rung {
+                // An announcement: only that queue's free slots, at once.
+                Some(name) => vec![name],
+                None => queues.clone(),
+            };
+            for name in names {
+                let mut moved = 0;
+                if rung.is_none() {
+                    moved += match jobs::queue::promote_due(&connection, name).await {
+                        Ok(moved) => moved,
+                        Err(err) => {
+                            tracing::warn!(queue = name, %err, "could not promote due jobs");
+                            0
+                        }
+                    };
+                }
+                if jobs::kinds::FAIR_QUEUES.contains(&name) {
                     match queue.feed_fair(name).await {
                         Ok(fed) => moved += fed,
                         Err(err) => {
@@ -227,7 +269,9 @@ pub async fn run(
     let follower = gates.spawn_follower(state.store.clone());
     let state = state.with_agency_caps(settings.agency_caps.clone());
     for (queue, concurrency) in &settings.queues {
-        state.queue.set_lookahead(queue, *concurrency);
+        state
+            .queue
+            .set_worker_slots(queue, worker_holding(queue, &settings, *concurrency));
     }
     let consumed: Vec<&'static str> = settings.queues.keys().copied().collect();
     let mut background = vec![];

@@ -77,7 +77,7 @@ impl QueueAdmin {
                     let ready: u64 = connection.llen(format!("{queue}:active")).await?;
                     let fair: u64 = connection.zcard(format!("{queue}:fair")).await?;
                     let parked: u64 = connection
-                        .zcount(format!("{queue}:scheduled"), PARKED_AT, PARKED_AT)
+                        .zcount(format!("{queue}:scheduled"), PARKED_AT, "+inf")
                         .await?;
                     let pending = ready + fair + parked;
                     let scheduled = connection

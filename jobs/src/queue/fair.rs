@@ -1,32 +1,37 @@
 //! Fair shares between agencies: start-time fair queuing over each queue
 //! whose jobs name a fairness key ([`Job::fairness_key`]: the agency for
-//! media and archives).
+//! media and archives, the endpoint for webhook deliveries).
 //!
-//! Each job gets a tag when pushed: the larger of the queue's virtual time
-//! (the tag at the head, about to be served) and one more than the last tag
-//! its key was given. A key with no backlog therefore lines up beside the
-//! head of the busiest key's backlog and goes next, and keys with backlogs
-//! take turns, one job each. Workers start jobs in tag order:
+//! Each job gets a tag when pushed, and workers start jobs in tag order.
+//! A key with a backlog gets one more than the last tag it was given, so
+//! keys with backlogs take turns, one job each. A key with no backlog lines
+//! up just before the head of the waiting jobs and goes next:
 //!
 //! - **SQLite.** The tag is the job's priority (apalis-sqlite fetches the
 //!   highest first), below the push's own priority, which still dominates:
-//!   `priority << 40 | (2^40 - 1 - tag)`. The virtual time is the smallest
-//!   tag still waiting; the last tag of each key lives in `fair_tags`.
+//!   `priority << 40 | (2^40 - 1 - tag)`. A new key's first tag is one below
+//!   the smallest tag still waiting (ties would go to the older job, the
+//!   head); the last tag of each key lives in `fair_tags`.
 //! - **Redis.** apalis-redis serves one list first in, first out, so a fair
-//!   job is parked instead (in the scheduled set at a far score no fetch
-//!   reaches) and moved at once into the queue's fair set, scored by its tag.
-//!   [`feed`] moves the lowest tags into the ready list while it holds fewer
-//!   than a lookahead (a worker's concurrency); workers feed on every poll
-//!   tick and after each fair job, the pusher after each push. The ready
-//!   list stays short, so a new key's job waits behind at most a lookahead
-//!   of another key's jobs. The virtual time is the tag last fed (equal
-//!   tags leave the fair set by job id, so a new key's job, tagged as the
-//!   one just fed, goes before the backlog's next).
+//!   job is parked instead, in the scheduled set at a far score no fetch
+//!   reaches that also names its tag (`PARKED_AT + tag`), and moved at once
+//!   into the queue's fair set, scored by its tag. [`feed`] moves the lowest
+//!   tags into the ready list, but only into this process's free worker
+//!   slots (its concurrency, plus what a fetch batch beyond one claims
+//!   ahead, less the fair jobs it is running, less what the ready list
+//!   already holds): a new key's job then waits for the next free
+//!   slot, not behind jobs fed ahead of it. Worker processes feed on every
+//!   poll tick, when a push is announced, and after each fair job; a pusher
+//!   feeds only when it runs workers of the queue itself. The virtual time is
+//!   the tag last fed, and a new key is tagged like it, before the backlog's
+//!   next. Whoever moves parked jobs (the pusher, or a feed after a pusher
+//!   stopped between its two steps) gives each the tag its score names.
 //!
 //! Jobs that come due later (a `run_at`, a retry) join the ready list in due
 //! order, as before: fairness is about backlogs, not schedules.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use apalis_redis::ConnectionManager;
 use sqlx::SqlitePool;
@@ -82,14 +87,18 @@ pub(super) async fn sqlite_tags(
                     .bind(queue)
                     .fetch_optional(pool)
                     .await?;
-            u64::try_from(clock.unwrap_or(0)).unwrap_or(0)
+            // Tags start at one, so the first key's backlog leaves room
+            // below its head.
+            u64::try_from(clock.unwrap_or(1)).unwrap_or(1)
         }
     };
     let count = i64::try_from(count.max(1)).unwrap_or(1);
     let virtual_time = i64::try_from(virtual_time).unwrap_or(0);
+    // First tag: one past the key's last, and no earlier than one below the
+    // head (`virtual_time`), so a key without a backlog goes before the head.
     let last: i64 = sqlx::query_scalar(
-        "insert into fair_tags (queue, fairness, tag) values (?1, ?2, ?3 + ?4)
-         on conflict (queue, fairness) do update set tag = max(tag, ?3) + ?4
+        "insert into fair_tags (queue, fairness, tag) values (?1, ?2, ?3 + ?4 - 1)
+         on conflict (queue, fairness) do update set tag = max(tag + 1, ?3) + ?4 - 1
          returning tag",
     )
     .bind(queue)
@@ -136,53 +145,69 @@ pub(super) async fn redis_tags(
     Ok(first)
 }
 
-/// Moves parked jobs into the fair set under their tags. KEYS: scheduled
-/// set, fair set. ARGV: pairs of job id and tag.
-const REDIS_ENTER: &str = r"
+/// Moves up to 1,000 parked jobs into the fair set, each under the tag its
+/// parked score names. A Lua fragment of [`REDIS_ENTER`] and [`REDIS_FEED`]:
+/// KEYS[1] is the fair set, KEYS[5] the scheduled set, ARGV[2] `PARKED_AT`.
+const REDIS_ENTER_PARKED: &str = r"
+local parked = redis.call('ZRANGEBYSCORE', KEYS[5], ARGV[2], '+inf', 'WITHSCORES', 'LIMIT', 0, 1000)
 local entered = 0
-for i = 1, #ARGV, 2 do
-  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-    redis.call('ZADD', KEYS[2], tonumber(ARGV[i + 1]), ARGV[i])
-    entered = entered + 1
-  end
+for i = 1, #parked, 2 do
+  redis.call('ZREM', KEYS[5], parked[i])
+  redis.call('ZADD', KEYS[1], tonumber(parked[i + 1]) - tonumber(ARGV[2]), parked[i])
+  entered = entered + 1
 end
-return entered
 ";
 
-/// Moves the just-pushed parked jobs (`id → tag`) of `queue` into its fair set.
+/// The score a job tagged `tag` is parked at.
+pub(super) fn parked_score(tag: u64) -> u64 {
+    PARKED_AT.saturating_add(tag)
+}
+
+/// [`REDIS_ENTER_PARKED`] alone; returns how many entered. KEYS and ARGV as
+/// [`REDIS_FEED`]'s (the lookahead unused).
+fn redis_enter_script() -> String {
+    format!("{REDIS_ENTER_PARKED}\nreturn entered\n")
+}
+
+/// Moves `queue`'s parked jobs into its fair set under their tags (after a
+/// push); returns how many moved.
 pub(super) async fn redis_enter(
     connection: &ConnectionManager,
     queue: &str,
-    tags: &BTreeMap<String, u64>,
 ) -> Result<u64, QueueError> {
-    if tags.is_empty() {
-        return Ok(0);
-    }
     let mut connection = connection.clone();
-    let script = redis::Script::new(REDIS_ENTER);
-    let mut invocation = script.prepare_invoke();
-    invocation
-        .key(format!("{queue}:scheduled"))
-        .key(format!("{queue}:fair"));
-    for (id, tag) in tags {
-        invocation.arg(id).arg(*tag);
+    let script = redis::Script::new(&redis_enter_script());
+    let mut entered = 0;
+    loop {
+        let count: u64 = fair_keys(&script, queue)
+            .arg(0)
+            .arg(PARKED_AT)
+            .invoke_async(&mut connection)
+            .await?;
+        entered += count;
+        if count < 1_000 {
+            return Ok(entered);
+        }
     }
-    Ok(invocation.invoke_async(&mut connection).await?)
 }
 
-/// Tops the ready list up to ARGV[1] from the lowest tags of the fair set,
-/// first rescuing parked jobs a pusher left behind (it stopped between its
-/// two steps) at the virtual time. KEYS: fair set, ready list, virtual time,
-/// signal list, scheduled set. ARGV: lookahead, the parked score.
+/// A fair script's keys for `queue`, in the order the scripts name them.
+fn fair_keys<'a>(script: &'a redis::Script, queue: &str) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(format!("{queue}:fair"))
+        .key(format!("{queue}:active"))
+        .key(format!("{queue}:fair:clock"))
+        .key(format!("{queue}:signal"))
+        .key(format!("{queue}:scheduled"));
+    invocation
+}
+
+/// Enters parked jobs a pusher left behind (it stopped between its two
+/// steps, or has not reached the second yet), then tops the ready list up to
+/// ARGV[1] from the lowest tags of the fair set. KEYS: fair set, ready list,
+/// virtual time, signal list, scheduled set. ARGV: free slots, `PARKED_AT`.
 const REDIS_FEED: &str = r"
-local parked = redis.call('ZRANGEBYSCORE', KEYS[5], ARGV[2], ARGV[2], 'LIMIT', 0, 1000)
-if #parked > 0 then
-  local now = tonumber(redis.call('GET', KEYS[3]) or '0')
-  for _, id in ipairs(parked) do
-    redis.call('ZREM', KEYS[5], id)
-    redis.call('ZADD', KEYS[1], now + 1, id)
-  end
-end
 local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[2])
 local moved = 0
 while room > 0 do
@@ -203,57 +228,88 @@ end
 return moved
 ";
 
-/// Tops `queue`'s ready list up to `lookahead` jobs from its fair set, in
-/// tag order; returns how many moved.
+/// Tops `queue`'s ready list up to `free_slots` jobs from its fair set, in
+/// tag order, after entering any parked jobs; returns how many moved.
 pub async fn feed(
     connection: &ConnectionManager,
     queue: &str,
-    lookahead: usize,
+    free_slots: usize,
 ) -> Result<u64, QueueError> {
     let mut connection = connection.clone();
-    Ok(redis::Script::new(REDIS_FEED)
-        .key(format!("{queue}:fair"))
-        .key(format!("{queue}:active"))
-        .key(format!("{queue}:fair:clock"))
-        .key(format!("{queue}:signal"))
-        .key(format!("{queue}:scheduled"))
-        .arg(lookahead.max(1))
+    let script = redis::Script::new(&format!("{REDIS_ENTER_PARKED}\n{REDIS_FEED}"));
+    Ok(fair_keys(&script, queue)
+        .arg(free_slots)
         .arg(PARKED_AT)
         .invoke_async(&mut connection)
         .await?)
 }
 
+/// A fair job this process is running: counted against its worker slots
+/// until dropped.
+#[derive(Debug)]
+pub struct FairSlot {
+    running: Arc<AtomicUsize>,
+}
+
+impl Drop for FairSlot {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// This process's worker slots for one fair queue.
+#[derive(Debug, Default)]
+pub(super) struct WorkerSlots {
+    /// The most jobs of the queue its workers here hold at once (their
+    /// concurrency, and what a fetch claims ahead of it).
+    holding: usize,
+    /// Fair jobs of the queue running here.
+    running: Arc<AtomicUsize>,
+}
+
 impl JobQueue {
-    /// Sets how many jobs `queue`'s ready list holds on Redis (the worker's
-    /// concurrency for it).
-    pub fn set_lookahead(&self, queue: &str, lookahead: usize) {
-        self.lookaheads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(queue.to_owned(), lookahead.max(1));
+    /// Declares that this process runs workers of `queue` holding at most
+    /// `holding` jobs at once: on Redis it then feeds the queue's ready list
+    /// into the free ones.
+    pub fn set_worker_slots(&self, queue: &str, holding: usize) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.entry(queue.to_owned()).or_default().holding = holding.max(1);
     }
 
-    /// How many jobs `queue`'s ready list holds on Redis.
-    pub fn lookahead(&self, queue: &str) -> usize {
-        self.lookaheads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(queue)
-            .copied()
-            .unwrap_or_else(|| crate::kinds::default_concurrency(queue))
+    /// Counts a fair job of `queue` as running here until the slot is
+    /// dropped; `None` when this process runs no workers of `queue`.
+    pub fn start_fair_job(&self, queue: &str) -> Option<FairSlot> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let running = slots.get(queue)?.running.clone();
+        running.fetch_add(1, Ordering::AcqRel);
+        Some(FairSlot { running })
     }
 
-    /// Tops `queue`'s ready list up from its fair set (Redis; nothing to do
-    /// on SQLite, whose fetch takes tags in order); returns how many moved.
+    /// This process's free worker slots for `queue`; `None` when it runs no
+    /// workers of it.
+    pub fn free_slots(&self, queue: &str) -> Option<usize> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slots = slots.get(queue)?;
+        Some(
+            slots
+                .holding
+                .saturating_sub(slots.running.load(Ordering::Acquire)),
+        )
+    }
+
+    /// Tops `queue`'s ready list up from its fair set into this process's
+    /// free worker slots (Redis, in a process that runs workers of `queue`;
+    /// nothing to do on SQLite, whose fetch takes tags in order); returns how
+    /// many moved.
     pub async fn feed_fair(&self, queue: &str) -> Result<u64, QueueError> {
-        match &self.backend {
-            QueueBackend::Redis(connection) => feed(connection, queue, self.lookahead(queue)).await,
-            QueueBackend::Sqlite(_) => Ok(0),
+        match (&self.backend, self.free_slots(queue)) {
+            (QueueBackend::Redis(connection), Some(free)) => feed(connection, queue, free).await,
+            _ => Ok(0),
         }
     }
 
-    /// After a fair job ran: the freed slot takes the next tag at once.
-    /// A failure is logged: the workers' poll tick feeds too.
+    /// After a fair job ran (its slot dropped): the freed slot takes the
+    /// next tag at once. A failure is logged: the workers' poll tick feeds too.
     pub async fn after_fair_job(&self, queue: &str) {
         match self.feed_fair(queue).await {
             Ok(0) => {}

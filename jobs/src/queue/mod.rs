@@ -18,7 +18,7 @@ mod starts;
 mod target;
 mod wake;
 
-pub use fair::{FAIR_SPAN, PARKED_AT, feed, sqlite_priority};
+pub use fair::{FAIR_SPAN, FairSlot, PARKED_AT, feed, sqlite_priority};
 pub use promote::promote_due;
 pub use push::PushOptions;
 pub use release::HeldBy;

@@ -68,7 +68,7 @@ impl JobQueue {
         }
         let tags = self.fair_tags(&jobs).await?;
         let mut ids = Vec::with_capacity(jobs.len());
-        let mut parked = BTreeMap::new();
+        let mut parked = false;
         let redis = matches!(self.backend, QueueBackend::Redis(_));
         let tasks: Vec<_> = jobs
             .into_iter()
@@ -76,16 +76,17 @@ impl JobQueue {
             .map(|((job, mut options), tag)| {
                 let id = ulid::Ulid::generate();
                 ids.push(id.to_string());
-                let park = redis && tag.is_some() && options.run_at.is_none();
-                match tag {
-                    Some(tag) if park => {
-                        parked.insert(id.to_string(), tag);
+                let park = match tag {
+                    Some(tag) if redis && options.run_at.is_none() => {
+                        parked = true;
+                        Some(tag)
                     }
                     Some(tag) if !redis => {
                         options.priority = fair::sqlite_priority(options.priority, tag);
+                        None
                     }
-                    _ => {}
-                }
+                    _ => None,
+                };
                 Self::task(id, job, &options, park)
             })
             .collect();
@@ -106,9 +107,11 @@ impl JobQueue {
                     // apalis-redis parks every job in the scheduled set, due now.
                     promote_due(connection, J::KIND).await?;
                 }
-                if !parked.is_empty() {
-                    fair::redis_enter(connection, J::KIND, &parked).await?;
-                    fair::feed(connection, J::KIND, self.lookahead(J::KIND)).await?;
+                if parked {
+                    fair::redis_enter(connection, J::KIND).await?;
+                    // A process without workers of the queue leaves feeding
+                    // to theirs, woken by the announcement below.
+                    self.feed_fair(J::KIND).await?;
                 }
             }
         }
@@ -152,7 +155,7 @@ impl JobQueue {
             let mut connection = connection.clone();
             let published: Result<i64, _> = redis::cmd("PUBLISH")
                 .arg(wake_channel(queue))
-                .arg(1)
+                .arg(self.bells.origin())
                 .query_async(&mut connection)
                 .await;
             if let Err(err) = published {
@@ -165,15 +168,15 @@ impl JobQueue {
         id: ulid::Ulid,
         job: J,
         options: &PushOptions,
-        parked: bool,
+        parked_tag: Option<u64>,
     ) -> apalis::prelude::Task<J> {
         let dedupe_key = options.dedupe_key(&job);
         let mut builder = TaskBuilder::new(job)
             .task_id(TaskId::from_ulid(id))
             .priority(options.priority)
             .max_attempts(J::MAX_ATTEMPTS);
-        if parked {
-            builder = builder.run_at_timestamp(fair::PARKED_AT);
+        if let Some(tag) = parked_tag {
+            builder = builder.run_at_timestamp(fair::parked_score(tag));
         } else if let Some(run_at) = options.run_at {
             // The queues keep whole seconds: round up, so a job never runs
             // before its time (a retry schedule's wait is a minimum).

@@ -75,9 +75,9 @@ pub struct JobQueue {
     pub(super) bells: Bells,
     /// Where pushes are announced to other processes (Redis profile).
     pub(super) redis_url: Option<String>,
-    /// How many jobs a fair Redis queue's ready list holds, by queue (the
-    /// consuming worker's concurrency; the kind's default otherwise).
-    pub(super) lookaheads: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// This process's worker slots of each fair queue it consumes: a Redis
+    /// fair queue is fed into the free ones (`super::fair`).
+    pub(super) slots: Arc<Mutex<BTreeMap<String, super::fair::WorkerSlots>>>,
 }
 
 impl JobQueue {
@@ -123,7 +123,7 @@ impl JobQueue {
             backend,
             bells: Bells::default(),
             redis_url,
-            lookaheads: Arc::default(),
+            slots: Arc::default(),
         })
     }
 

@@ -10,6 +10,11 @@
 //! a fallback interval for what no bell announces (a scheduled job coming
 //! due, a notification lost while Redis reconnected).
 //!
+//! A Redis announcement names the process that pushed, so a process does
+//! not hear its own pushes twice; what other processes push also rings the
+//! queue's *announced* bell, on which the fair queues' feeder waits (a
+//! process's own pushes feed its free slots themselves, `super::fair`).
+//!
 //! apalis's own `poll_with_interval` re-arms its timer without polling it, so
 //! after one empty fetch an idle worker slept until its next heartbeat (ten
 //! seconds by default): that was the idle stall.
@@ -56,6 +61,19 @@ impl Bell {
         self.rung.load(Ordering::Acquire)
     }
 
+    /// Ready once rung since `seen` (then updated), else registers the task
+    /// for the next ring.
+    pub fn poll_rung(&self, cx: &mut Context<'_>, seen: &mut u64) -> Poll<()> {
+        // Listen before looking, so a ring in between is never lost.
+        self.listen(cx.waker());
+        let rung = self.rung();
+        if rung == *seen {
+            return Poll::Pending;
+        }
+        *seen = rung;
+        Poll::Ready(())
+    }
+
     /// Registers `waker` for the next ring.
     fn listen(&self, waker: &Waker) {
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
@@ -66,25 +84,60 @@ impl Bell {
 }
 
 /// The bells of every queue in this process. Cheap to clone.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Bells {
     bells: Arc<Mutex<HashMap<String, Arc<Bell>>>>,
+    /// Rung for pushes other processes announced.
+    announced: Arc<Mutex<HashMap<String, Arc<Bell>>>>,
+    /// This process's name in its announcements.
+    origin: Arc<str>,
+}
+
+impl Default for Bells {
+    fn default() -> Self {
+        Self {
+            bells: Arc::default(),
+            announced: Arc::default(),
+            origin: ulid::Ulid::generate().to_string().into(),
+        }
+    }
+}
+
+/// `queue`'s bell in `bells`.
+fn bell_in(bells: &Mutex<HashMap<String, Arc<Bell>>>, queue: &str) -> Arc<Bell> {
+    bells
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(queue.to_owned())
+        .or_default()
+        .clone()
 }
 
 impl Bells {
     /// `queue`'s bell.
     pub fn bell(&self, queue: &str) -> Arc<Bell> {
-        self.bells
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(queue.to_owned())
-            .or_default()
-            .clone()
+        bell_in(&self.bells, queue)
+    }
+
+    /// The bell rung when another process announces a push to `queue`.
+    pub fn announced(&self, queue: &str) -> Arc<Bell> {
+        bell_in(&self.announced, queue)
+    }
+
+    /// This process's name in its announcements.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// Rings `queue`'s bell.
     pub fn ring(&self, queue: &str) {
         self.bell(queue).ring();
+    }
+
+    /// Rings `queue`'s bell and its announced bell: another process pushed.
+    fn ring_announced(&self, queue: &str) {
+        self.ring(queue);
+        self.announced(queue).ring();
     }
 
     /// Rings every bell.
@@ -132,14 +185,7 @@ impl BellOrInterval {
 
 impl PollStrategy for BellOrInterval {
     fn poll_drive(&mut self, cx: &mut Context<'_>, _: &PollSnapshot) -> Poll<Option<()>> {
-        // Listen before looking, so a ring in between is never lost.
-        self.bell.listen(cx.waker());
-        let mut due = false;
-        let rung = self.bell.rung();
-        if rung != self.seen {
-            self.seen = rung;
-            due = true;
-        }
+        let mut due = self.bell.poll_rung(cx, &mut self.seen).is_ready();
         let interval = self.interval;
         let timer = self
             .timer
@@ -187,12 +233,17 @@ async fn listen_once(
         pubsub.subscribe(wake_channel(queue)).await?;
     }
     for queue in queues {
-        bells.ring(queue);
+        bells.ring_announced(queue);
     }
     let mut messages = pubsub.on_message();
     while let Some(message) = messages.next().await {
-        if let Some(queue) = message.get_channel_name().strip_prefix(WAKE_CHANNEL_PREFIX) {
-            bells.ring(queue);
+        let Some(queue) = message.get_channel_name().strip_prefix(WAKE_CHANNEL_PREFIX) else {
+            continue;
+        };
+        // This process rang its own bell when it pushed.
+        let origin: Option<String> = message.get_payload().ok();
+        if origin.as_deref() != Some(bells.origin()) {
+            bells.ring_announced(queue);
         }
     }
     Ok(())

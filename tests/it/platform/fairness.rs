@@ -183,3 +183,108 @@ async fn the_agency_cap_holds_on_the_sqlite_queue() {
 async fn the_agency_cap_holds_on_the_redis_queue() {
     an_agency_runs_at_most_its_cap(true).await;
 }
+
+/// The Redis fair set's jobs of `queue`, lowest tag first, with their tags.
+async fn fair_set(connection: &mut apalis_redis::ConnectionManager) -> Vec<(String, u64)> {
+    redis::cmd("ZRANGE")
+        .arg(format!("{}:fair", Probe::KIND))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+async fn ready_list(connection: &mut apalis_redis::ConnectionManager) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(format!("{}:active", Probe::KIND))
+        .arg(0)
+        .arg(-1)
+        .query_async(connection)
+        .await
+        .unwrap()
+}
+
+/// On Redis a process feeds only its own free worker slots: a pusher without
+/// workers leaves its jobs tagged in the fair set, one with a free slot moves
+/// the lowest tag into the ready list. A job left parked (its pusher stopped
+/// between parking it and entering it) keeps the tag it was given.
+#[tokio::test]
+async fn redis_feeds_only_free_slots_and_parked_jobs_keep_their_tags() {
+    let url = tests::services::isolated_redis_url();
+    let queue = JobQueue::connect(&QueueTarget::Redis(url)).await.unwrap();
+    let jobs::queue::QueueBackend::Redis(connection) = queue.backend() else {
+        unreachable!("a Redis queue")
+    };
+    let mut connection = connection.clone();
+    let a = Tenant::new(storage::ids::AgencyId::generate(), Environment::Live);
+    let b = Tenant::new(storage::ids::AgencyId::generate(), Environment::Live);
+    let ids = queue
+        .push_many(
+            (0..3)
+                .map(|_| (probe(&a, 1, 1), PushOptions::default()))
+                .collect(),
+        )
+        .await
+        .unwrap();
+
+    // No workers here: nothing fed, all three waiting under tags 1, 2, 3.
+    assert!(ready_list(&mut connection).await.is_empty());
+    let tagged: Vec<(String, u64)> = ids.iter().cloned().zip(1..).collect();
+    assert_eq!(fair_set(&mut connection).await, tagged);
+
+    // The second job's pusher stopped before entering it: parked, it still
+    // counts as waiting, and the next feed enters it under its own tag.
+    let (parked, tag) = tagged[1].clone();
+    let _: () = redis::pipe()
+        .atomic()
+        .zrem(format!("{}:fair", Probe::KIND), &parked)
+        .zadd(
+            format!("{}:scheduled", Probe::KIND),
+            &parked,
+            jobs::queue::PARKED_AT + tag,
+        )
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let depth = QueueAdmin::new(queue.clone())
+        .depths()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|depth| depth.queue == Probe::KIND)
+        .unwrap();
+    assert_eq!((depth.pending, depth.scheduled), (3, 0), "{depth:?}");
+
+    // One worker slot, free: the lowest tag is fed, and only it.
+    queue.set_worker_slots(Probe::KIND, 1);
+    assert_eq!(queue.feed_fair(Probe::KIND).await.unwrap(), 1);
+    assert_eq!(ready_list(&mut connection).await, vec![ids[0].clone()]);
+    assert_eq!(fair_set(&mut connection).await, tagged[1..].to_vec());
+
+    // The fed job is claimed and running: no slot free, nothing more fed,
+    // even when B pushes; B's job lines up before A's next.
+    let _: Option<String> = redis::cmd("LPOP")
+        .arg(format!("{}:active", Probe::KIND))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let running = queue.start_fair_job(Probe::KIND).unwrap();
+    let single = queue
+        .push(probe(&b, 1, 1), PushOptions::default())
+        .await
+        .unwrap();
+    assert!(ready_list(&mut connection).await.is_empty());
+    let waiting = fair_set(&mut connection).await;
+    assert_eq!(
+        waiting.first().map(|(id, _)| id),
+        Some(&single),
+        "{waiting:?}"
+    );
+
+    // The slot frees: B's job is the one fed.
+    drop(running);
+    assert_eq!(queue.feed_fair(Probe::KIND).await.unwrap(), 1);
+    assert_eq!(ready_list(&mut connection).await, vec![single]);
+}

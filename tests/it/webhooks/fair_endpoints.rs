@@ -89,7 +89,7 @@ async fn a_single_delivery_overtakes_another_endpoints_backlog(backend: Backend,
     .await;
 
     // Each answer frees the one worker slot; the quiet endpoint's delivery
-    // takes it before the busy one's backlog does.
+    // takes the first one freed, before the busy one's backlog does.
     let mut busy_before_quiet = busy.arrivals();
     while quiet.arrivals() == 0 {
         let arrived = busy.arrivals();
@@ -102,8 +102,13 @@ async fn a_single_delivery_overtakes_another_endpoints_backlog(backend: Backend,
             busy_before_quiet = busy.arrivals();
         }
     }
+    // Only the delivery held when the quiet one was queued goes first. On
+    // Redis one more is tolerated: a poll tick that lands between the worker
+    // claiming its next delivery and starting it sees the slot still free
+    // and feeds it another.
+    let tolerated = if redis { 2 } else { 1 };
     assert!(
-        busy_before_quiet <= 2,
+        busy_before_quiet <= tolerated,
         "the quiet endpoint waited for {busy_before_quiet} of {BACKLOG} busy deliveries"
     );
     busy.stop_holding();

@@ -46,11 +46,31 @@ pub trait Handler: Job {
     }
 }
 
-/// The apalis handler of every kind: start, run, observe, settle.
+/// The apalis handler of every kind: start, run, observe, settle. A fair
+/// job holds one of this process's worker slots of its queue while it is
+/// here; once it lets go, the freed slot is fed the queue's next tag.
 pub async fn handle<J: Handler>(
     job: J,
     state: Data<WorkerState>,
     task_id: TaskId,
+    attempt: Attempt,
+) -> Result<(), BoxDynError> {
+    let slot = match job.fairness_key() {
+        Some(_) => state.queue.start_fair_job(J::KIND),
+        None => None,
+    };
+    let settled = start_and_run(job, &state, &task_id, attempt).await;
+    if let Some(slot) = slot {
+        drop(slot);
+        state.queue.after_fair_job(J::KIND).await;
+    }
+    settled
+}
+
+async fn start_and_run<J: Handler>(
+    job: J,
+    state: &WorkerState,
+    task_id: &TaskId,
     attempt: Attempt,
 ) -> Result<(), BoxDynError> {
     let attempt = state
@@ -59,7 +79,7 @@ pub async fn handle<J: Handler>(
         .await
         .map_err(|err| Box::new(JobError::from(err)) as BoxDynError)?;
     if attempt > J::MAX_ATTEMPTS {
-        job.give_up(&state).await;
+        job.give_up(state).await;
         let err = JobError(format!(
             "its worker stopped during each of its {} attempts",
             J::MAX_ATTEMPTS
@@ -67,23 +87,20 @@ pub async fn handle<J: Handler>(
         tracing::warn!(kind = J::KIND, %task_id, error = %err, "job dead");
         return Err(Box::new(AbortError::new(err)));
     }
-    let _slot = match job.fairness_key() {
+    let _agency_slot = match job.fairness_key() {
         Some(agency) if state.agency_caps.caps(J::KIND) => {
             match state.agency_caps.try_start(J::KIND, &agency) {
                 Some(slot) => Some(slot),
-                None => return defer(job, &state, &task_id).await,
+                None => return defer(job, state, task_id).await,
             }
         }
         _ => None,
     };
     let started = Instant::now();
-    let result = job.run(&state, attempt).await;
-    if job.fairness_key().is_some() {
-        state.queue.after_fair_job(J::KIND).await;
-    }
+    let result = job.run(state, attempt).await;
     observe(J::KIND, started, &result);
     if result.is_err() && attempt >= J::MAX_ATTEMPTS {
-        job.give_up(&state).await;
+        job.give_up(state).await;
     }
     settle::<J>(attempt, result)
 }
