@@ -210,6 +210,7 @@ async fn one_profile(
         busy_left.push(args.backlog - done);
     }
     let backlog_ms = backlog.await??.as_secs_f64() * 1000.0;
+    let in_order: Vec<f64> = loaded.iter().copied().map(f64::round).collect();
     let (idle_ms, job_ms, loaded_ms) = (median(&mut idle), median(&mut jobs), median(&mut loaded));
     let worst_ms = loaded.iter().copied().fold(0.0, f64::max);
     let goal_ms = 2.0 * idle_ms + job_ms;
@@ -222,6 +223,7 @@ async fn one_profile(
         "goal_ms": round(goal_ms),
         "ratio_to_goal": (loaded_ms / goal_ms * 100.0).round() / 100.0,
         "max_ratio_to_goal": (worst_ms / goal_ms * 100.0).round() / 100.0,
+        "during_backlog_samples_ms": in_order,
         "busy_files_left_when_b_finished": busy_left,
         "busy_upload_ms": round(upload_ms),
         "busy_processing_ms": round(backlog_ms),

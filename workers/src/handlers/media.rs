@@ -241,8 +241,10 @@ async fn make_item_variants(
     if !item.enable_optimization {
         return Ok((Vec::new(), duration));
     }
+    // At background priority: the render yields the cores to API requests
+    // and other jobs' short work in this process.
     let encoded =
-        tokio::task::spawn_blocking(move || make_variants(&image, &VariantLimits::default()))
+        crate::media::background::render(move || make_variants(&image, &VariantLimits::default()))
             .await
             .map_err(|err| Unprocessable(format!("image processing stopped: {err}")))?
             .map_err(|err| Unprocessable(err.to_string()))?;

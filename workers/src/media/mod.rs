@@ -1,6 +1,7 @@
 //! Media processing: the delivery variants of images, poster frames of videos
 //! and first pages of PDFs.
 
+pub mod background;
 pub mod poster;
 pub mod stores;
 pub mod variants;
