@@ -18,8 +18,10 @@ pub const RENDER_NICE: i32 = 10;
 /// Why a background render gave no result.
 #[derive(Debug, thiserror::Error)]
 pub enum BackgroundError {
+    /// The operating system refused a new thread.
     #[error("the rendering thread could not start: {0}")]
     Spawn(std::io::Error),
+    /// The render panicked.
     #[error("the rendering thread stopped without a result")]
     Stopped,
 }
