@@ -7,6 +7,12 @@
 //! On SQLite a worker that closes within the grace period re-enqueues its
 //! fetch buffer itself and apalis charges those never-started jobs an attempt:
 //! [`Releasing`] refunds it.
+//!
+//! [`Releasing`] also keeps a ring of the queue's bell from being lost: apalis
+//! fetches on every wake-up, and a ring that arrives while a fetch is in
+//! flight wakes the worker only for that fetch's answer, which may predate
+//! the work the ring announced. After an empty answer it polls once more
+//! whenever the bell rang since it last came back empty.
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -18,7 +24,7 @@ use apalis_core::backend::{Backend, BackendConfig, WireFormatBackend};
 use futures::future::BoxFuture;
 use futures::{FutureExt, Sink, SinkExt};
 use jobs::JobQueue;
-use jobs::queue::HeldBy;
+use jobs::queue::{Bell, HeldBy};
 
 /// The names of a runtime's workers, restarts included.
 #[derive(Clone, Debug, Default)]
@@ -63,12 +69,18 @@ pub struct Releasing<B> {
     holders: Holders,
     recorded: bool,
     closing: Closing,
+    /// The queue's bell, and its rings when the worker last found nothing.
+    bell: Arc<Bell>,
+    rung_when_empty: u64,
 }
 
 impl<B> Releasing<B> {
     /// Wraps `backend`, a worker of queue `kind` on `queue`.
     pub fn new(backend: B, queue: JobQueue, kind: &'static str, holders: Holders) -> Self {
+        let bell = queue.bells().bell(kind);
         Self {
+            rung_when_empty: bell.rung(),
+            bell,
             backend,
             queue,
             kind,
@@ -121,7 +133,16 @@ impl<B: Backend> Backend for Releasing<B> {
         cx: &mut Context<'_>,
         worker: &WorkerContext,
     ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
-        self.backend.poll_next(cx, worker)
+        let next = self.backend.poll_next(cx, worker);
+        if next.is_pending() {
+            let rung = self.bell.rung();
+            if rung != self.rung_when_empty {
+                // Rung since: the answer may predate what the ring announced.
+                self.rung_when_empty = rung;
+                cx.waker().wake_by_ref();
+            }
+        }
+        next
     }
 
     fn poll_close(

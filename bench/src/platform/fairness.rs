@@ -126,16 +126,28 @@ async fn follow(
     bail!("the stream ended before `completed`")
 }
 
-/// One photo of B: upload to `completed`, and its job (`processing` to
-/// `file_done`).
+/// Where one photo of B's time went.
+struct PhotoTimes {
+    /// Upload request to `completed`.
+    total: Duration,
+    /// Upload request to its answer.
+    answered: Duration,
+    /// Answer to `processing` (the wait for a worker slot).
+    waited: Duration,
+    /// `processing` to `file_done` (the job).
+    job: Duration,
+}
+
+/// One photo of B: upload to `completed`.
 async fn single_photo(
     client: &reqwest::Client,
     server: &ApiServer,
     key: &str,
     jpeg: &[u8],
-) -> anyhow::Result<(Duration, Duration)> {
+) -> anyhow::Result<PhotoTimes> {
     let begun = Instant::now();
     let url = upload(client, server, key, jpeg, 1).await?;
+    let answered = begun.elapsed();
     let (mut processing, mut file_done) = (None, None);
     follow(client, &url, |name| match name {
         "processing" => processing = processing.or(Some(Instant::now())),
@@ -144,11 +156,19 @@ async fn single_photo(
     })
     .await?;
     let total = begun.elapsed();
-    let job = match (processing, file_done) {
-        (Some(from), Some(to)) => to.duration_since(from),
-        _ => bail!("no processing and file_done states"),
+    let (Some(processing), Some(file_done)) = (processing, file_done) else {
+        bail!("no processing and file_done states");
     };
-    Ok((total, job))
+    Ok(PhotoTimes {
+        total,
+        answered,
+        waited: processing.duration_since(begun).saturating_sub(answered),
+        job: file_done.duration_since(processing),
+    })
+}
+
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1000.0).round()
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -174,9 +194,9 @@ async fn one_profile(
     single_photo(&client, &server, &quiet.key, jpeg).await?;
     let (mut idle, mut jobs) = (Vec::new(), Vec::new());
     for _ in 0..args.samples {
-        let (total, job) = single_photo(&client, &server, &quiet.key, jpeg).await?;
-        idle.push(total.as_secs_f64() * 1000.0);
-        jobs.push(job.as_secs_f64() * 1000.0);
+        let times = single_photo(&client, &server, &quiet.key, jpeg).await?;
+        idle.push(times.total.as_secs_f64() * 1000.0);
+        jobs.push(times.job.as_secs_f64() * 1000.0);
     }
 
     // A's upload, followed in the background: how many of its files are done.
@@ -199,8 +219,15 @@ async fn one_profile(
     // B's photos while A's backlog is processing.
     let mut loaded = Vec::new();
     let mut busy_left = Vec::new();
+    let mut parts = Vec::new();
     for _ in 0..args.samples {
-        let (total, _) = single_photo(&client, &server, &quiet.key, jpeg).await?;
+        let times = single_photo(&client, &server, &quiet.key, jpeg).await?;
+        let total = times.total;
+        parts.push(json!({
+            "answered_ms": ms(times.answered),
+            "waited_ms": ms(times.waited),
+            "job_ms": ms(times.job),
+        }));
         let done = busy_done.load(std::sync::atomic::Ordering::Relaxed);
         ensure!(
             done < args.backlog,
@@ -224,6 +251,7 @@ async fn one_profile(
         "ratio_to_goal": (loaded_ms / goal_ms * 100.0).round() / 100.0,
         "max_ratio_to_goal": (worst_ms / goal_ms * 100.0).round() / 100.0,
         "during_backlog_samples_ms": in_order,
+        "during_backlog_parts": parts,
         "busy_files_left_when_b_finished": busy_left,
         "busy_upload_ms": round(upload_ms),
         "busy_processing_ms": round(backlog_ms),

@@ -134,10 +134,16 @@ impl Bells {
         self.bell(queue).ring();
     }
 
-    /// Rings `queue`'s bell and its announced bell: another process pushed.
+    /// Another process pushed to `queue`: rings its announced bell, and its
+    /// workers' bell unless it is a fair queue. A fair queue's push waits in
+    /// its fair set until a feed moves it to the ready list, and the feed
+    /// rings the workers then: rung now, they would fetch before the job is
+    /// there, and a ring during that fetch would be spent on its empty answer.
     fn ring_announced(&self, queue: &str) {
-        self.ring(queue);
         self.announced(queue).ring();
+        if !crate::kinds::FAIR_QUEUES.contains(&queue) {
+            self.ring(queue);
+        }
     }
 
     /// Rings every bell.

@@ -99,7 +99,13 @@ async fn a_push_on_redis_wakes_a_worker_process_on_another_host() {
     ]);
     // The first push may come before the workers listen; they catch up on
     // connecting (a missed announcement is made good by a ring on start).
-    push_after_gaps(&queue, &store, &fixture.tenant, &[0, 700, 700, 700]).await;
+    // Then a dozen: the probe queue is fair, so each push reaches the worker
+    // as an announcement, a feed, and only then a ring (a ring before the
+    // feed used to be spent on an empty fetch now and then, and the job
+    // waited for the hourly poll).
+    let mut gaps = vec![0, 700];
+    gaps.extend([150; 12]);
+    push_after_gaps(&queue, &store, &fixture.tenant, &gaps).await;
     drop(workers);
 }
 
