@@ -156,9 +156,13 @@ async fn single_photo(
     })
     .await?;
     let total = begun.elapsed();
-    let (Some(processing), Some(file_done)) = (processing, file_done) else {
-        bail!("no processing and file_done states");
+    let Some(file_done) = file_done else {
+        bail!("no file_done state");
     };
+    // A job that started before the stream opened shows no `processing`
+    // event (the stream opens on a snapshot): count from the answer, when
+    // it was queued at the latest.
+    let processing = processing.unwrap_or(begun + answered);
     Ok(PhotoTimes {
         total,
         answered,

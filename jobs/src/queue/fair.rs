@@ -9,9 +9,10 @@
 //!
 //! - **SQLite.** The tag is the job's priority (apalis-sqlite fetches the
 //!   highest first), below the push's own priority, which still dominates:
-//!   `priority << 40 | (2^40 - 1 - tag)`. A new key's first tag is one below
-//!   the smallest tag still waiting (ties would go to the older job, the
-//!   head); the last tag of each key lives in `fair_tags`.
+//!   `priority << 40 | (2^40 - 1 - tag)`. A key with nothing waiting (its
+//!   last tag below the smallest tag still waiting) is tagged one below that
+//!   head, whatever its history (ties would go to the older job, the head);
+//!   the last tag of each key lives in `fair_tags`.
 //! - **Redis.** apalis-redis serves one list first in, first out, so a fair
 //!   job is parked instead, in the scheduled set at a far score no fetch
 //!   reaches that also names its tag (`PARKED_AT + tag`), and moved at once
@@ -76,11 +77,13 @@ pub(super) async fn sqlite_tags(
     .fetch_one(pool)
     .await?;
     let mask = FAIR_SPAN - 1;
-    let virtual_time = match head {
-        Some(priority) => {
-            let fair = u64::try_from(priority).unwrap_or(0) & mask;
-            (mask - fair).saturating_sub(1)
-        }
+    // The head's tag: every waiting job's tag is at least this.
+    let head_tag = head.map(|priority| {
+        let fair = u64::try_from(priority).unwrap_or(0) & mask;
+        i64::try_from(mask - fair).unwrap_or(i64::MAX)
+    });
+    let virtual_time = match head_tag {
+        Some(tag) => (tag - 1).max(0),
         None => {
             let clock: Option<i64> =
                 sqlx::query_scalar("select tag from fair_tags where queue = ?1 and fairness = ''")
@@ -89,22 +92,24 @@ pub(super) async fn sqlite_tags(
                     .await?;
             // Tags start at one, so the first key's backlog leaves room
             // below its head.
-            u64::try_from(clock.unwrap_or(1)).unwrap_or(1)
+            clock.unwrap_or(1).max(0)
         }
     };
     let count = i64::try_from(count.max(1)).unwrap_or(1);
-    let virtual_time = i64::try_from(virtual_time).unwrap_or(0);
-    // First tag: one past the key's last, and no earlier than one below the
-    // head (`virtual_time`), so a key without a backlog goes before the head.
+    // First tag: a key with nothing waiting (its last tag below the head's,
+    // or nothing waits at all) lines up one below the head and goes next,
+    // whatever it had before; a key with a backlog follows its last.
     let last: i64 = sqlx::query_scalar(
         "insert into fair_tags (queue, fairness, tag) values (?1, ?2, ?3 + ?4 - 1)
-         on conflict (queue, fairness) do update set tag = max(tag + 1, ?3) + ?4 - 1
+         on conflict (queue, fairness) do update set tag =
+           (case when ?5 is null or tag < ?5 then ?3 else tag + 1 end) + ?4 - 1
          returning tag",
     )
     .bind(queue)
     .bind(fairness)
     .bind(virtual_time)
     .bind(count)
+    .bind(head_tag)
     .fetch_one(pool)
     .await?;
     sqlx::query(

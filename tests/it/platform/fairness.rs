@@ -288,3 +288,58 @@ async fn redis_feeds_only_free_slots_and_parked_jobs_keep_their_tags() {
     assert_eq!(queue.feed_fair(Probe::KIND).await.unwrap(), 1);
     assert_eq!(ready_list(&mut connection).await, vec![single]);
 }
+
+/// On SQLite an agency whose earlier jobs are all done lines up before the
+/// head of another agency's backlog, even when its last tag would have tied
+/// with the head's (both were tagged from the same clock).
+#[tokio::test]
+async fn sqlite_an_agency_with_nothing_waiting_goes_before_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = JobQueue::connect(&QueueTarget::SqliteFile(dir.path().join("queue.sqlite3")))
+        .await
+        .unwrap();
+    let jobs::queue::QueueBackend::Sqlite(pool) = queue.backend() else {
+        unreachable!("a SQLite queue")
+    };
+    let a = Tenant::new(storage::ids::AgencyId::generate(), Environment::Live);
+    let b = Tenant::new(storage::ids::AgencyId::generate(), Environment::Live);
+    let settle = |status: &'static str, id: String| async move {
+        sqlx::query("update Jobs set status = ?1 where id = ?2")
+            .bind(status)
+            .bind(id)
+            .execute(pool)
+            .await
+            .unwrap();
+    };
+    // B's earlier photo, done; then A's upload of three, its first running.
+    let earlier = queue
+        .push(probe(&b, 1, 1), PushOptions::default())
+        .await
+        .unwrap();
+    settle("Done", earlier).await;
+    let backlog = queue
+        .push_many(
+            (0..3)
+                .map(|_| (probe(&a, 1, 1), PushOptions::default()))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    settle("Running", backlog[0].clone()).await;
+    let single = queue
+        .push(probe(&b, 1, 1), PushOptions::default())
+        .await
+        .unwrap();
+    let next: String = sqlx::query_scalar(
+        "select id from Jobs where status = 'Pending' and lock_by is null \
+         order by priority desc, run_at asc, id asc limit 1",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        next, single,
+        "B's photo goes before A's second ({})",
+        backlog[1]
+    );
+}
