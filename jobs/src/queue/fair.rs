@@ -23,9 +23,9 @@
 //!   already holds): a new key's job then waits for the next free
 //!   slot, not behind jobs fed ahead of it. Worker processes feed on every
 //!   poll tick, when a push is announced, and after each fair job; a pusher
-//!   feeds only when it runs workers of the queue itself. The virtual time is
-//!   the tag last fed, and a new key is tagged like it, before the backlog's
-//!   next. Whoever moves parked jobs (the pusher, or a feed after a pusher
+//!   feeds only when it runs workers of the queue itself. A key with nothing
+//!   waiting (its last tag below the fair set's lowest) is tagged one below
+//!   that head; a key with a backlog one past its last. Whoever moves parked jobs (the pusher, or a feed after a pusher
 //!   stopped between its two steps) gives each the tag its score names.
 //!
 //! Jobs that come due later (a `run_at`, a retry) join the ready list in due
@@ -124,11 +124,21 @@ pub(super) async fn sqlite_tags(
 }
 
 /// Tags `count` jobs of `fairness` in `queue` on Redis; returns the first.
-/// KEYS: the queue's last tags (hash), its virtual time. ARGV: key, count.
+/// A key with nothing waiting (its last tag below the fair set's lowest) is
+/// tagged one below that head, whatever its history; otherwise one past the
+/// larger of its last tag and the tag before the one last fed.
+/// KEYS: the queue's last tags (hash), its virtual time, its fair set.
+/// ARGV: key, count.
 const REDIS_TAGS: &str = r"
 local now = tonumber(redis.call('GET', KEYS[2]) or '0')
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-local first = math.max(now - 1, last) + 1
+local head = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+local first
+if #head > 0 and last < tonumber(head[2]) then
+  first = math.max(tonumber(head[2]) - 1, 0)
+else
+  first = math.max(now - 1, last) + 1
+end
 redis.call('HSET', KEYS[1], ARGV[1], first + tonumber(ARGV[2]) - 1)
 return first
 ";
@@ -143,6 +153,7 @@ pub(super) async fn redis_tags(
     let first: u64 = redis::Script::new(REDIS_TAGS)
         .key(format!("{queue}:fair:tags"))
         .key(format!("{queue}:fair:clock"))
+        .key(format!("{queue}:fair"))
         .arg(fairness)
         .arg(count.max(1))
         .invoke_async(&mut connection)

@@ -287,6 +287,20 @@ async fn redis_feeds_only_free_slots_and_parked_jobs_keep_their_tags() {
     drop(running);
     assert_eq!(queue.feed_fair(Probe::KIND).await.unwrap(), 1);
     assert_eq!(ready_list(&mut connection).await, vec![single]);
+
+    // B's job is claimed and done. B's next, again with nothing of B's
+    // waiting, goes before A's next too, although B's last tag is the one
+    // last fed (one past it would tie with A's next, and the older wins).
+    let _: Option<String> = redis::cmd("LPOP")
+        .arg(format!("{}:active", Probe::KIND))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let again = queue
+        .push(probe(&b, 1, 1), PushOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(ready_list(&mut connection).await, vec![again]);
 }
 
 /// On SQLite an agency whose earlier jobs are all done lines up before the
