@@ -105,6 +105,16 @@ impl Deployment {
         assert_eq!(error["error"]["code"], code, "{args:?}: {error}");
     }
 
+    /// Where the deployment's job queue lives.
+    pub fn queue_target(&self) -> jobs::QueueTarget {
+        match &self.redis_url {
+            Some(url) => jobs::QueueTarget::Redis(url.clone()),
+            None => {
+                jobs::QueueTarget::SqliteFile(self.db.data_dir().join(workers::config::QUEUE_FILE))
+            }
+        }
+    }
+
     /// The deployment's store, opened from the test process (as another host would).
     pub async fn store(&self) -> Store {
         let key = MasterKey::from_text(&self.master_key).expect("master key");

@@ -26,6 +26,20 @@ pub struct QueueDepth {
     pub dead: u64,
 }
 
+/// Jobs in the hands of a queue's workers: the sizes of the in-flight sets
+/// of the workers registered in its workers set. apalis names a worker's
+/// in-flight set after it and removes a worker from the set only when it
+/// hands its jobs back, so this reads one set per registered worker, never
+/// the keyspace (`KEYS` would block Redis in proportion to every key it
+/// holds, on every scrape).
+const REDIS_RUNNING: &str = r"
+local running = 0
+for _, worker in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
+    running = running + redis.call('scard', ARGV[1] .. ':' .. worker)
+end
+return running
+";
+
 impl QueueAdmin {
     /// Depth of every queue by state.
     pub async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
@@ -86,13 +100,11 @@ impl QueueAdmin {
                         .saturating_sub(parked);
                     let done: u64 = connection.scard(format!("{queue}:done")).await?;
                     let dead: u64 = connection.scard(format!("{queue}:dead")).await?;
-                    let mut running = 0u64;
-                    let inflight: Vec<String> =
-                        connection.keys(format!("{queue}:inflight:*")).await?;
-                    for key in inflight {
-                        let count: u64 = connection.scard(key).await?;
-                        running += count;
-                    }
+                    let running: u64 = redis::Script::new(REDIS_RUNNING)
+                        .key(format!("{queue}:workers"))
+                        .arg(format!("{queue}:inflight"))
+                        .invoke_async(&mut connection)
+                        .await?;
                     depths.push(QueueDepth {
                         queue: queue.to_owned(),
                         pending,

@@ -114,6 +114,12 @@ backend_tests! {
     let victim = deployment.spawn_workers(&FAST);
     let operation = fixture.probe(&deployment, 20, 250);
     wait_for_status(&store, &fixture.tenant, &operation, "processing").await;
+    // The queue counts the job in the worker's hands (on Redis from the
+    // registered workers' in-flight sets, never by scanning the keyspace).
+    let queue = jobs::JobQueue::connect(&deployment.queue_target()).await.unwrap();
+    let depths = jobs::admin::QueueAdmin::new(queue).depths().await.unwrap();
+    let probe = depths.iter().find(|depth| depth.queue == "probe").unwrap();
+    assert_eq!((probe.running, probe.pending), (1, 0), "{probe:?}");
     victim.signal("KILL");
     drop(victim);
     // Another host's worker notices the missed heartbeats and runs the job again.
