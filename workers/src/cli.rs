@@ -10,6 +10,7 @@ use crate::handlers::WorkerState;
 use crate::media::stores::MediaStores;
 use crate::runtime::{self, RuntimeSettings};
 use crate::telemetry::{self, LogFormat};
+use storage::objects::ObjectStoreTarget;
 
 /// Job workers of the Media Agency Listing API.
 #[derive(Debug, Parser)]
@@ -46,7 +47,15 @@ pub enum Command {
 pub async fn open(storage: &StorageArgs) -> anyhow::Result<WorkerState> {
     let store = storage.open_store().await?;
     // Media jobs write there: a misconfigured store fails the start, not the first upload.
-    let media = MediaStores::open(&storage.object_store_target()?, &storage.data_dir)?;
+    let target = storage.object_store_target()?;
+    let distributed = storage.is_distributed();
+    if distributed && matches!(target, ObjectStoreTarget::Local(_)) {
+        tracing::warn!(
+            "media objects are kept in the data directory although the database is PostgreSQL: \
+             every API and worker host must share that directory, or set OBJECT_STORE_URL"
+        );
+    }
+    let media = MediaStores::open(&target, &storage.data_dir)?.with_local_shared(!distributed);
     Ok(
         WorkerState::connect(store, &storage.queue_target(), storage.redis())
             .await?

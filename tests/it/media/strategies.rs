@@ -262,3 +262,68 @@ async fn a_storage_strategy_after_the_files_is_refused_and_leaves_nothing() {
     );
     assert!(listing_media(&media, &number).await.is_empty());
 }
+
+/// In the distributed profile the API and the workers may run on separate
+/// hosts, each with its own data directory: a `local` original would be
+/// unreadable to the worker that processes it and to every other API replica,
+/// so it is refused before anything is stored.
+#[tokio::test]
+async fn the_distributed_profile_refuses_local_uploads_before_storing_anything() {
+    use tests::deployment::{Deployment, serve};
+
+    let deployment = Deployment::with_redis(tests::Backend::Postgres).await;
+    let agency = deployment.admin_ok(&["create-agency", "--name", "Two hosts"]);
+    let agency_id = agency["agency_id"].as_str().unwrap();
+    let key = deployment.admin_ok(&[
+        "create-key",
+        "--agency",
+        agency_id,
+        "--name",
+        "uploads",
+        "--scopes",
+        "listings:write,listings:read,media:write",
+    ]);
+    let client = tests::app::base_client().build().unwrap();
+    let server = serve(&deployment, &["--no-workers"], &client, "http").await;
+    let upload = |strategy: &'static str| {
+        client
+            .post(format!("{}/api/v1/media/upload", server.base_url))
+            .header("X-API-Key", key["key"].as_str().unwrap())
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .header(
+                "Content-Type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(multipart(&[
+                Part::Field("storage_strategy", strategy),
+                Part::File("files", "front.jpg", jpeg(64, 48)),
+            ]))
+            .send()
+    };
+
+    let body = expect_error(
+        upload("local").await.unwrap(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "validation.failed",
+    )
+    .await;
+    let reason = body["error"]["details"]["fields"]["storage_strategy"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("use cloud"), "says what to do: {body}");
+    let media_dir = deployment
+        .db
+        .data_dir()
+        .join(storage::objects::LOCAL_MEDIA_DIR);
+    assert!(
+        stored_files(&media_dir).is_empty(),
+        "nothing was written: {:?}",
+        stored_files(&media_dir)
+    );
+    let store = deployment.store().await;
+    let rows = crate::support::sql::count_for_agency(store.db(), "media_items", agency_id).await;
+    assert_eq!(rows, 0, "no media item was recorded");
+
+    // The same upload in the cloud is accepted.
+    assert_eq!(upload("cloud").await.unwrap().status(), StatusCode::OK);
+}

@@ -19,12 +19,14 @@ pub struct MediaStores {
     cloud: MediaObjects,
     local: Arc<dyn ObjectStore>,
     cloud_is_local: bool,
+    local_is_shared: bool,
 }
 
 impl std::fmt::Debug for MediaStores {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MediaStores")
             .field("cloud_is_local", &self.cloud_is_local)
+            .field("local_is_shared", &self.local_is_shared)
             .finish_non_exhaustive()
     }
 }
@@ -46,7 +48,29 @@ impl MediaStores {
             cloud,
             local,
             cloud_is_local,
+            local_is_shared: true,
         })
+    }
+
+    /// Whether every host that serves or processes this deployment's media
+    /// reads the same data directory. True of one process (the embedded
+    /// profile); false where the API and the workers may run on separate
+    /// hosts (the distributed profile), where `local` uploads are refused.
+    #[must_use]
+    pub fn with_local_shared(mut self, shared: bool) -> Self {
+        self.local_is_shared = shared;
+        self
+    }
+
+    /// Why an upload of `strategy` cannot be stored here, if it cannot: a
+    /// `local` original written into this host's data directory could be
+    /// read neither by a worker on another host nor through another API
+    /// replica.
+    pub fn refusal(&self, strategy: StorageStrategy) -> Option<&'static str> {
+        (strategy == StorageStrategy::Local && !self.local_is_shared).then_some(
+            "local keeps files in one host's data directory, which the other hosts of this \
+             deployment cannot read; use cloud (or hybrid, which keeps a local copy as well)",
+        )
     }
 
     /// The stores an upload of `strategy` writes to, the one read back first.

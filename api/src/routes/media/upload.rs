@@ -394,7 +394,11 @@ async fn receive(
                     .fields
                     .storage_strategy
                     .unwrap_or(StorageStrategy::Cloud);
-                receiving.stores = media_stores(state)?.targets(strategy);
+                let stores = media_stores(state)?;
+                if let Some(reason) = stores.refusal(strategy) {
+                    return Err(ApiError::field("storage_strategy", reason));
+                }
+                receiving.stores = stores.targets(strategy);
             }
             receive_file(tenant, field, receiving).await?;
         } else {
