@@ -534,6 +534,13 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
             }
+            Self::NotReady(_) => {
+                // A restart or failover takes seconds; the request is safe
+                // to repeat (with the same idempotency key).
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
             _ => {}
         }
         response.extensions_mut().insert(self.body());
@@ -554,6 +561,10 @@ impl From<StorageError> for ApiError {
             ),
             StorageError::Conflict { field } => Self::field(field, "is already taken"),
             StorageError::Rule(rule) => rule.into(),
+            other if other.is_unavailable() => {
+                tracing::warn!(cause = %other, "the database is unavailable");
+                Self::NotReady("database")
+            }
             other => Self::internal(other),
         }
     }

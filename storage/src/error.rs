@@ -51,6 +51,40 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// True when the database could not be reached or went away mid-request
+    /// (a restart, a failover, a full pool): nothing was committed by this
+    /// request's failed statement, and the same request may succeed on retry.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Database(err) => Self::is_connection_error(err),
+            // A shared commit that failed on its connection.
+            Self::CommitFailed(reason) => {
+                reason.contains("communicating with database")
+                    || reason.contains("pool timed out")
+                    || reason.contains("pool was closed")
+            }
+            _ => false,
+        }
+    }
+
+    /// True when `err` says the connection, not the statement, failed.
+    pub fn is_connection_error(err: &sqlx::Error) -> bool {
+        match err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            // SQLSTATE class 08 (connection exception), 57P01–57P03 (admin
+            // shutdown, crash shutdown, cannot connect now), 53300 (too many
+            // connections).
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("57P0") || code == "53300"
+            }),
+            _ => false,
+        }
+    }
+
     /// True when the error is a unique-constraint violation reported by the database.
     pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
         matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())

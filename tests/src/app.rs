@@ -170,7 +170,7 @@ impl TestAppBuilder {
                 let limiter = RedisLimiter::connect(url, api::cli::serve::REDIS_PREFIX)
                     .await
                     .expect("connect to test Redis");
-                RateLimiter::Redis(limiter)
+                RateLimiter::shared(limiter)
             }
             None => RateLimiter::in_process(),
         };

@@ -112,7 +112,14 @@ pub struct Pausable<B> {
     held: Option<Box<dyn std::any::Any + Send>>,
     /// The inner stream answered `Pending` last: it may be mid-fetch.
     inner_busy: bool,
+    /// A worker restarted after its queue failed (Redis gone, say) waits
+    /// this out before its first call, so an outage is retried a few times
+    /// a second rather than in a loop.
+    backoff: Option<Pin<Box<tokio::time::Sleep>>>,
 }
+
+/// The longest wait of a worker restarted after a queue failure.
+const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(2);
 
 impl<B: Clone> Clone for Pausable<B> {
     fn clone(&self) -> Self {
@@ -138,7 +145,22 @@ impl<B> Pausable<B> {
             gate,
             held: None,
             inner_busy: false,
+            backoff: None,
         }
+    }
+
+    /// The same, for the `restarts`-th start of its worker: from the first
+    /// restart on, it waits 0.5 s per restart (at most 2 s) before its first
+    /// call to the queue.
+    #[must_use]
+    pub fn restarted(mut self, restarts: usize) -> Self {
+        if restarts > 0 {
+            let wait = Duration::from_millis(500)
+                .saturating_mul(u32::try_from(restarts).unwrap_or(u32::MAX))
+                .min(MAX_RESTART_BACKOFF);
+            self.backoff = Some(Box::pin(tokio::time::sleep(wait)));
+        }
+        self
     }
 }
 
@@ -155,6 +177,12 @@ where
         cx: &mut Context<'_>,
         worker: &WorkerContext,
     ) -> Poll<Result<(), Self::Error>> {
+        if let Some(backoff) = self.backoff.as_mut() {
+            if backoff.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.backoff = None;
+        }
         // Readiness drives the heartbeat: it goes on while paused.
         self.backend.poll_ready(cx, worker)
     }

@@ -152,7 +152,8 @@ macro_rules! register_worker {
                             .clone()
                             .poll_with_strategy(BellOrInterval::new(bell.clone(), poll)),
                         gate.clone(),
-                    ),
+                    )
+                    .restarted(restarts),
                     state.queue.clone(),
                     <$job>::KIND,
                     holders.clone(),
@@ -298,7 +299,15 @@ pub async fn run(
         )),
     }
     let holders = Holders::default();
-    let mut monitor = Monitor::new();
+    // A worker whose queue fails (Redis restarted, a connection reset) ends
+    // with an error; it is started again, under a new name, after a short
+    // backoff (`Pausable::restarted`), however often that happens: a queue
+    // without its worker would hold its jobs until the process restarts.
+    // What the old name held is handed back once its heartbeats are missed.
+    let mut monitor = Monitor::new().should_restart(|worker, error| {
+        tracing::warn!(worker = %worker.name(), %error, "a worker stopped on a queue error; restarting it");
+        true
+    });
     for (queue, concurrency) in &settings.queues {
         let concurrency = *concurrency;
         // One worker of the queue's kind on whichever backend holds the queue.

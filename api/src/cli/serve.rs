@@ -32,7 +32,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = platform.store.clone();
     let redis_url = args.storage.redis().map(str::to_owned);
     let rate_limiter = match &redis_url {
-        Some(url) => RateLimiter::Redis(
+        Some(url) => RateLimiter::shared(
             RedisLimiter::connect(url, REDIS_PREFIX)
                 .await
                 .context("connecting to Redis for rate limiting")?,

@@ -107,9 +107,18 @@ pub(crate) fn now_micros() -> i64 {
 pub enum RateLimiter {
     /// In this process (embedded profile).
     Memory(Arc<memory::MemoryLimiter>),
-    /// In Redis, shared by every replica.
-    Redis(redis::RedisLimiter),
+    /// In Redis, shared by every replica; while Redis does not answer, each
+    /// process keeps the buckets itself (the second field) rather than
+    /// refusing requests that need nothing else from Redis.
+    Redis(redis::RedisLimiter, Arc<memory::MemoryLimiter>),
 }
+
+/// How long a request waits for the shared buckets before this process
+/// decides with its own.
+const REDIS_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether the shared limiter is being stood in for (logged once per outage).
+static DEGRADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl RateLimiter {
     /// A limiter in process.
@@ -117,15 +126,41 @@ impl RateLimiter {
         Self::Memory(Arc::default())
     }
 
+    /// A limiter shared through Redis.
+    pub fn shared(limiter: redis::RedisLimiter) -> Self {
+        Self::Redis(limiter, Arc::default())
+    }
+
     /// Checks (and if admitted, spends) every bucket of a request. A refused
     /// request is a 429 carrying the headers.
     pub async fn check(&self, buckets: &[Bucket]) -> Result<RateLimitHeaders, ApiError> {
         let outcomes = match self {
             Self::Memory(limiter) => limiter.check(buckets),
-            Self::Redis(limiter) => limiter
-                .check(buckets)
-                .await
-                .map_err(|err| ApiError::internal(format!("rate limiter unavailable: {err}")))?,
+            Self::Redis(limiter, standby) => {
+                use std::sync::atomic::Ordering;
+                let shared = tokio::time::timeout(REDIS_PATIENCE, limiter.check(buckets)).await;
+                match shared {
+                    Ok(Ok(outcomes)) => {
+                        if DEGRADED.swap(false, Ordering::Relaxed) {
+                            tracing::info!("rate limits are shared through Redis again");
+                        }
+                        outcomes
+                    }
+                    failed => {
+                        if !DEGRADED.swap(true, Ordering::Relaxed) {
+                            let cause = match failed {
+                                Ok(Err(err)) => err.to_string(),
+                                _ => "no answer within 500 ms".to_owned(),
+                            };
+                            tracing::warn!(
+                                %cause,
+                                "Redis does not answer: this process keeps rate limits on its own until it does"
+                            );
+                        }
+                        standby.check(buckets)
+                    }
+                }
+            }
         };
         let headers = RateLimitHeaders::new(buckets, &outcomes);
         let refused = outcomes
