@@ -6,6 +6,7 @@
 mod compose;
 mod dead_jobs;
 mod fairness;
+mod fleet;
 mod ops;
 mod pickup;
 mod priorities;
