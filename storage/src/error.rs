@@ -185,3 +185,22 @@ pub enum Rule {
         reason: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StorageError;
+
+    #[test]
+    fn a_lost_connection_is_unavailable_and_a_bad_statement_is_not() {
+        let reset = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(StorageError::Database(reset).is_unavailable());
+        assert!(StorageError::Database(sqlx::Error::PoolTimedOut).is_unavailable());
+        assert!(StorageError::Database(sqlx::Error::PoolClosed).is_unavailable());
+        assert!(!StorageError::Database(sqlx::Error::RowNotFound).is_unavailable());
+        assert!(
+            StorageError::CommitFailed("error communicating with database: broken pipe".into())
+                .is_unavailable()
+        );
+        assert!(!StorageError::Corrupt("status".into()).is_unavailable());
+    }
+}
