@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
 use crate::events::{API_VERSION, NewEvent};
 use crate::ids::{AgencyId, EventId};
-use crate::{Environment, Result, Store, Tenant, Timestamp};
+use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Writes `events` for `tenant` at `now` in the lender's transaction, in
 /// order and in one statement, and returns their ids, which the lender
@@ -200,6 +200,31 @@ impl Outbox<'_> {
         let mut events: Vec<StoredEvent> = rows.into_iter().map(StoredEvent::from).collect();
         events.sort_by_key(|event| event.seq);
         Ok(events)
+    }
+
+    /// Gives back events [`Self::sweep_missed`] marked but whose dispatch
+    /// could not be pushed (the queue was away): the next sweep offers them
+    /// again, rather than the one after the resweep interval. Events
+    /// dispatched meanwhile are left alone. Returns how many were given back.
+    pub async fn release_swept(&self, event_ids: &[EventId]) -> Result<u64> {
+        if event_ids.is_empty() {
+            return Ok(0);
+        }
+        let ids = serde_json::to_string(event_ids)
+            .map_err(|err| StorageError::Corrupt(format!("event ids: {err}")))?;
+        let sql = format!(
+            "update events set swept_at = null
+             where event_id in ({}) and dispatched_at is null",
+            self.store.db().backend().id_list("$1")
+        );
+        let released = write_on_pool!(self.store.db(), pool => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(ids)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(released)
     }
 
     /// The tenant's events after `after_seq`, oldest first.

@@ -348,6 +348,34 @@ impl TestApp {
         Self::builder(backend).spawn().await
     }
 
+    /// Makes the SQLite job queue refuse (`true`) or accept again pushes of
+    /// jobs of `kind`, as a queue that is away would: the push fails.
+    pub async fn refuse_jobs(&self, kind: &str, refuse: bool) {
+        assert!(
+            kind.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "a job kind"
+        );
+        let path = self.db.data_dir().join(api::config::QUEUE_FILE);
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+        let pool = sqlx::SqlitePool::connect_with(options)
+            .await
+            .expect("the queue file");
+        let sql = if refuse {
+            format!(
+                "create trigger refuse_{kind} before insert on Jobs
+                 when new.job_type = '{kind}'
+                 begin select raise(abort, 'the queue refuses {kind} jobs'); end"
+            )
+        } else {
+            format!("drop trigger refuse_{kind}")
+        };
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("the refusal trigger");
+        pool.close().await;
+    }
+
     /// The absolute URL of `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)

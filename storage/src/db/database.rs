@@ -30,6 +30,17 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// A subquery of the texts of the JSON array bound at `placeholder`:
+    /// ids go in as one JSON array, and both backends expand it in SQL.
+    pub(crate) fn id_list(self, placeholder: &str) -> String {
+        match self {
+            Self::Sqlite => format!("select value from json_each({placeholder})"),
+            Self::Postgres => format!("select jsonb_array_elements_text({placeholder}::jsonb)"),
+        }
+    }
+}
+
 /// Where the relational data lives, as configured.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DatabaseTarget {

@@ -26,14 +26,8 @@ impl Webhooks<'_> {
         let now = self.store.clock().now();
         let ids = serde_json::to_string(event_ids)
             .map_err(|err| StorageError::Corrupt(format!("event ids: {err}")))?;
-        // The ids go in as one JSON array; both backends expand it in SQL.
         let backend = self.store.db().backend();
-        let id_list = |placeholder: &str| match backend {
-            crate::db::Backend::Sqlite => format!("select value from json_each({placeholder})"),
-            crate::db::Backend::Postgres => {
-                format!("select jsonb_array_elements_text({placeholder}::jsonb)")
-            }
-        };
+        let id_list = |placeholder: &str| backend.id_list(placeholder);
         let claim_sql = format!(
             "update events set dispatched_at = $1
              where event_id in ({}) and dispatched_at is null

@@ -3,9 +3,9 @@
 
 use super::Webhooks;
 use super::delivery_record::DueAttempt;
-use crate::db::in_transaction;
+use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{DeliveryId, WebhookEndpointId};
-use crate::{Result, Timestamp};
+use crate::{Result, StorageError, Timestamp};
 
 impl Webhooks<'_> {
     /// Deliveries whose next attempt was due before `before` but has not
@@ -54,6 +54,40 @@ impl Webhooks<'_> {
                 attempt,
             })
             .collect())
+    }
+
+    /// Gives back attempts [`Self::sweep_overdue`] moved to
+    /// `offered_again_at` but could not push (the queue was away): they are
+    /// due at `due_at` again, so the next sweep offers them rather than the
+    /// one after the resweep interval. An attempt made or rescheduled
+    /// meanwhile is left alone. Returns how many were given back.
+    pub async fn release_overdue(
+        &self,
+        attempts: &[DueAttempt],
+        due_at: Timestamp,
+        offered_again_at: Timestamp,
+    ) -> Result<u64> {
+        if attempts.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<&DeliveryId> = attempts.iter().map(|due| &due.delivery_id).collect();
+        let ids = serde_json::to_string(&ids)
+            .map_err(|err| StorageError::Corrupt(format!("delivery ids: {err}")))?;
+        let sql = format!(
+            "update webhook_deliveries set next_attempt_at = $1
+             where id in ({}) and next_attempt_at = $2 and status in ('pending', 'retrying')",
+            self.store.db().backend().id_list("$3")
+        );
+        let released = write_on_pool!(self.store.db(), pool => {
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(due_at)
+                .bind(offered_again_at)
+                .bind(ids)
+                .execute(pool)
+                .await?
+                .rows_affected()
+        });
+        Ok(released)
     }
 
     /// Deletes finished deliveries (and their attempts) completed before

@@ -41,8 +41,6 @@ pub enum Maintenance {
     PurgeProgressHistory,
 }
 
-/// A media item still queued this long after its upload is pushed again.
-pub const MEDIA_QUEUED_SWEEP_SECONDS: i64 = 300;
 /// A delivery attempt this far past due is pushed again by the sweep.
 pub const DELIVERY_OVERDUE_SECONDS: i64 = 60;
 /// How long an operation's progress states stay for streams that resume.
@@ -126,7 +124,10 @@ impl Maintenance {
             Self::SweepMedia => {
                 let stale = store
                     .media()
-                    .queued_before(now.plus_seconds(-MEDIA_QUEUED_SWEEP_SECONDS), SWEEP_BATCH)
+                    .queued_before(
+                        now.plus_seconds(-ProcessMedia::LOST_PUSH_AFTER_SECONDS),
+                        SWEEP_BATCH,
+                    )
                     .await?;
                 let count = stale.len() as u64;
                 if count > 0 {
@@ -170,8 +171,18 @@ impl Maintenance {
                 let count = missed.len() as u64;
                 if count > 0 {
                     tracing::info!(count, "re-dispatching events the fast path missed");
-                    let event_ids = missed.into_iter().map(|event| event.event_id).collect();
-                    state.queue.push_many(dispatch_jobs(event_ids)).await?;
+                    let event_ids: Vec<_> =
+                        missed.into_iter().map(|event| event.event_id).collect();
+                    if let Err(err) = state
+                        .queue
+                        .push_many(dispatch_jobs(event_ids.clone()))
+                        .await
+                    {
+                        // Unmarked, the next sweep offers them again at once
+                        // rather than after the resweep interval.
+                        store.outbox().release_swept(&event_ids).await?;
+                        return Err(err.into());
+                    }
                 }
                 count
             }
@@ -191,13 +202,11 @@ impl Maintenance {
                     .await?
             }
             Self::SweepDeliveries => {
+                let overdue_before = now.plus_seconds(-DELIVERY_OVERDUE_SECONDS);
+                let offered_again_at = now.plus_seconds(RESWEEP_AFTER_SECONDS);
                 let overdue = store
                     .webhooks()
-                    .sweep_overdue(
-                        now.plus_seconds(-DELIVERY_OVERDUE_SECONDS),
-                        now.plus_seconds(RESWEEP_AFTER_SECONDS),
-                        SWEEP_BATCH,
-                    )
+                    .sweep_overdue(overdue_before, offered_again_at, SWEEP_BATCH)
                     .await?;
                 let mut count = overdue.len() as u64;
                 if state.mailer.is_some() {
@@ -229,7 +238,8 @@ impl Maintenance {
                         "pushing overdue webhook delivery attempts"
                     );
                     let jobs = overdue
-                        .into_iter()
+                        .iter()
+                        .cloned()
                         .map(|due| {
                             // Keyed by the offer: the attempt's first push,
                             // kept by the queue for days once done or dead,
@@ -239,7 +249,15 @@ impl Maintenance {
                             (DeliverWebhook::of(due), options)
                         })
                         .collect();
-                    state.queue.push_many(jobs).await?;
+                    if let Err(err) = state.queue.push_many(jobs).await {
+                        // Due again, the next sweep offers them at once
+                        // rather than after the resweep interval.
+                        store
+                            .webhooks()
+                            .release_overdue(&overdue, overdue_before, offered_again_at)
+                            .await?;
+                        return Err(err.into());
+                    }
                 }
                 count
             }
