@@ -211,6 +211,11 @@ pub struct ProcessMedia {
 }
 
 impl ProcessMedia {
+    /// An item still queued this long after its upload had its push lost:
+    /// the media sweep pushes it again (a process that saw its push fail
+    /// keeps trying until then).
+    pub const LOST_PUSH_AFTER_SECONDS: i64 = 300;
+
     /// The job of `media`, uploaded by `tenant` under `operation`.
     pub fn new(tenant: &Tenant, operation: &OperationId, media: &MediaId) -> Self {
         Self {

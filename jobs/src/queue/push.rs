@@ -2,6 +2,7 @@
 //! under its dedupe key ([`Job::dedupe_key`], extended by a later offer).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use apalis::prelude::{TaskBuilder, TaskId, TaskSink};
 use storage::Timestamp;
@@ -117,6 +118,38 @@ impl JobQueue {
         }
         self.announce(J::KIND).await;
         Ok(ids)
+    }
+
+    /// Pushes in the background until the queue takes the jobs or `patience`
+    /// runs out, waiting half a second, then twice as long each time up to
+    /// five seconds, between tries. For a push that failed on a request's
+    /// path because the queue was away: the work starts as soon as the queue
+    /// is back instead of at the sweep that would otherwise find it. A job
+    /// pushed twice is one job (its dedupe key), so the sweep and this may
+    /// both push it.
+    pub fn keep_pushing<J: Job + Clone>(&self, jobs: Vec<(J, PushOptions)>, patience: Duration) {
+        if jobs.is_empty() {
+            return;
+        }
+        let queue = self.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + patience;
+            let mut wait = Duration::from_millis(500);
+            loop {
+                tokio::time::sleep(wait).await;
+                match queue.push_many(jobs.clone()).await {
+                    Ok(_) => {
+                        tracing::info!(kind = J::KIND, count = jobs.len(), "queued after a retry");
+                        return;
+                    }
+                    Err(err) if tokio::time::Instant::now() >= deadline => {
+                        tracing::warn!(%err, kind = J::KIND, count = jobs.len(), "still not queued; leaving them to the sweep");
+                        return;
+                    }
+                    Err(_) => wait = (wait * 2).min(Duration::from_secs(5)),
+                }
+            }
+        });
     }
 
     /// Each job's fair tag (`None` for a job without a fairness key).

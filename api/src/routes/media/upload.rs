@@ -7,6 +7,7 @@
 //! `progress_url` streams.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::multipart::{Field, MultipartRejection};
@@ -592,19 +593,23 @@ async fn queue_processing(
     if let Err(err) = queued {
         tracing::warn!(%err, %operation_id, "upload's first progress state not published");
     }
-    let jobs = items
+    let jobs: Vec<_> = items
         .iter()
         .map(|item| {
             let job = ProcessMedia::new(tenant, operation_id, &item.id);
             (job, PushOptions::default())
         })
         .collect();
-    if let Err(err) = state.platform().queue.push_many(jobs).await {
-        tracing::error!(
+    let queue = &state.platform().queue;
+    if let Err(err) = queue.push_many(jobs.clone()).await {
+        tracing::warn!(
             %err,
             %operation_id,
-            "upload's processing jobs not queued; the media sweep will push them"
+            "upload's processing jobs not queued yet; retrying until the queue is back"
         );
+        // Should this process stop first, the media sweep pushes them.
+        let patience = ProcessMedia::LOST_PUSH_AFTER_SECONDS.unsigned_abs();
+        queue.keep_pushing(jobs, Duration::from_secs(patience));
     }
 }
 
