@@ -1,7 +1,8 @@
 //! Idempotency records: the reservation that lets exactly one request with a
 //! given (agency, key) run, and the stored response every retry within 24 hours
 //! gets back. The unique primary key makes the reservation hold across API
-//! replicas; a lease frees a reservation orphaned by a crash.
+//! replicas; a lease, renewed while the request runs, frees a reservation
+//! orphaned by a crash.
 //!
 //! Bookkeeping commits do not wait for the disk: a lost reservation only means
 //! a retry runs again after the lease, and creations remember their key on the
@@ -273,6 +274,29 @@ impl Idempotency<'_> {
             .bind(response.is_error)
             .bind(now)
             .bind(fingerprint)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Extends the reservation of a request still running to `lease` from
+    /// now. The request's process renews it while it runs, so the lease can
+    /// be short: a reservation orphaned by a crash is free within one lease.
+    pub async fn renew(&self, agency: &AgencyId, key: &str, lease: Duration) -> Result<()> {
+        let lease_expires_at = self
+            .store
+            .clock()
+            .now()
+            .plus_seconds(lease.as_secs().max(1) as i64);
+        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            sqlx::query(
+                "update idempotency_records set lease_expires_at = $3
+                 where agency_id = $1 and idempotency_key = $2 and state = 'in_flight'",
+            )
+            .bind(agency)
+            .bind(key)
+            .bind(lease_expires_at)
             .execute(&mut *tx)
             .await?;
         });

@@ -63,6 +63,26 @@ pub mod sql {
         };
     }
 
+    /// When the reservation of an idempotency key runs out (microseconds),
+    /// if it is held.
+    pub async fn idempotency_lease(db: &Database, key: &str) -> Option<i64> {
+        let sql = "select lease_expires_at from idempotency_records
+                   where idempotency_key = $1 and state = 'in_flight'";
+        match db {
+            Database::Sqlite(sqlite) => {
+                sqlx::query_scalar(sql)
+                    .bind(key)
+                    .fetch_optional(sqlite.pool())
+                    .await
+            }
+            Database::Postgres(pool) => {
+                sqlx::query_scalar(sql).bind(key).fetch_optional(pool).await
+            }
+        }
+        .unwrap()
+        .flatten()
+    }
+
     /// Gives a user an e-mail address.
     pub async fn set_user_email(db: &Database, user_id: &str, email: &str) {
         execute!(

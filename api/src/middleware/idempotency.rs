@@ -30,10 +30,15 @@ use crate::error::{ApiError, ErrorBody};
 pub const HEADER: &str = "x-idempotency-key";
 /// Longest key accepted.
 pub const MAX_KEY_LEN: usize = 128;
-/// How long a reservation outlives a crash of the request holding it: longer
-/// than any request may run (an upload has 60 seconds to arrive, then stores
-/// its rows and queues its jobs), so a slow request is never taken over.
-pub const LEASE: Duration = Duration::from_secs(300);
+/// How long a reservation outlives a crash of the request holding it. A
+/// running request renews it every [`RENEW_EVERY`], so however long it runs
+/// (an upload has 60 seconds to arrive) it is never taken over, while a
+/// retry after a crash of its process (on another replica) runs within one
+/// lease instead of waiting minutes.
+pub const LEASE: Duration = Duration::from_secs(15);
+/// How often a running request renews its reservation: a lease outlasts two
+/// renewals that fail (the database busy or restarting).
+pub const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// Largest request body fingerprinted in memory (JSON bodies).
 const MAX_BODY: usize = 1024 * 1024;
 /// Largest multipart body read through to compare a retry (an upload's limit).
@@ -281,6 +286,29 @@ fn sent_path(parts: &axum::http::request::Parts) -> String {
         .map_or_else(|| parts.uri.path().to_owned(), |uri| uri.path().to_owned())
 }
 
+/// Runs `work`, renewing the key's reservation every [`RENEW_EVERY`] until
+/// it finishes. A renewal that fails is logged; the next one may succeed
+/// before the lease runs out.
+async fn holding_the_lease(
+    store: &Store,
+    agency: &AgencyId,
+    key: &str,
+    work: impl Future<Output = Response>,
+) -> Response {
+    let renewals = async {
+        loop {
+            tokio::time::sleep(RENEW_EVERY).await;
+            if let Err(err) = store.idempotency().renew(agency, key, LEASE).await {
+                tracing::warn!(%err, "could not renew an idempotency reservation");
+            }
+        }
+    };
+    tokio::select! {
+        response = work => response,
+        never = renewals => never,
+    }
+}
+
 /// Runs a multipart request under its key. Its body is streamed by the
 /// handler, which reports the body's fingerprint; a retry after completion
 /// is read through (hashing only) and compared before it is replayed.
@@ -303,7 +331,7 @@ async fn run_multipart(
         .reserve_deferred(agency, &key, &head, LEASE)
         .await
     {
-        Err(err) => ApiError::internal(err).into_response(),
+        Err(err) => ApiError::from(err).into_response(),
         Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
         Ok(Reservation::Recorded {
@@ -327,7 +355,7 @@ async fn run_multipart(
             };
             let mut request = Request::from_parts(parts, body);
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
-            let response = next.run(request).await;
+            let response = holding_the_lease(store, agency, &key, next.run(request)).await;
             let full = response
                 .extensions()
                 .get::<crate::multipart::BodyFingerprint>()
@@ -387,7 +415,7 @@ pub async fn run(
         .reserve(agency, &key, &fingerprint, LEASE)
         .await
     {
-        Err(err) => ApiError::internal(err).into_response(),
+        Err(err) => ApiError::from(err).into_response(),
         Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
         Ok(Reservation::Replay(stored)) => replay(stored),
@@ -402,7 +430,7 @@ pub async fn run(
             };
             let mut request = Request::from_parts(parts, Body::from(bytes));
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
-            let response = next.run(request).await;
+            let response = holding_the_lease(store, agency, &key, next.run(request)).await;
             let response = record(store, agency, &key, None, response).await;
             guard.armed = false;
             response

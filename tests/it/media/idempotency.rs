@@ -91,3 +91,63 @@ async fn an_unreachable_object_store_is_a_500_the_same_key_may_retry() {
         "still no rows"
     );
 }
+
+backend_tests! {
+    /// A request that runs past the lease (a slow upload) renews its
+    /// reservation, so a retry meanwhile is told it is in progress rather
+    /// than running it a second time; the lease is short only for a
+    /// reservation whose process died.
+    async fn an_upload_running_past_the_lease_keeps_its_key(backend) {
+        let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+        let app = TestApp::builder(backend).clock(clock.clone()).with_workers().spawn().await;
+        let media = Media::on(app).await;
+        let key = idempotency_key();
+        let body = multipart(&[Part::File("files", "slow.jpg", jpeg(320, 200))]);
+        let cut = body.len() / 2;
+        // The second half arrives when the test sends it.
+        let (chunks, stream) = futures::channel::mpsc::unbounded::<Result<Vec<u8>, std::io::Error>>();
+        chunks.unbounded_send(Ok(body[..cut].to_vec())).unwrap();
+        let request = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/upload"))
+            .header("X-API-Key", &media.key)
+            .header("X-Idempotency-Key", &key)
+            .header("Content-Type", format!("multipart/form-data; boundary={BOUNDARY}"))
+            .body(reqwest::Body::wrap_stream(stream))
+            .send();
+        let upload = tokio::spawn(request);
+        let db = media.ctx.app.store.db().clone();
+        let first_lease = tests::deployment::eventually(
+            std::time::Duration::from_secs(30),
+            "the upload's reservation",
+            || async { crate::support::sql::idempotency_lease(&db, &key).await },
+        )
+        .await;
+        // Past most of the lease, the running request renews it.
+        let lease = i64::try_from(api::middleware::idempotency::LEASE.as_secs()).unwrap();
+        clock.advance_seconds(lease - 1);
+        tests::deployment::eventually(
+            std::time::Duration::from_secs(30),
+            "a renewal of the reservation",
+            || async {
+                crate::support::sql::idempotency_lease(&db, &key)
+                    .await
+                    .filter(|renewed| *renewed > first_lease)
+            },
+        )
+        .await;
+        // The first lease is over; the renewed one holds.
+        clock.advance_seconds(2);
+        let retry = media.upload_to("/api/v1/media/upload", &media.key, &key, body.clone()).await;
+        expect_error(retry, StatusCode::CONFLICT, "idempotency_key_in_progress").await;
+
+        chunks.unbounded_send(Ok(body[cut..].to_vec())).unwrap();
+        drop(chunks);
+        let first = upload.await.unwrap().unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let again = media.upload_to("/api/v1/media/upload", &media.key, &key, body).await;
+        assert_eq!(again.headers()["x-idempotent-replay"], "true");
+    }
+}
