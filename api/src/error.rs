@@ -591,6 +591,15 @@ impl ApiError {
     }
 }
 
+impl From<jobs::QueueError> for ApiError {
+    /// The job queue did not take or give a job: it is away (Redis
+    /// restarting, the queue file locked), and the request may be repeated.
+    fn from(err: jobs::QueueError) -> Self {
+        tracing::warn!(cause = %err, "the job queue is unavailable");
+        Self::NotReady("job queue")
+    }
+}
+
 impl From<Rule> for ApiError {
     fn from(rule: Rule) -> Self {
         match rule {

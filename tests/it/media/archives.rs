@@ -235,3 +235,50 @@ async fn an_archive_is_written_to_the_bucket_and_downloads_presigned() {
     let tampered = format!("{unsigned}X-Amz-Signature={flipped}{}", &signature[1..]);
     assert_eq!(fetch(&tampered).await.status(), StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn an_archive_the_queue_did_not_take_is_a_503_to_repeat_and_fails_its_operation() {
+    let media = Media::new(tests::Backend::Sqlite).await;
+    let uploaded: Value = media
+        .upload(&[Part::File("files", "front.jpg", jpeg(120, 80))])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let body = serde_json::json!({
+        "file_ids": [uploaded["files"][0]["media_id"]],
+        "archive_name": "front",
+    });
+    let key = idempotency_key();
+    let archive = || {
+        media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/media/archive"))
+            .header("X-API-Key", &media.key)
+            .header("X-Idempotency-Key", &key)
+            .json(&body)
+            .send()
+    };
+    media.ctx.app.refuse_jobs("media_archive", true).await;
+    let refused = archive().await.unwrap();
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let refused = expect_error(refused, StatusCode::SERVICE_UNAVAILABLE, "server.not_ready").await;
+    assert_eq!(refused["error"]["details"]["component"], "job queue");
+    let operations = crate::support::sql::count_for_agency(
+        media.ctx.app.store.db(),
+        "media_operations",
+        media.ctx.agency.id.as_str(),
+    )
+    .await;
+    assert_eq!(operations, 2, "the upload's and the failed archive's");
+
+    // The same request again, once the queue is back, is a new archive.
+    media.ctx.app.refuse_jobs("media_archive", false).await;
+    let accepted = archive().await.unwrap();
+    assert_eq!(accepted.status(), StatusCode::ACCEPTED);
+    let accepted: Value = accepted.json().await.unwrap();
+    let done = archive_when_done(&media, accepted["operation_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "completed", "{done}");
+}

@@ -114,6 +114,7 @@ fn archive_name_problem(name: &str) -> Option<String> {
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks media:write", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: file_ids (empty, too many, not the caller's media) or archive_name", body = ErrorEnvelope),
+        (status = 503, description = "server.not_ready: the job queue did not take the archive (its operation is failed); repeat the request after Retry-After", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
@@ -169,12 +170,21 @@ async fn create_archive(
         agency_id: tenant.agency_id.clone(),
         is_sandbox: tenant.environment.is_sandbox(),
     };
-    state
+    if let Err(err) = state
         .platform()
         .queue
         .push(job, PushOptions::default())
         .await
-        .map_err(ApiError::internal)?;
+    {
+        // Nothing would ever build it: the operation fails at once rather
+        // than waiting forever, and the answer says to repeat the request.
+        state
+            .store()
+            .media()
+            .finish_archive(&tenant, &operation_id, None)
+            .await?;
+        return Err(err.into());
+    }
     let operation = state
         .store()
         .media()
