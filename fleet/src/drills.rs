@@ -67,6 +67,10 @@ pub struct DrillArgs {
     /// How long `restart_redis` keeps Redis stopped.
     #[arg(long, default_value_t = 10)]
     redis_outage_seconds: u64,
+    /// How long `restart_postgres` keeps PostgreSQL stopped: longer than the
+    /// API's wait for a database connection (10 s), so some writes fail.
+    #[arg(long, default_value_t = 15)]
+    postgres_outage_seconds: u64,
 }
 
 /// The run's totals.
@@ -111,7 +115,9 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<bool> {
             "kill_worker" => kill_worker(&fleet, &mut totals).await,
             "kill_api" => kill_api(&fleet, &mut totals).await,
             "restart_redis" => restart_redis(&fleet, &mut totals, args.redis_outage_seconds).await,
-            "restart_postgres" => restart_postgres(&fleet, &mut totals).await,
+            "restart_postgres" => {
+                restart_postgres(&fleet, &mut totals, args.postgres_outage_seconds).await
+            }
             _ => partition_worker(&fleet, &mut totals, args.partition_seconds).await,
         };
         let mut verdict =
@@ -125,6 +131,9 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<bool> {
             if let Err(err) = fleet.hosts.start(host).await {
                 eprintln!("fleet-drill: could not restart {host}: {err:#}");
             }
+        }
+        if let Err(err) = fleet.remove_endpoints().await {
+            eprintln!("fleet-drill: could not remove {name}'s endpoints: {err:#}");
         }
     }
     let ok = verdicts.values().all(|v| v["ok"] == true)
@@ -560,7 +569,11 @@ async fn restart_redis(fleet: &Fleet, totals: &mut Totals, outage: u64) -> anyho
 
 /// PostgreSQL restarted under load: writes fail cleanly and are retried with
 /// the same key into exactly one listing each; nothing is restarted.
-async fn restart_postgres(fleet: &Fleet, totals: &mut Totals) -> anyhow::Result<Value> {
+async fn restart_postgres(
+    fleet: &Fleet,
+    totals: &mut Totals,
+    outage: u64,
+) -> anyhow::Result<Value> {
     let seq = fleet.last_event_seq().await?;
     fleet
         .endpoint("restart_postgres", &["listing.created"])
@@ -568,7 +581,7 @@ async fn restart_postgres(fleet: &Fleet, totals: &mut Totals) -> anyhow::Result<
     let (stop, task) = start_writers(fleet, "restart_postgres", 2);
     tokio::time::sleep(Duration::from_secs(2)).await;
     fleet.hosts.stop("db").await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(outage)).await;
     fleet.hosts.start("db").await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let writes = stop_writers(stop, task).await?;
@@ -584,6 +597,7 @@ async fn restart_postgres(fleet: &Fleet, totals: &mut Totals) -> anyhow::Result<
     Ok(json!({
         "ok": lost == 0 && duplicated == 0 && undelivered == 0 && writes.server_errors == 0
             && writes.abandoned.is_empty() && still_running.values().all(|r| *r),
+        "outage_seconds": outage,
         "listings_acked": writes.acked.len(),
         "listings_lost": lost,
         "listings_duplicated": duplicated,

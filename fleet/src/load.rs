@@ -12,6 +12,11 @@ use tokio::sync::watch;
 use crate::photos;
 use crate::service::{Answer, Fleet};
 
+/// A writer's pause between creates: a steady load of a few creates per
+/// second per writer, so the longest drill (40 s, two writers) stays well
+/// inside an endpoint's hourly delivery budget of 1,000.
+const WRITER_PAUSE: Duration = Duration::from_millis(150);
+
 /// How long a client keeps retrying one create before giving up.
 const RETRY_FOR: Duration = Duration::from_secs(90);
 
@@ -129,7 +134,7 @@ pub async fn write_listings(
                         ulid::Ulid::generate()
                     );
                     create(&fleet, writer, &address, &writes).await;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(WRITER_PAUSE).await;
                 }
             })
         })

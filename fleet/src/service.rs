@@ -4,6 +4,7 @@
 //! kept, and the hosts to act on.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -88,6 +89,8 @@ pub struct Fleet {
     pub agency: Agency,
     /// Workers' heartbeat.
     pub heartbeat: Duration,
+    /// Endpoints registered by the drill that runs, removed after it.
+    endpoints: Arc<Mutex<Vec<String>>>,
 }
 
 impl Fleet {
@@ -121,6 +124,7 @@ impl Fleet {
             http,
             agency,
             heartbeat,
+            endpoints: Arc::default(),
         })
     }
 
@@ -179,7 +183,35 @@ impl Fleet {
         if answer.status != Some(StatusCode::CREATED.as_u16()) {
             bail!("registering the {name} endpoint: {}", answer.label());
         }
-        Ok(answer.body["id"].as_str().unwrap_or_default().to_owned())
+        let id = answer.body["id"].as_str().unwrap_or_default().to_owned();
+        self.registered_endpoints().push(id.clone());
+        Ok(id)
+    }
+
+    /// Deletes the endpoints registered since the last call, so the next
+    /// drill's writes do not spend their hourly delivery budget (1,000
+    /// deliveries per endpoint) and every drill's deliveries are its own.
+    pub async fn remove_endpoints(&self) -> anyhow::Result<()> {
+        let ids = std::mem::take(&mut *self.registered_endpoints());
+        for id in ids {
+            let answer = Self::answer(self.request(
+                reqwest::Method::DELETE,
+                0,
+                &format!("/webhooks/endpoints/{id}"),
+            ))
+            .await;
+            if !matches!(answer.status, Some(200 | 204 | 404)) {
+                bail!("deleting endpoint {id}: {}", answer.label());
+            }
+        }
+        Ok(())
+    }
+
+    fn registered_endpoints(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        match self.endpoints.lock() {
+            Ok(endpoints) => endpoints,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     /// The newest event's sequence number (events after it are a drill's).
