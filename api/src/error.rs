@@ -39,6 +39,16 @@ pub enum Resource {
     Operation,
     /// `media_not_found`.
     Media,
+    /// `agency_owner_not_found`: an agency without its owner account.
+    AgencyOwner,
+    /// `session_not_found`.
+    Session,
+    /// `appointment_not_found`: a listing without a shoot appointment.
+    Appointment,
+    /// `invoice_not_found`: a listing without the invoice asked about.
+    Invoice,
+    /// `package_not_found`.
+    Package,
 }
 
 impl Resource {
@@ -53,6 +63,11 @@ impl Resource {
             Self::Agency => "agency_not_found",
             Self::Operation => "operation_not_found",
             Self::Media => "media_not_found",
+            Self::AgencyOwner => "agency_owner_not_found",
+            Self::Session => "session_not_found",
+            Self::Appointment => "appointment_not_found",
+            Self::Invoice => "invoice_not_found",
+            Self::Package => "package_not_found",
         }
     }
 
@@ -67,6 +82,11 @@ impl Resource {
             Self::Agency => "agency",
             Self::Operation => "operation",
             Self::Media => "media item",
+            Self::AgencyOwner => "agency owner",
+            Self::Session => "session",
+            Self::Appointment => "appointment",
+            Self::Invoice => "invoice",
+            Self::Package => "package",
         }
     }
 }
@@ -210,7 +230,7 @@ pub enum ApiError {
     },
     /// 400 `idempotency.missing`: a POST or PATCH without `X-Idempotency-Key`.
     IdempotencyMissing,
-    /// 400 `validation.failed` about a header (named in `details.fields`).
+    /// 422 `validation.failed` about a header (named in `details.fields`).
     InvalidHeader {
         /// The header.
         name: &'static str,
@@ -246,6 +266,9 @@ pub enum ApiError {
     InvalidCursor,
     /// 500 `server.internal`; the cause is logged, never shown.
     Internal(String),
+    /// 503 `server.timeout`: the request ran past its route's deadline (the
+    /// seconds) and was stopped; nothing it started was kept.
+    Timeout(u64),
     /// 503 `server.not_ready`: a dependency (`database`, `queue`) does not
     /// answer (readiness probe of the ops listener).
     NotReady(&'static str),
@@ -284,18 +307,18 @@ impl ApiError {
             Self::LifecycleViolation { .. } | Self::InvalidSectionPayload { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            Self::MalformedBody(_) | Self::IdempotencyMissing | Self::InvalidHeader { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::MalformedBody(_) | Self::IdempotencyMissing => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyConflict | Self::IdempotencyKeyInProgress => StatusCode::CONFLICT,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Validation(_) | Self::InvalidCursor => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Validation(_) | Self::InvalidHeader { .. } | Self::InvalidCursor => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::InvalidValues(_) | Self::InvalidResetToken => StatusCode::BAD_REQUEST,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotReady(_) | Self::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -337,6 +360,7 @@ impl ApiError {
             Self::InvalidCursor => "invalid_cursor",
             Self::Internal(_) => "server.internal",
             Self::NotReady(_) => "server.not_ready",
+            Self::Timeout(_) => "server.timeout",
         }
     }
 
@@ -427,6 +451,10 @@ impl ApiError {
                     .into()
             }
             Self::NotReady(component) => format!("The {component} does not answer.").into(),
+            Self::Timeout(seconds) => format!(
+                "The request did not finish within {seconds} seconds and was stopped; nothing it started was kept. Repeat it (with the same idempotency key)."
+            )
+            .into(),
         }
     }
 
@@ -456,6 +484,9 @@ impl ApiError {
             }
             Self::NotReady(component) => {
                 details.insert("component".into(), (*component).into());
+            }
+            Self::Timeout(seconds) => {
+                details.insert("deadline_seconds".into(), (*seconds).into());
             }
             Self::EndpointRemoved {
                 changelog_url,
@@ -497,6 +528,55 @@ impl ApiError {
                 } => Some(*retry_after_seconds),
                 _ => None,
             },
+            decided: self.is_decided(),
+        }
+    }
+
+    /// Whether the endpoint ran and decided this outcome from the state it
+    /// found, so the same request under the same idempotency key gets it
+    /// again: a missing resource and the listing rules. Everything else was
+    /// refused before the request did anything (credentials, validation,
+    /// budgets, a concurrent change, an unavailable dependency) and keeps no
+    /// idempotent result, as Stripe does: a client may fix its request, or
+    /// wait, and retry under the same key.
+    pub fn is_decided(&self) -> bool {
+        match self {
+            Self::NotFound(_)
+            | Self::ListingNotActivated
+            | Self::NoOpTransition(_)
+            | Self::ListingAlreadyCancelled
+            | Self::OutsideCancellationWindow { .. }
+            | Self::LifecycleViolation { .. } => true,
+            Self::MissingKey(_)
+            | Self::InvalidKey
+            | Self::ScopeDenied(_)
+            | Self::SessionRequired
+            | Self::InvalidCredentials
+            | Self::CsrfFailed
+            | Self::InvalidResetToken
+            | Self::Upload { .. }
+            | Self::EndpointRemoved { .. }
+            | Self::TlsRequired
+            | Self::EndpointNotInScope
+            | Self::SectionNotExposed
+            | Self::MethodNotAllowed
+            | Self::ListingStatusConflict { .. }
+            | Self::InvalidSectionPayload { .. }
+            | Self::MalformedBody(_)
+            | Self::IdempotencyMissing
+            | Self::InvalidHeader { .. }
+            | Self::IdempotencyKeyConflict
+            | Self::IdempotencyKeyInProgress
+            | Self::RateLimited { .. }
+            | Self::PayloadTooLarge
+            | Self::UnsupportedMediaType(_)
+            | Self::Validation(_)
+            | Self::InvalidValues(_)
+            | Self::Forbidden(_)
+            | Self::InvalidCursor
+            | Self::Internal(_)
+            | Self::Timeout(_)
+            | Self::NotReady(_) => false,
         }
     }
 }
@@ -534,7 +614,7 @@ impl IntoResponse for ApiError {
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
             }
-            Self::NotReady(_) => {
+            Self::NotReady(_) | Self::Timeout(_) => {
                 // A restart or failover takes seconds; the request is safe
                 // to repeat (with the same idempotency key).
                 response
@@ -571,23 +651,22 @@ impl From<StorageError> for ApiError {
 }
 
 impl ApiError {
-    /// The answer to a repository's `NotFound`. Every entity is listed: those
-    /// a client can name get their 404 code; the others are never looked up
-    /// from a client's input, so their absence is the server's inconsistency.
+    /// The answer to a repository's `NotFound`: every entity has its 404
+    /// code, so whatever a handler looks up, a missing row is never a 500.
     fn not_found(entity: Entity) -> Self {
-        match entity {
-            Entity::User => Self::NotFound(Resource::User),
-            Entity::Listing => Self::NotFound(Resource::Listing),
-            Entity::ApiKey => Self::NotFound(Resource::ApiKey),
-            Entity::Operation => Self::NotFound(Resource::Operation),
-            Entity::Media => Self::NotFound(Resource::Media),
-            Entity::Agency => Self::NotFound(Resource::Agency),
-            Entity::AgencyOwner
-            | Entity::Session
-            | Entity::Appointment
-            | Entity::OpenInvoice
-            | Entity::Package => Self::internal(format!("{entity} not found")),
-        }
+        Self::NotFound(match entity {
+            Entity::User => Resource::User,
+            Entity::Listing => Resource::Listing,
+            Entity::ApiKey => Resource::ApiKey,
+            Entity::Operation => Resource::Operation,
+            Entity::Media => Resource::Media,
+            Entity::Agency => Resource::Agency,
+            Entity::AgencyOwner => Resource::AgencyOwner,
+            Entity::Session => Resource::Session,
+            Entity::Appointment => Resource::Appointment,
+            Entity::OpenInvoice => Resource::Invoice,
+            Entity::Package => Resource::Package,
+        })
     }
 }
 
@@ -631,6 +710,11 @@ pub struct ErrorBody {
     pub details: Map<String, Value>,
     /// Seconds to wait, on 429 only.
     pub retry_after_seconds: Option<u64>,
+    /// Whether the endpoint ran and decided this outcome (a missing
+    /// resource, a business rule): only such errors are kept as a request's
+    /// idempotent outcome. Never rendered.
+    #[serde(skip)]
+    pub decided: bool,
 }
 
 impl ErrorBody {
@@ -653,6 +737,7 @@ impl ErrorBody {
                         .to_owned(),
                     details: Map::new(),
                     retry_after_seconds: None,
+                    decided: false,
                 };
             }
             _ => ApiError::Internal(format!("bare {status} response")),
@@ -696,4 +781,31 @@ pub struct ErrorObject {
     /// On 429 only: seconds to wait before retrying (as `Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_seconds: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::{Entity, StorageError};
+
+    use super::ApiError;
+
+    #[test]
+    fn every_missing_entity_is_a_404_with_its_own_code() {
+        let mut codes = std::collections::BTreeSet::new();
+        for entity in Entity::ALL {
+            let error = ApiError::from(StorageError::NotFound(entity));
+            assert_eq!(
+                error.status(),
+                axum::http::StatusCode::NOT_FOUND,
+                "{entity}"
+            );
+            let code = error.code();
+            assert!(code.ends_with("_not_found"), "{entity}: {code}");
+            assert!(codes.insert(code), "{entity} shares {code}");
+            assert!(
+                error.is_decided(),
+                "a missing {entity} is the request's outcome"
+            );
+        }
+    }
 }

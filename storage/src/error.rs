@@ -126,6 +126,21 @@ pub enum Entity {
 }
 
 impl Entity {
+    /// Every entity (the API's tests hold each to a 404 code).
+    pub const ALL: [Entity; 11] = [
+        Self::Agency,
+        Self::AgencyOwner,
+        Self::User,
+        Self::Session,
+        Self::ApiKey,
+        Self::Listing,
+        Self::Appointment,
+        Self::OpenInvoice,
+        Self::Package,
+        Self::Media,
+        Self::Operation,
+    ];
+
     /// How messages and operator commands name it.
     pub const fn name(self) -> &'static str {
         match self {

@@ -48,7 +48,7 @@ backend_tests! {
             expect_error(response, StatusCode::BAD_REQUEST, "idempotency.missing").await;
         }
         let long = create_with(&ctx, &"k".repeat(129), &ctx.new_listing()).await;
-        let error = expect_error(long, StatusCode::BAD_REQUEST, "validation.failed").await;
+        let error = expect_error(long, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
         assert!(error["error"]["details"]["fields"]["X-Idempotency-Key"].is_string());
         let longest = create_with(&ctx, &"k".repeat(128), &ctx.new_listing()).await;
         assert_eq!(longest.status(), StatusCode::CREATED);
@@ -147,6 +147,34 @@ backend_tests! {
         assert!(body["error"]["request_id"].as_str().is_some());
         let fresh = patch("activate-2").await.unwrap();
         assert_eq!(fresh.status(), StatusCode::OK);
+    }
+
+    /// Stripe's rule on every route: a request refused before it did
+    /// anything keeps no result under its key, whatever the refusal's code
+    /// (`validation.failed`, `invalid_section_payload`,
+    /// `validation.invalid_value`), so the corrected request runs under it.
+    async fn no_refusal_is_kept_under_its_key(backend) {
+        let ctx = Ctx::new(backend).await;
+        let number = ctx.listing().await;
+        let send = |method: Method, path: String, key: &'static str, body: Value| {
+            ctx.app.client.request(method, ctx.app.url(&path)).header("X-API-Key", &ctx.key).header("X-Idempotency-Key", key).json(&body).send()
+        };
+        let tour = format!("/api/v1/listings/{number}/sections/tour3d");
+        let refused = send(Method::PATCH, tour.clone(), "section", json!({"operation": "set"})).await.unwrap();
+        expect_error(refused, StatusCode::UNPROCESSABLE_ENTITY, "invalid_section_payload").await;
+        let fixed = send(Method::PATCH, tour, "section", json!({"operation": "set", "url": "https://tours.example.com/a"})).await.unwrap();
+        assert_eq!(fixed.status(), StatusCode::OK);
+        assert!(!replayed(&fixed));
+
+        let users_key = ctx.app.key_acting_for(&ctx.agency, &ctx.agency.owner_id, &[Scope::UsersRead, Scope::UsersWrite]).await;
+        let preferences = ctx.app.url(&format!("/api/v1/users/{}/preferences", ctx.agency.owner_id));
+        let patch_preferences = |theme: &str| {
+            ctx.app.client.patch(&preferences).header("X-API-Key", &users_key).header("X-Idempotency-Key", "preferences").json(&json!({"theme": theme})).send()
+        };
+        expect_error(patch_preferences("purple").await.unwrap(), StatusCode::BAD_REQUEST, "validation.invalid_value").await;
+        let fixed = patch_preferences("dark").await.unwrap();
+        assert!(!replayed(&fixed));
+        assert_eq!(expect_ok(fixed).await["theme"], "dark");
     }
 
     async fn keys_belong_to_one_agency(backend) {

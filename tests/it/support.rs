@@ -47,6 +47,14 @@ pub async fn expect_ok(response: Response) -> Value {
     serde_json::from_str(&text).expect("JSON body")
 }
 
+/// Asserts a 201 and returns its JSON body.
+pub async fn expect_created(response: Response) -> Value {
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    serde_json::from_str(&text).expect("JSON body")
+}
+
 /// Direct SQL for conditions no route can produce yet (a deactivated user, an
 /// expired key) and for inspecting what the database holds.
 pub mod sql {

@@ -7,9 +7,9 @@
 //! still runs gets 409 `idempotency_key_in_progress` with `Retry-After: 5`.
 //!
 //! What is stored (docs/decisions.md): 2xx responses and the 4xx the endpoint
-//! itself decided (not found, business-rule conflicts and violations). Not
-//! stored, so the key is released: 5xx, and requests refused before they ran
-//! (unparseable or invalid bodies).
+//! ran and decided (not found, the listing rules; `ApiError::is_decided`).
+//! Not stored, so the key is released: every 5xx, and every request refused
+//! before it did anything (validation, budgets, credentials), Stripe's rule.
 
 use std::time::Duration;
 
@@ -45,14 +45,6 @@ const MAX_BODY: usize = 1024 * 1024;
 const MAX_MULTIPART_BODY: u64 = 1024 * 1024 * 1024;
 /// Largest response body stored for replay.
 const MAX_STORED_RESPONSE: usize = 4 * 1024 * 1024;
-/// Error codes of requests refused before the endpoint ran: their key is released.
-const NOT_EXECUTED: [&str; 4] = [
-    "validation.failed",
-    "request.malformed",
-    "request.too_large",
-    "request.unsupported_media_type",
-];
-
 /// The idempotency key of the current request, for handlers that create
 /// resources and remember the key on them.
 #[derive(Clone, Debug)]
@@ -211,10 +203,12 @@ async fn record(
 ) -> Response {
     let status = response.status();
     let error = response.extensions().get::<ErrorBody>().cloned();
-    let not_executed = error
-        .as_ref()
-        .is_some_and(|e| NOT_EXECUTED.contains(&e.code.as_ref()));
-    if status.is_server_error() || not_executed {
+    // Only what the endpoint ran and decided is kept (ApiError::is_decided).
+    let kept = match &error {
+        Some(error) => error.decided,
+        None => !status.is_client_error() && !status.is_server_error(),
+    };
+    if !kept {
         if let Err(err) = store.idempotency().release(agency, key).await {
             tracing::warn!(%err, "could not release an idempotency key");
         }

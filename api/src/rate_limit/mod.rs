@@ -239,10 +239,14 @@ impl RateLimitHeaders {
         Self(headers)
     }
 
-    /// Adds the headers to a response's.
+    /// Adds the headers to a response's, leaving those it already has: a
+    /// response refused by a narrower budget inside the handler (a webhook
+    /// endpoint's replays) describes that budget, not this one.
     pub fn apply(&self, headers: &mut HeaderMap) {
         for (name, value) in &self.0 {
-            headers.insert(name.clone(), value.clone());
+            if !headers.contains_key(name) {
+                headers.insert(name.clone(), value.clone());
+            }
         }
     }
 }

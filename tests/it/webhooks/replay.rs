@@ -9,7 +9,7 @@ use tests::backend_tests;
 use webhook_verify::Verifier;
 
 use super::Ctx;
-use crate::support::{expect_error, expect_ok};
+use crate::support::{expect_created, expect_error, expect_ok};
 
 backend_tests! {
     async fn a_replay_resends_the_event_signed_with_the_current_secret(backend) {
@@ -51,7 +51,8 @@ backend_tests! {
         for (status, verdict) in [(200, "Verified"), (401, "Signature rejected"), (403, "Signature rejected"), (500, "Handler error")] {
             ctx.receiver.script(&[status]);
             // Each test fire spends the endpoint's budget of 5 per minute; stay under it.
-            let fired = expect_ok(ctx.post(&path, &json!({})).await).await;
+            // A test fire makes a delivery and answers 201, as a replay does.
+            let fired = expect_created(ctx.post(&path, &json!({})).await).await;
             assert_eq!(fired["verdict"], verdict, "{status}: {fired}");
             assert_eq!(fired["delivery"]["kind"], "test_fire");
             assert_eq!(fired["delivery"]["event_type"], "webhook.test_fire");
@@ -62,9 +63,10 @@ backend_tests! {
         assert_eq!(last.json()["event_type"], "webhook.test_fire");
         assert_eq!(last.json()["data"]["endpoint_id"], endpoint_id.as_str());
         // The fifth in the minute is allowed, the sixth is not.
-        expect_ok(ctx.post(&path, &json!({})).await).await;
+        expect_created(ctx.post(&path, &json!({})).await).await;
         let refused = ctx.post(&path, &json!({})).await;
         assert!(refused.headers().contains_key("retry-after"));
+        assert_eq!(refused.headers()["x-rate-limit-limit"], "5");
         expect_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limit.exceeded").await;
         // Test fires do not count against the endpoint's health.
         let endpoint = expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
@@ -85,7 +87,7 @@ async fn a_test_fire_to_a_closed_port_is_a_connection_failure() {
             json!({ "url": format!("https://localhost:{closed}/hooks") }),
         )
         .await;
-    let fired = expect_ok(
+    let fired = expect_created(
         ctx.post(
             &format!("/api/v1/webhooks/endpoints/{endpoint_id}/test"),
             &json!({}),
@@ -105,7 +107,7 @@ async fn a_test_fire_to_a_receiver_slower_than_ten_seconds_times_out() {
     let ctx = Ctx::new(tests::Backend::Sqlite).await;
     let (endpoint_id, _) = ctx.register().await;
     ctx.receiver.delay(Duration::from_secs(12));
-    let fired = expect_ok(
+    let fired = expect_created(
         ctx.post(
             &format!("/api/v1/webhooks/endpoints/{endpoint_id}/test"),
             &json!({}),
@@ -136,11 +138,29 @@ async fn replays_are_limited_to_ten_a_minute_per_endpoint() {
             201
         );
     }
-    let refused = ctx.send(Method::POST, &path, &ctx.key, None).await;
-    expect_error(
-        refused,
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limit.exceeded",
-    )
-    .await;
+    // The refusal describes the endpoint's budget that refused it, not the
+    // key's, and keeps no result under its idempotency key: a retry under
+    // the same key is refused afresh (or runs, once the minute is over),
+    // never replayed.
+    let refuse = || {
+        ctx.app
+            .client
+            .post(ctx.app.url(&path))
+            .header("X-API-Key", &ctx.key)
+            .header("X-Idempotency-Key", "eleventh-replay")
+            .send()
+    };
+    for _ in 0..2 {
+        let refused = refuse().await.unwrap();
+        assert!(refused.headers().get("x-idempotent-replay").is_none());
+        assert_eq!(refused.headers()["x-rate-limit-limit"], "10");
+        assert_eq!(refused.headers()["x-rate-limit-remaining"], "0");
+        assert!(refused.headers().contains_key("retry-after"));
+        expect_error(
+            refused,
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit.exceeded",
+        )
+        .await;
+    }
 }

@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use storage::ids::{DeliveryId, EventId};
@@ -65,7 +66,7 @@ pub fn verdict(report: &AttemptReport) -> &'static str {
     operation_id = "test_webhook_endpoint",
     params(("endpoint_id" = String, Path, description = "The endpoint's id")),
     responses(
-        (status = 200, description = "The verdict and the test delivery", body = TestFireOut),
+        (status = 201, description = "The test delivery made, and its verdict", body = TestFireOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
@@ -77,7 +78,7 @@ async fn test_fire(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(endpoint_id): ApiPath<String>,
-) -> Result<Json<TestFireOut>, ApiError> {
+) -> Result<(StatusCode, Json<TestFireOut>), ApiError> {
     let tenant = principal.tenant();
     let endpoint = endpoint_of(&state, &tenant, &parse_endpoint_id(&endpoint_id)?).await?;
     spend_endpoint_budget(
@@ -115,8 +116,12 @@ async fn test_fire(
         .create_manual(&endpoint, DeliveryKind::TestFire, &template)
         .await?;
     let (delivery, attempts, report) = deliver_now(&state, &endpoint, delivery).await?;
-    Ok(Json(TestFireOut {
-        verdict: verdict(&report).to_owned(),
-        delivery: DeliveryOut::new(delivery, Some(attempts)),
-    }))
+    // 201 like a replay: both make a delivery, shown in the history.
+    Ok((
+        StatusCode::CREATED,
+        Json(TestFireOut {
+            verdict: verdict(&report).to_owned(),
+            delivery: DeliveryOut::new(delivery, Some(attempts)),
+        }),
+    ))
 }
