@@ -38,7 +38,15 @@ pub fn app_with_routes(
     extra: Router<AppState>,
 ) -> Router {
     let (routes, _doc) = routes::router(state.clone());
-    middleware::apply(routes.merge(extra).with_state(state), transport)
+    let deadlines = middleware::deadline::Deadlines {
+        deadlines: state.request_deadlines(),
+        uploads: state.upload_limits(),
+    };
+    middleware::apply(
+        routes.merge(extra).with_state(state),
+        transport,
+        Some(deadlines),
+    )
 }
 
 /// The transport policy of the listener `args` configures.

@@ -1,12 +1,14 @@
 //! `AppState`: what every handler can reach. Cheap to clone.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use storage::Store;
 use workers::handlers::WorkerState;
 
 use crate::config::UploadLimits;
+use crate::middleware::deadline::RequestDeadlines;
 use crate::middleware::key_cache::KeyCache;
+use crate::middleware::query_params::DocumentedQueries;
 use crate::pagination::CursorCodec;
 use crate::rate_limit::RateLimiter;
 
@@ -33,6 +35,8 @@ struct Inner {
     key_cache: KeyCache,
     revocation_redis_url: Option<String>,
     upload_limits: UploadLimits,
+    request_deadlines: RequestDeadlines,
+    documented_queries: OnceLock<DocumentedQueries>,
 }
 
 impl AppState {
@@ -49,6 +53,8 @@ impl AppState {
                 key_cache: KeyCache::default(),
                 revocation_redis_url: None,
                 upload_limits: Default::default(),
+                request_deadlines: Default::default(),
+                documented_queries: OnceLock::new(),
             }),
         }
     }
@@ -74,6 +80,35 @@ impl AppState {
     /// The upload limits.
     pub fn upload_limits(&self) -> UploadLimits {
         self.inner.upload_limits
+    }
+
+    /// Requests under `deadlines` instead of the specification's (tests).
+    /// Call it before the state is shared; a shared state is left unchanged.
+    pub fn with_request_deadlines(mut self, deadlines: RequestDeadlines) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.request_deadlines = deadlines;
+        }
+        self
+    }
+
+    /// Records the query parameters the OpenAPI document declares (once,
+    /// when the routes are built).
+    pub fn set_documented_queries(&self, queries: DocumentedQueries) {
+        let _ = self.inner.documented_queries.set(queries);
+    }
+
+    /// The query parameters each documented operation declares.
+    pub fn documented_queries(&self) -> DocumentedQueries {
+        self.inner
+            .documented_queries
+            .get()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The routes' deadlines.
+    pub fn request_deadlines(&self) -> RequestDeadlines {
+        self.inner.request_deadlines
     }
 
     /// The Redis revocations are announced on, if any.

@@ -102,7 +102,11 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
                 .route("/api/v1/listings/{listing_number}", get(read::read_listing))
                 .layer(Extension(principal))
                 .with_state(state);
-            api::middleware::apply(routes, TransportPolicy::ServeAll)
+            let deadlines = api::middleware::deadline::Deadlines {
+                deadlines: Default::default(),
+                uploads: Default::default(),
+            };
+            api::middleware::apply(routes, TransportPolicy::ServeAll, Some(deadlines))
         }
         other => anyhow::bail!("unknown stack {other}"),
     };

@@ -230,3 +230,68 @@ async fn every_route_is_documented_with_its_request_guarantees() {
         }
     }
 }
+
+/// Query parameters are treated alike on every documented operation: one
+/// the document does not declare is 422 `validation.failed` naming it, once
+/// the caller is authenticated (key routes, session routes, and the open
+/// session routes alike).
+#[tokio::test]
+async fn every_operation_refuses_a_query_parameter_it_does_not_declare() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let agency = app.agency().await;
+    let key = app
+        .key_acting_for(&agency, &agency.owner_id, &storage::api_keys::Scope::ALL)
+        .await;
+    let email = crate::sessions::owner_login(&app, &agency).await;
+    let session = crate::sessions::sign_in(&app, &email).await;
+    let doc = document(&app, None).await;
+    let mut checked = 0;
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let concrete = path
+                .replace("{user_id}", agency.owner_id.as_str())
+                .replace("{listing_number}", "MA-0000000")
+                .replace("{operation_id}", "op_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{endpoint_id}", "whe_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{delivery_id}", "whd_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{key_id}", "key_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{assistant_id}", "usr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{section}", "tour3d")
+                .replace("{media_id}", "med_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{name}", "thumbnail");
+            assert!(
+                !concrete.contains('{'),
+                "a value for every parameter of {path}"
+            );
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let security = operation["security"].to_string();
+            let mut request = app
+                .client
+                .request(
+                    method.clone(),
+                    app.url(&format!("{concrete}?not_a_parameter=1")),
+                )
+                .header("X-Idempotency-Key", tests::idempotency_key());
+            if security.contains("api_key") {
+                request = request.header("X-API-Key", &key);
+            } else if !operation["security"].is_null() {
+                request = request
+                    .header("Cookie", &session.cookie)
+                    .header("X-CSRF-Token", &session.csrf);
+            }
+            let response = request.send().await.unwrap();
+            let body = expect_error(
+                response,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation.failed",
+            )
+            .await;
+            assert_eq!(
+                body["error"]["details"]["fields"]["not_a_parameter"], "is not a known parameter",
+                "{method} {path}: {body}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked} operations");
+}

@@ -478,3 +478,57 @@ async fn stored_password_hash(app: &TestApp, user_id: &str) -> String {
     }
     .unwrap()
 }
+
+/// A user creation that cannot finish within its deadline (here the users
+/// table is locked against writes) answers 503 `server.timeout`, keeps
+/// nothing it started, and runs anew when repeated with the same key.
+#[tokio::test]
+async fn a_user_creation_past_its_deadline_is_a_503_that_keeps_nothing() {
+    let deadlines = api::middleware::deadline::RequestDeadlines {
+        user_creation: std::time::Duration::from_secs(1),
+        ..Default::default()
+    };
+    let app = TestApp::builder(tests::Backend::Postgres)
+        .request_deadlines(deadlines)
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let owner_key = app.key_acting_for(&agency, &agency.owner_id, &ALL).await;
+    let storage::Database::Postgres(pool) = app.store.db() else {
+        unreachable!("a PostgreSQL deployment")
+    };
+    let email = format!("{}@example.com", ulid::Ulid::generate()).to_lowercase();
+    let body =
+        json!({"email": email, "password": "Corr3ct-Horse", "role": "agent", "name": "Slow Sam"});
+    let create = || {
+        app.client
+            .post(app.url("/api/v1/users"))
+            .header("X-API-Key", &owner_key)
+            .header("X-Idempotency-Key", "slow-user")
+            .json(&body)
+            .send()
+    };
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("lock table users in share mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let stopped = create().await.unwrap();
+    assert_eq!(stopped.headers()["retry-after"], "1");
+    let error = expect_error(stopped, StatusCode::SERVICE_UNAVAILABLE, "server.timeout").await;
+    assert_eq!(error["error"]["details"]["deadline_seconds"], 1);
+    lock.rollback().await.unwrap();
+
+    let users: i64 = sqlx::query_scalar("select count(*) from users where email = $1")
+        .bind(&email)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(users, 0, "nothing of the stopped creation was kept");
+    let created = create().await.unwrap();
+    assert_eq!(
+        created.status(),
+        StatusCode::CREATED,
+        "the same key runs again"
+    );
+}

@@ -57,6 +57,7 @@ pub struct TestAppBuilder {
     mail_relay: Option<String>,
     media_target: Option<storage::objects::ObjectStoreTarget>,
     upload_limits: Option<api::config::UploadLimits>,
+    request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
 }
 
 impl TestAppBuilder {
@@ -123,6 +124,15 @@ impl TestAppBuilder {
     /// Deliver webhooks with these settings (default: production's strict policy).
     pub fn webhooks(mut self, webhooks: workers::handlers::WebhookDelivery) -> Self {
         self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Requests under these deadlines instead of the specification's.
+    pub fn request_deadlines(
+        mut self,
+        deadlines: api::middleware::deadline::RequestDeadlines,
+    ) -> Self {
+        self.request_deadlines = Some(deadlines);
         self
     }
 
@@ -200,6 +210,9 @@ impl TestAppBuilder {
         let mut state = AppState::new(platform.clone(), urls, rate_limiter);
         if let Some(url) = &redis_url {
             state = state.with_revocation_channel(url.clone());
+        }
+        if let Some(deadlines) = self.request_deadlines {
+            state = state.with_request_deadlines(deadlines);
         }
         if let Some(limits) = self.upload_limits {
             state = state.with_upload_limits(limits);
@@ -340,6 +353,7 @@ impl TestApp {
             mail_relay: None,
             media_target: None,
             upload_limits: None,
+            request_deadlines: None,
         }
     }
 

@@ -11,10 +11,10 @@
 //! | `KeyOrSession` | a key, else the cookie and its CSRF token | the key's, else the agency's uploads and the user's | yes |
 //! | `KeyOrProgressToken` | the `token` of a progress URL, else a key | none for a token | – (GET) |
 
-use axum::extract::{RawPathParams, Request, State};
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::{Next, from_fn_with_state};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::{RequestExt, Router};
 use utoipa_axum::router::UtoipaMethodRouter;
 
@@ -93,7 +93,8 @@ pub fn guard_router(
     router.route_layer(from_fn_with_state(guard, self::guard))
 }
 
-/// Middleware: authenticate → rate limit → attach → idempotency → handler.
+/// Middleware: authenticate → rate limit → query parameters the document
+/// declares → attach → idempotency → handler.
 pub async fn guard(
     State(guard): State<Guard>,
     mut request: Request,
@@ -131,6 +132,20 @@ pub async fn guard(
     } else {
         state.rate_limiter().check(&buckets).await?
     };
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|matched| matched.as_str().to_owned());
+    if let Some(route) = route
+        && let Err(err) =
+            state
+                .documented_queries()
+                .check(request.method(), &route, request.uri().query())
+    {
+        let mut response = err.into_response();
+        rate_limit_headers.apply(response.headers_mut());
+        return Ok(response);
+    }
     let tenant = credential.tenant();
     // Session routes of the developer settings never took idempotency keys.
     let idempotent = !matches!(guard.access, Access::Session(_));

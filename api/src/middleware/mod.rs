@@ -1,14 +1,17 @@
 //! The middleware stack, outermost first: request id → metrics → error
-//! envelope → access log → transport policy → panic guard → routing; per
+//! envelope → access log → transport policy → panic guard → the route's
+//! deadline (`deadline`) → routing; per
 //! route (`guard`, from the route table): authentication (`auth`, `session`,
 //! `progress_token`), tenancy and scope → rate limit → idempotency → handler.
 
 pub mod auth;
+pub mod deadline;
 pub mod envelope;
 pub mod guard;
 pub mod idempotency;
 pub mod key_cache;
 pub mod progress_token;
+pub mod query_params;
 pub mod request_id;
 pub mod session;
 pub mod transport;
@@ -23,7 +26,15 @@ use crate::error::ApiError;
 
 /// Wraps `router` in the global middleware, in the order the specification
 /// implies. Routes add their own per-endpoint guard (`guard::guarded`).
-pub fn apply(router: Router, transport: transport::TransportPolicy) -> Router {
+pub fn apply(
+    router: Router,
+    transport: transport::TransportPolicy,
+    deadlines: Option<deadline::Deadlines>,
+) -> Router {
+    let router = match deadlines {
+        Some(deadlines) => router.layer(from_fn_with_state(deadlines, deadline::enforce)),
+        None => router,
+    };
     router
         .layer(CatchPanicLayer::custom(
             |_panic: Box<dyn std::any::Any + Send>| {

@@ -71,6 +71,9 @@ pub fn router(
     // public listener's transport rule: credentials and job data never cross
     // a reachable address in plain HTTP. Probes reveal nothing and come from
     // the orchestrator on the host, so they are answered over any transport.
-    crate::middleware::apply(guarded, transport)
-        .merge(crate::middleware::apply(probes, TransportPolicy::ServeAll))
+    crate::middleware::apply(guarded, transport, None).merge(crate::middleware::apply(
+        probes,
+        TransportPolicy::ServeAll,
+        None,
+    ))
 }

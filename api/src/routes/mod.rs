@@ -25,6 +25,7 @@ use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::error::ApiError;
+use crate::middleware::query_params::DocumentedQueries;
 use crate::state::AppState;
 
 /// The path prefix of the public API.
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();
+    state.set_documented_queries(DocumentedQueries::from_document(&doc, API_PREFIX));
     let doc = openapi::with_servers(doc, state.urls());
     let doc = openapi::with_deprecations(doc);
     let doc = openapi::with_request_guarantees(doc);

@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::middleware::guard::guarded;
+use crate::middleware::query_params::known_params_only;
 use crate::state::AppState;
 
 mod current;
@@ -22,9 +23,12 @@ pub(crate) use password::{password_link_base, send_password_link};
 /// The routes of this resource.
 pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(sign_in::login))
-        .routes(routes!(password::request_password_reset))
-        .routes(routes!(password::set_password))
+        .routes(known_params_only(state, routes!(sign_in::login)))
+        .routes(known_params_only(
+            state,
+            routes!(password::request_password_reset),
+        ))
+        .routes(known_params_only(state, routes!(password::set_password)))
         .routes(guarded(
             state,
             &current::READ_SESSION,
