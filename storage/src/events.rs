@@ -58,8 +58,18 @@ event_types! {
     UserDeactivated => "user.deactivated",
     /// A user's manager changed.
     UserHierarchyChanged => "user.hierarchy_changed",
+    /// A user joined an agency.
+    UserSignedUp => "user.signed_up",
+    /// An agent joined an agency.
+    UserAgentCreated => "user.agent_created",
     /// Every file of an upload was processed.
     MediaUploadCompleted => "media.upload.completed",
+    /// Every media item of a listing is processed and at least one is ready.
+    MediaDeliveryCompleted => "media.delivery.completed",
+    /// Some of a listing's media are ready while others are still processing.
+    MediaDeliveryPartial => "media.delivery.partial",
+    /// Every media item of a listing failed to process.
+    MediaDeliveryFailed => "media.delivery.failed",
 }
 
 /// An event to write to the outbox together with the change it describes.

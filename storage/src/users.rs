@@ -2,7 +2,7 @@
 //! listing. People belong to the agency, not to an environment: the same team
 //! works with live and sandbox keys (see docs/decisions.md).
 
-use crate::db::{in_transaction, on_pool, write_on_pool};
+use crate::db::{in_transaction, on_pool};
 use crate::events::{EventType, NewEvent};
 use crate::ids::{AgencyId, UserId};
 use crate::outbox::{insert_event, insert_events};
@@ -80,10 +80,21 @@ impl Users<'_> {
             is_active: true,
             created_at: self.store.clock().now(),
         };
-        let inserted =
-            write_on_pool!(self.store.db(), pool => insert_user!(pool, &user).await.map(|_| ()));
+        let tenant = Tenant::new(agency.clone(), crate::Environment::Live);
+        let mut emitted = Vec::new();
+        let inserted = in_transaction!(self.store.db(), |tx| {
+            let inserted = insert_user!(&mut *tx, &user).await.map(|_| ());
+            if inserted.is_ok() {
+                let events = joined_events(&user);
+                emitted = insert_events(&mut *tx, &tenant, user.created_at, events).await?;
+            }
+            inserted
+        });
         match inserted {
-            Ok(_) => Ok(user),
+            Ok(_) => {
+                self.store.announce(&emitted);
+                Ok(user)
+            }
             Err(err) if StorageError::is_unique_violation(&err) => {
                 Err(StorageError::Conflict { field: "email" })
             }
@@ -299,6 +310,34 @@ impl Users<'_> {
             Position::after(u.created_at, u.id.as_str())
         }))
     }
+}
+
+/// The events of a user joining an agency: `user.signed_up`, and
+/// `user.agent_created` too for an agent. Users belong to the agency, not
+/// to an environment; their events are the live environment's.
+pub(crate) fn joined_events(user: &User) -> Vec<NewEvent> {
+    let created_at = user.created_at.to_rfc3339();
+    let mut events = vec![NewEvent::new(
+        EventType::UserSignedUp,
+        serde_json::json!({
+            "user_id": user.id,
+            "role": user.role.as_str(),
+            "manager_id": user.manager_id,
+            "created_at": created_at,
+        }),
+    )];
+    if user.role == Role::Agent {
+        events.push(NewEvent::new(
+            EventType::UserAgentCreated,
+            serde_json::json!({
+                "user_id": user.id,
+                "role": user.role.as_str(),
+                "manager_id": user.manager_id,
+                "created_at": created_at,
+            }),
+        ));
+    }
+    events
 }
 
 #[cfg(test)]

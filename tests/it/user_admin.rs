@@ -230,6 +230,17 @@ backend_tests! {
         }))).await;
         assert_eq!(response.status(), 201);
         let created: Value = response.json().await.unwrap();
+        // The agent joined: `user.signed_up` and `user.agent_created`, each
+        // matching its catalog schema.
+        let tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+        for event_type in ["user.signed_up", "user.agent_created"] {
+            let joined: Vec<_> = events.iter().filter(|e| e.event_type == event_type && e.data["user_id"] == created["id"]).collect();
+            assert_eq!(joined.len(), 1, "{event_type}");
+            assert_eq!(joined[0].data["manager_id"], owner.as_str());
+            let entry = storage::event_catalog::resolve(event_type).unwrap();
+            assert!(jsonschema::draft202012::new(&entry.data_schema()).unwrap().is_valid(&joined[0].data), "{}", joined[0].data);
+        }
         assert_eq!(created["email"], email.to_lowercase());
         assert_eq!(created["role"], "agent");
         assert_eq!(created["is_active"], true);
@@ -330,6 +341,8 @@ backend_tests! {
         let live = app.key_acting_for(&agency, &owner, &ALL).await;
         let sandbox = app.key_with(&agency, &ALL, Environment::Sandbox, KeyFormat::Sk).await;
         let before = [snapshot(&app, &live, &agent).await, snapshot(&app, &live, &assistant).await];
+        let live_tenant = storage::Tenant::new(agency.id.clone(), Environment::Live);
+        let setup_seq = app.store.outbox().for_tenant(&live_tenant, 0, 1000).await.unwrap().last().map_or(0, |e| e.seq);
         let people = expect_ok(send(&app, Method::GET, &live, "/api/v1/users", None).await).await;
 
         let email = format!("{}@example.com", ulid::Ulid::generate());
@@ -355,7 +368,7 @@ backend_tests! {
         assert_eq!(listed["items"], people["items"], "no user was created");
         for environment in [Environment::Live, Environment::Sandbox] {
             let tenant = storage::Tenant::new(agency.id.clone(), environment);
-            let events = app.store.outbox().for_tenant(&tenant, 0, 100).await.unwrap();
+            let events = app.store.outbox().for_tenant(&tenant, setup_seq, 100).await.unwrap();
             assert!(
                 events.iter().all(|e| !e.event_type.starts_with("user.")),
                 "{environment:?}: {:?}",

@@ -13,6 +13,7 @@ pub use password::password_problem;
 
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
+use crate::outbox::insert_events;
 use crate::records::user::{Role, User, normalise_email};
 use crate::{Entity, Result, StorageError, Store};
 
@@ -145,6 +146,8 @@ impl Accounts<'_> {
             (None, Some(base)) => Some(self.prepare_link(PasswordLinkPurpose::FirstPassword, base)),
             _ => None,
         };
+        let tenant = crate::Tenant::new(agency.clone(), crate::Environment::Live);
+        let mut emitted = Vec::new();
         let inserted = in_transaction!(self.store.db(), |tx| {
             let inserted = sqlx::query(
                 "insert into users (id, agency_id, role, email, name, manager_id, is_active, password_hash,
@@ -170,10 +173,14 @@ impl Accounts<'_> {
             if let (Ok(()), Some(link)) = (&inserted, &link) {
                 link::record_link!(tx, link, &user.id, &user.agency_id).await?;
             }
+            if inserted.is_ok() {
+                let events = crate::users::joined_events(&user);
+                emitted = insert_events(&mut *tx, &tenant, now, events).await?;
+            }
             inserted
         });
         match inserted {
-            Ok(()) => {}
+            Ok(()) => self.store.announce(&emitted),
             Err(err) if StorageError::is_unique_violation(&err) => {
                 return Err(StorageError::Conflict { field: "email" });
             }

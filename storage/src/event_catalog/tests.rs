@@ -170,7 +170,23 @@ fn emitted_entries_are_the_event_types_and_the_test_fire() {
     assert_eq!(test_only, ["webhook.test_fire"]);
     assert!(entry("webhook.test_fire").emitted);
     assert!(entry("media.upload.completed").emitted);
-    assert!(!entry("media.delivery.completed").emitted);
+    assert!(entry("media.delivery.completed").emitted);
+    let planned: Vec<&str> = entries()
+        .iter()
+        .filter(|entry| !entry.emitted)
+        .map(|entry| entry.event_type)
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            "subscription.cancelled",
+            "subscription.created",
+            "invoice.overdue",
+            "listing.updated",
+            "appointment.orphan.detected",
+            "scheduling.appointment.completed",
+        ]
+    );
 }
 
 #[test]

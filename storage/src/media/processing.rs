@@ -8,7 +8,7 @@ use crate::db::{in_transaction, on_pool};
 use crate::events::{EventType, NewEvent};
 use crate::ids::{MediaId, OperationId};
 use crate::outbox::insert_event;
-use crate::{Result, Tenant};
+use crate::{Result, Tenant, Timestamp};
 
 impl Media<'_> {
     /// Marks an item as being processed (a retry finds it so too).
@@ -118,9 +118,9 @@ impl Media<'_> {
         let all_failed = items.iter().all(|item| item.status == MediaStatus::Failed);
         let status = if all_failed { "failed" } else { "completed" };
         let now = self.store.clock().now();
-        let listing_number: Option<String> = on_pool!(self.store.db(), pool => {
-            sqlx::query_scalar(
-                "select l.listing_number from media_operations o join listings l on l.id = o.listing_id
+        let listing: Option<(String, String)> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(
+                "select l.id, l.listing_number from media_operations o join listings l on l.id = o.listing_id
                  where o.agency_id = $1 and o.is_sandbox = $2 and o.id = $3",
             )
             .bind(&tenant.agency_id)
@@ -129,7 +129,8 @@ impl Media<'_> {
             .fetch_optional(pool)
             .await?
         });
-        let data = upload_event_data(operation_id, listing_number.as_deref(), &items);
+        let listing_number = listing.as_ref().map(|(_, number)| number.as_str());
+        let data = upload_event_data(operation_id, listing_number, &items);
         let mut emitted = Vec::new();
         let completed = in_transaction!(self.store.db(), |tx| {
             let changed = sqlx::query(
@@ -155,10 +156,69 @@ impl Media<'_> {
                     .await?,
                 );
             }
+            if changed == 1
+                && let Some((listing_id, listing_number)) = &listing
+            {
+                let counts: (i64, i64, i64) = sqlx::query_as(
+                    "select
+                         coalesce(sum(case when status = 'ready' then 1 else 0 end), 0),
+                         coalesce(sum(case when status in ('queued', 'processing') then 1 else 0 end), 0),
+                         coalesce(sum(case when status = 'failed' then 1 else 0 end), 0)
+                     from media_items
+                     where agency_id = $1 and is_sandbox = $2 and listing_id = $3",
+                )
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(listing_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let event = delivery_event(listing_number, counts, now);
+                emitted.push(insert_event(&mut *tx, tenant, now, event).await?);
+            }
             changed == 1
         });
         self.store.announce(&emitted);
         Ok(completed.then_some(items))
+    }
+}
+
+/// Where a listing's media delivery stands once one of its uploads is
+/// complete, from the counts of its items (ready, still processing, failed):
+/// `partial` while any is processing, `completed` once none is and one at
+/// least is ready, `failed` when every one failed.
+fn delivery_event(
+    listing_number: &str,
+    (ready, pending, _failed): (i64, i64, i64),
+    now: Timestamp,
+) -> NewEvent {
+    if pending > 0 {
+        NewEvent::new(
+            EventType::MediaDeliveryPartial,
+            json!({
+                "listing_number": listing_number,
+                "delivered_count": ready,
+                "pending_count": pending,
+            }),
+        )
+    } else if ready > 0 {
+        NewEvent::new(
+            EventType::MediaDeliveryCompleted,
+            json!({
+                "listing_number": listing_number,
+                "delivered_count": ready,
+                "delivered_at": now.to_rfc3339(),
+            }),
+        )
+    } else {
+        NewEvent::new(
+            EventType::MediaDeliveryFailed,
+            json!({
+                "listing_number": listing_number,
+                "delivered_count": 0,
+                "reason": "processing_error",
+                "failed_at": now.to_rfc3339(),
+            }),
+        )
     }
 }
 
@@ -185,4 +245,38 @@ fn upload_event_data(
             "variants": item.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event_catalog::CatalogEntry;
+
+    fn valid(entry: &CatalogEntry, data: &Value) -> bool {
+        jsonschema::draft202012::new(&entry.data_schema())
+            .expect("the schema compiles")
+            .is_valid(data)
+    }
+
+    #[test]
+    fn a_listings_delivery_is_partial_completed_or_failed_by_its_items() {
+        let now = Timestamp::from_micros(1_800_000_000_000_000);
+        let cases = [
+            ((3, 2, 1), EventType::MediaDeliveryPartial),
+            ((3, 0, 1), EventType::MediaDeliveryCompleted),
+            ((0, 0, 2), EventType::MediaDeliveryFailed),
+        ];
+        for (counts, expected) in cases {
+            let event = delivery_event("K7M3QX9", counts, now);
+            assert_eq!(event.event_type, expected, "{counts:?}");
+            assert!(
+                valid(expected.catalog_entry(), &event.data),
+                "{}",
+                event.data
+            );
+            assert_eq!(event.data["delivered_count"], counts.0);
+        }
+        let partial = delivery_event("K7M3QX9", (1, 4, 0), now);
+        assert_eq!(partial.data["pending_count"], 4);
+    }
 }

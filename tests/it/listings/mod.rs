@@ -30,6 +30,9 @@ pub struct Ctx {
     pub agency: TestAgency,
     pub agent: UserId,
     pub key: String,
+    /// The last event of the setup (the agent joining): [`Ctx::events`] are
+    /// the test's own, after it.
+    setup_seq: i64,
 }
 
 impl Ctx {
@@ -43,11 +46,20 @@ impl Ctx {
         let key = app
             .key(&agency, &[Scope::ListingsRead, Scope::ListingsWrite])
             .await;
+        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let setup = app
+            .store
+            .outbox()
+            .for_tenant(&tenant, 0, 1000)
+            .await
+            .unwrap();
+        let setup_seq = setup.last().map_or(0, |event| event.seq);
         Self {
             app,
             agency,
             agent,
             key,
+            setup_seq,
         }
     }
 
@@ -161,11 +173,12 @@ impl Ctx {
     }
 
     /// The agency's live events.
+    /// The agency's live events since the setup.
     pub async fn events(&self) -> Vec<StoredEvent> {
         self.app
             .store
             .outbox()
-            .for_tenant(&self.live(), 0, 1000)
+            .for_tenant(&self.live(), self.setup_seq, 1000)
             .await
             .unwrap()
     }

@@ -83,6 +83,13 @@ backend_tests! {
         let validator = jsonschema::draft202012::new(&schema).unwrap();
         let problems: Vec<String> = validator.iter_errors(data).map(|e| e.to_string()).collect();
         assert!(problems.is_empty(), "the event matches its catalog schema: {problems:?}");
+        // Every media item of the listing is ready: its delivery is complete.
+        let delivered = media.ctx.events_of(EventType::MediaDeliveryCompleted).await;
+        assert_eq!(delivered.len(), 1);
+        assert_eq!(delivered[0].data["listing_number"], number.as_str());
+        assert_eq!(delivered[0].data["delivered_count"], 2);
+        let schema = EventType::MediaDeliveryCompleted.catalog_entry().data_schema();
+        assert!(jsonschema::draft202012::new(&schema).unwrap().is_valid(&delivered[0].data));
     }
 
     async fn a_corrupt_file_fails_alone_with_a_reason(backend) {

@@ -47,7 +47,7 @@ backend_tests! {
 
     async fn another_agencys_events_never_reach_an_endpoint(backend) {
         let ctx = Ctx::new(backend).await;
-        let (endpoint_id, _) = ctx.register().await;
+        let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created", "invoice.created"] })).await;
         // A second agency with its own listing.
         let other = ctx.app.agency().await;
         let other_agent = crate::listings::add_user(&ctx.app, &other, storage::users::Role::Agent).await;

@@ -59,6 +59,12 @@ async fn the_catalog_lists_every_type_with_a_schema_its_sample_satisfies() {
             "{}: its sample does not satisfy its schema",
             item["event_type"]
         );
+        let status = if item["active"] == true {
+            "available"
+        } else {
+            "planned"
+        };
+        assert_eq!(item["status"], status, "{item}");
         for field in ["category", "description", "emitted_by"] {
             assert!(
                 item[field].as_str().is_some_and(|s| !s.is_empty()),

@@ -63,6 +63,8 @@ backend_tests! {
             (json!({ "url": ctx.receiver.url, "event_types": ["listing.exploded"] }), "event_types"),
             (json!({ "url": ctx.receiver.url, "event_types": [] }), "event_types"),
             (json!({ "url": ctx.receiver.url, "event_types": ["webhook.test_fire"] }), "event_types"),
+            // Planned types are listed in the catalog but not subscribable yet.
+            (json!({ "url": ctx.receiver.url, "event_types": ["listing.created", "invoice.overdue"] }), "event_types"),
             (json!({ "url": ctx.receiver.url, "environment": "staging" }), "environment"),
             (json!({ "url": ctx.receiver.url, "name": "x".repeat(201) }), "name"),
         ];

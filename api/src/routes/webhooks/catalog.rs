@@ -38,8 +38,12 @@ pub struct CatalogEntryOut {
     pub emitted_by: String,
     /// Other names accepted on input for this type.
     pub aliases: Vec<String>,
-    /// Whether the service emits it today (others are reserved names).
+    /// Whether the service emits it today.
     pub active: bool,
+    /// `available` (emitted; subscribe to it) or `planned` (listed so
+    /// receivers can prepare; refused at subscription until it is emitted).
+    #[schema(example = "available")]
+    pub status: &'static str,
     /// Sent only by a test fire, to the endpoint being tested.
     pub test_only: bool,
     /// JSON Schema (2020-12) of the envelope's `data`.
@@ -59,6 +63,11 @@ impl From<&CatalogEntry> for CatalogEntryOut {
             emitted_by: entry.emitted_by.to_owned(),
             aliases: entry.aliases.iter().map(|a| (*a).to_owned()).collect(),
             active: entry.emitted,
+            status: if entry.emitted {
+                "available"
+            } else {
+                "planned"
+            },
             test_only: entry.test_only,
             data_schema: entry.data_schema(),
             sample: entry.sample(),

@@ -89,7 +89,7 @@ pub async fn url(policy: AddressPolicy, url: &str) -> Result<String, FieldError>
 }
 
 /// Event types, canonicalised through their aliases and deduplicated;
-/// `None` is every type. Test-only types cannot be subscribed to.
+/// `None` is every type. Test-only and planned types cannot be subscribed to.
 pub fn event_types(types: Option<Vec<String>>) -> Result<Option<Vec<String>>, FieldError> {
     let Some(types) = types else {
         return Ok(None);
@@ -112,6 +112,14 @@ pub fn event_types(types: Option<Vec<String>>) -> Result<Option<Vec<String>>, Fi
             return Err(FieldError::new(
                 "event_types",
                 format!("{name} is sent only by test fires"),
+            ));
+        }
+        if !entry.emitted {
+            return Err(FieldError::new(
+                "event_types",
+                format!(
+                    "{name} is planned, not emitted yet: it cannot be subscribed to until it is (see GET /webhooks/events)"
+                ),
             ));
         }
         if !canonical.iter().any(|c| c == entry.event_type) {
@@ -221,7 +229,12 @@ mod tests {
 
     #[test]
     fn unknown_and_test_only_types_are_refused() {
-        for name in ["listing.exploded", "webhook.test_fire"] {
+        for name in [
+            "listing.exploded",
+            "webhook.test_fire",
+            "invoice.overdue",
+            "subscription.created",
+        ] {
             let err = event_types(Some(vec![name.into()])).expect_err(name);
             assert_eq!(err.field, "event_types");
         }
