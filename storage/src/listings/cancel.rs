@@ -51,13 +51,8 @@ impl Listings<'_> {
             if from == ListingStatus::Cancelled {
                 return Err(Rule::ListingAlreadyCancelled.into());
             }
-            if from.is_terminal() {
-                return Err(Rule::LifecycleViolation {
-                    from: from.display(),
-                    to: ListingStatus::Cancelled.display(),
-                }
-                .into());
-            }
+            // The specification's table lets every listing that is not
+            // cancelled be cancelled inside the window, Archived included.
             let shoot = appointments::scheduled_shoot(&mut *tx, &listing).await?;
             let tiers =
                 cancellation_fees::tiers_in(&mut *tx, &tenant.agency_id, &listing.owner_user_id)

@@ -83,11 +83,18 @@ backend_tests! {
         assert_eq!(error["error"]["details"]["no_fee_cutoff"], start.plus_seconds(28 * 3600).to_rfc3339());
     }
 
-    async fn archived_listings_cannot_be_cancelled_and_strangers_get_404(backend) {
+    /// The specification's table: any listing that is not cancelled may be
+    /// cancelled inside the window, an Archived one too.
+    async fn archived_listings_cancel_inside_the_window_and_strangers_get_404(backend) {
         let ctx = Ctx::new(backend).await;
         let number = ctx.activated_listing().await;
         ctx.set_status(&number, "Archived").await;
-        expect_error(cancel(&ctx, &number).await, StatusCode::UNPROCESSABLE_ENTITY, "lifecycle_violation").await;
+        let cancelled = expect_ok(cancel(&ctx, &number).await).await;
+        assert_eq!(cancelled["status"], "Cancelled");
+        let events = ctx.events_of(EventType::ListingCancelled).await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data["previous_status"], "Archived", "{}", events[0].data);
+        expect_error(cancel(&ctx, &number).await, StatusCode::CONFLICT, "listing_already_cancelled").await;
         expect_error(cancel(&ctx, "ZZZZZZZ").await, StatusCode::NOT_FOUND, "listing_not_found").await;
     }
 
