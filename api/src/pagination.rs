@@ -132,6 +132,50 @@ impl CursorCodec {
     }
 }
 
+/// A page of a small collection read whole (an agency's keys, the
+/// changelog): the items after `after`, in collection order, which must be
+/// ascending by `position_of`.
+pub fn page_of_all<T>(
+    items: Vec<T>,
+    position_of: impl Fn(&T) -> Position,
+    after: Option<&Position>,
+    limit: u32,
+) -> Page<T> {
+    let total = i64::try_from(items.len()).unwrap_or(i64::MAX);
+    let key = |position: &Position| (position.created_at, position.id.clone());
+    let mut rest: Vec<T> = match after {
+        None => items,
+        Some(after) => items
+            .into_iter()
+            .filter(|item| key(&position_of(item)) > key(after))
+            .collect(),
+    };
+    let limit = limit as usize;
+    let next = if rest.len() > limit {
+        rest.truncate(limit);
+        rest.last().map(&position_of)
+    } else {
+        None
+    };
+    Page {
+        items: rest,
+        next,
+        total,
+    }
+}
+
+/// Query of a paged list: the page size and where to continue.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
 /// The pagination envelope of every list endpoint.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PageOut<T> {
@@ -209,6 +253,21 @@ mod tests {
         for garbage in ["", "!!!", "AAAA", "eyJ9"] {
             assert!(codec.open(&s, garbage).is_err(), "{garbage}");
         }
+    }
+
+    #[test]
+    fn a_collection_read_whole_pages_by_position() {
+        let items: Vec<(i64, &str)> = vec![(1, "a"), (2, "b"), (2, "c"), (3, "d")];
+        let position = |item: &(i64, &str)| Position {
+            created_at: item.0,
+            id: item.1.to_owned(),
+        };
+        let first = page_of_all(items.clone(), position, None, 3);
+        assert_eq!(first.items, items[..3]);
+        assert_eq!(first.total, 4);
+        let second = page_of_all(items.clone(), position, first.next.as_ref(), 3);
+        assert_eq!(second.items, items[3..]);
+        assert!(second.next.is_none());
     }
 
     #[test]

@@ -39,6 +39,25 @@ backend_tests! {
         assert_eq!(one["items"].as_array().unwrap().len(), 1);
         assert_eq!(one["items"][0], items[0]);
         assert_eq!(one["total"], all["total"]);
+        assert_eq!(all["next_cursor"], "", "the whole changelog fits the default page");
+        // Page by page, one entry each, through the cursor: every entry once, in order.
+        let mut paged = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let query = if cursor.is_empty() { "?limit=1".to_owned() } else { format!("?limit=1&cursor={cursor}") };
+            let page = expect_ok(read(&query).send().await.unwrap()).await;
+            paged.extend(page["items"].as_array().unwrap().iter().cloned());
+            cursor = page["next_cursor"].as_str().unwrap().to_owned();
+            if cursor.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(&paged, items);
+        let filtered_cursor = expect_ok(read("?limit=1&change_type=deprecated").send().await.unwrap()).await["next_cursor"].as_str().unwrap().to_owned();
+        if !filtered_cursor.is_empty() {
+            expect_error(read(&format!("?limit=1&cursor={filtered_cursor}")).send().await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_cursor").await;
+        }
+        expect_error(read("?cursor=not-a-cursor").send().await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_cursor").await;
 
         for (query, field) in [("?change_type=breaking", "change_type"), ("?limit=0", "limit"), ("?limit=201", "limit"), ("?since=2026", "since")] {
             let body = expect_error(read(query).send().await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;

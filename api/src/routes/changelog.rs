@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
+use storage::page::Position;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,8 +22,8 @@ use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::middleware::guard::guarded;
-use crate::pagination::page_limit;
-use crate::principal::Principal;
+use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
+use crate::principal::{Principal, SessionPrincipal};
 use crate::state::AppState;
 
 /// `GET /agency/changelog`: the specification wants the CSRF token on this read.
@@ -101,7 +102,10 @@ pub fn deprecation_headers(state: &AppState, entry: &Entry) -> HeaderMap {
 #[into_params(parameter_in = Query)]
 pub struct ChangelogQuery {
     /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
     /// added, changed, deprecated, removed, fixed or security.
     pub change_type: Option<String>,
 }
@@ -142,14 +146,6 @@ impl From<&Entry> for ChangelogEntryOut {
     }
 }
 
-/// The changelog, newest first.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ChangelogOut {
-    /// Entries, newest first.
-    pub items: Vec<ChangelogEntryOut>,
-    /// Entries matching the filter.
-    pub total: usize,
-}
 
 /// The API's changelog, newest first.
 #[utoipa::path(
@@ -159,16 +155,18 @@ pub struct ChangelogOut {
     operation_id = "read_changelog",
     params(ChangelogQuery),
     responses(
-        (status = 200, description = "Entries, newest first", body = ChangelogOut),
+        (status = 200, description = "A page of entries, newest first", body = PageOut<ChangelogEntryOut>),
         (status = 401, description = "auth.session_required: no session (API keys are not accepted)", body = ErrorEnvelope),
         (status = 403, description = "auth.csrf_failed: no or a wrong X-CSRF-Token", body = ErrorEnvelope),
-        (status = 422, description = "validation.failed: limit or change_type", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: limit or change_type; invalid_cursor", body = ErrorEnvelope),
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
 async fn read_changelog(
+    State(state): State<AppState>,
+    principal: SessionPrincipal,
     ApiQuery(query): ApiQuery<ChangelogQuery>,
-) -> Result<Json<ChangelogOut>, ApiError> {
+) -> Result<Json<PageOut<ChangelogEntryOut>>, ApiError> {
     let limit = page_limit(query.limit)?;
     let change_type = match query.change_type.as_deref() {
         None => None,
@@ -186,14 +184,29 @@ async fn read_changelog(
         .copied()
         .filter(|entry| change_type.is_none_or(|wanted| entry.change_type == wanted))
         .collect();
-    Ok(Json(ChangelogOut {
-        total: matching.len(),
-        items: matching
-            .into_iter()
-            .take(limit as usize)
-            .map(ChangelogEntryOut::from)
-            .collect(),
-    }))
+    let scope = CursorScope {
+        collection: "changelog",
+        tenant: principal.tenant(),
+        filters: format!(
+            "change_type={}",
+            change_type.map(ChangeType::as_str).unwrap_or("")
+        ),
+    };
+    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
+    // Newest first: an entry's place in that order is its position.
+    let numbered: Vec<(usize, &Entry)> = matching.into_iter().enumerate().collect();
+    let page = page_of_all(
+        numbered,
+        |(place, entry)| Position {
+            created_at: i64::try_from(*place).unwrap_or(i64::MAX),
+            id: entry.id.to_owned(),
+        },
+        after.as_ref(),
+        limit,
+    );
+    Ok(Json(state.cursors().envelope(&scope, page, |(_, entry)| {
+        ChangelogEntryOut::from(entry)
+    })))
 }
 
 /// Deprecated: reads a listing under its old name, tour. Use

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use storage::api_keys::{ApiKey, KeyAuditEntry, KeyFormat, NewApiKey, Scope};
 use storage::ids::{AgencyId, ApiKeyId};
+use storage::page::Position;
 use storage::{Environment, StorageError};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -22,6 +23,7 @@ use utoipa_axum::routes;
 use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
 use crate::middleware::guard::guarded;
 use crate::principal::SessionPrincipal;
 use crate::state::AppState;
@@ -56,6 +58,20 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
 pub struct AgencyQuery {
     /// The agency (platform identities only; default the caller's own).
     pub agency_id: Option<String>,
+}
+
+/// A page of the agency's keys or key events.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AgencyPageQuery {
+    /// The agency (platform identities only; default the caller's own).
+    pub agency_id: Option<String>,
+    /// 1 to 200, default 50.
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 /// A key as the settings page shows it: never its plaintext or hash.
@@ -112,12 +128,6 @@ impl From<ApiKey> for KeyOut {
     }
 }
 
-/// `{items}` of keys.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct KeyList {
-    /// The agency's keys, oldest first.
-    pub items: Vec<KeyOut>,
-}
 
 /// One audit record.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -132,12 +142,6 @@ pub struct AuditOut {
     pub at: String,
 }
 
-/// `{items}` of audit records.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct AuditList {
-    /// Every key event of the agency, oldest first.
-    pub items: Vec<AuditOut>,
-}
 
 impl From<KeyAuditEntry> for AuditOut {
     fn from(entry: KeyAuditEntry) -> Self {
@@ -224,25 +228,38 @@ fn key_id(text: &str) -> Result<ApiKeyId, ApiError> {
     path = "/agency/api-keys",
     tag = "developer",
     operation_id = "list_api_keys",
-    params(AgencyQuery),
+    params(AgencyPageQuery),
     responses(
-        (status = 200, description = "The keys, oldest first", body = KeyList),
+        (status = 200, description = "A page of the keys, oldest first", body = PageOut<KeyOut>),
         (status = 401, description = "auth.session_required", body = ErrorEnvelope),
         (status = 403, description = "permission_denied: not an administrator of the agency", body = ErrorEnvelope),
         (status = 404, description = "agency_not_found", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: limit; invalid_cursor", body = ErrorEnvelope),
     ),
     security(("session_cookie" = []))
 )]
 async fn list_keys(
     State(state): State<AppState>,
     principal: SessionPrincipal,
-    ApiQuery(query): ApiQuery<AgencyQuery>,
-) -> Result<Json<KeyList>, ApiError> {
+    ApiQuery(query): ApiQuery<AgencyPageQuery>,
+) -> Result<Json<PageOut<KeyOut>>, ApiError> {
+    let limit = page_limit(query.limit)?;
     let agency = managed_agency(&state, &principal, query.agency_id.as_deref()).await?;
+    let scope = agency_scope("api_keys", &agency);
+    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
     let keys = state.store().api_keys().list(&agency).await?;
-    Ok(Json(KeyList {
-        items: keys.into_iter().map(KeyOut::from).collect(),
-    }))
+    let position = |key: &ApiKey| Position::after(key.created_at, key.id.as_str());
+    let page = page_of_all(keys, position, after.as_ref(), limit);
+    Ok(Json(state.cursors().envelope(&scope, page, KeyOut::from)))
+}
+
+/// The cursor scope of an agency's key collections (every environment).
+fn agency_scope(collection: &'static str, agency: &AgencyId) -> CursorScope {
+    CursorScope {
+        collection,
+        tenant: storage::Tenant::new(agency.clone(), Environment::Live),
+        filters: String::new(),
+    }
 }
 
 /// Every key event of the agency: issued, rotated, revoked, expired.
@@ -251,25 +268,36 @@ async fn list_keys(
     path = "/agency/api-keys/audit",
     tag = "developer",
     operation_id = "list_api_key_audit",
-    params(AgencyQuery),
+    params(AgencyPageQuery),
     responses(
-        (status = 200, description = "The audit log, oldest first", body = AuditList),
+        (status = 200, description = "A page of the audit log, oldest first", body = PageOut<AuditOut>),
         (status = 401, description = "auth.session_required", body = ErrorEnvelope),
         (status = 403, description = "permission_denied", body = ErrorEnvelope),
         (status = 404, description = "agency_not_found", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: limit; invalid_cursor", body = ErrorEnvelope),
     ),
     security(("session_cookie" = []))
 )]
 async fn key_audit(
     State(state): State<AppState>,
     principal: SessionPrincipal,
-    ApiQuery(query): ApiQuery<AgencyQuery>,
-) -> Result<Json<AuditList>, ApiError> {
+    ApiQuery(query): ApiQuery<AgencyPageQuery>,
+) -> Result<Json<PageOut<AuditOut>>, ApiError> {
+    let limit = page_limit(query.limit)?;
     let agency = managed_agency(&state, &principal, query.agency_id.as_deref()).await?;
+    let scope = agency_scope("api_key_audit", &agency);
+    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
     let entries = state.store().api_keys().audit_log(&agency).await?;
-    Ok(Json(AuditList {
-        items: entries.into_iter().map(AuditOut::from).collect(),
-    }))
+    // The log is kept in order; a record's place in it is its position.
+    let numbered: Vec<(usize, KeyAuditEntry)> = entries.into_iter().enumerate().collect();
+    let position = |(place, entry): &(usize, KeyAuditEntry)| Position {
+        created_at: entry.at.as_micros(),
+        id: format!("{place:012}"),
+    };
+    let page = page_of_all(numbered, position, after.as_ref(), limit);
+    Ok(Json(state.cursors().envelope(&scope, page, |(_, entry)| {
+        AuditOut::from(entry)
+    })))
 }
 
 /// Parses the body's choices, naming every bad field.

@@ -66,6 +66,19 @@ backend_tests! {
         for action in ["issued", "rotated", "revoked"] {
             assert!(actions.contains(&action), "{actions:?}");
         }
+        assert_eq!(audit["total"].as_u64().unwrap() as usize, actions.len());
+        assert_eq!(audit["next_cursor"], "");
+        // Both lists page through the envelope's cursor.
+        for path in ["/api/v1/agency/api-keys", "/api/v1/agency/api-keys/audit"] {
+            let whole = expect_ok(admin.cookie_only(app.get(path)).send().await.unwrap()).await;
+            let first = expect_ok(admin.cookie_only(app.get(&format!("{path}?limit=1"))).send().await.unwrap()).await;
+            assert_eq!(first["items"][0], whole["items"][0], "{path}");
+            assert_eq!(first["total"], whole["total"], "{path}");
+            let cursor = first["next_cursor"].as_str().unwrap();
+            assert!(!cursor.is_empty(), "{path}: more than one item");
+            let second = expect_ok(admin.cookie_only(app.get(&format!("{path}?limit=1&cursor={cursor}"))).send().await.unwrap()).await;
+            assert_eq!(second["items"][0], whole["items"][1], "{path}");
+        }
         let issued_by = format!("issued by {}", agency.owner_id);
         assert!(audit["items"].as_array().unwrap().iter().any(|e| e["detail"] == issued_by.as_str()));
 
