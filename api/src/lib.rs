@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-pub mod changelog;
+pub use storage::changelog;
 pub mod cli;
 pub mod config;
 pub mod endpoints;

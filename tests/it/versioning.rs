@@ -130,3 +130,32 @@ backend_tests! {
         }
     }
 }
+
+backend_tests! {
+    /// The owner of every agency that called a deprecated route is e-mailed
+    /// once, at least 30 days before its removal; an agency that never called
+    /// it is not.
+    async fn callers_of_a_deprecated_route_are_told_before_its_removal(backend) {
+        use workers::handlers::maintenance::Maintenance;
+        let removal = storage::changelog::unix_seconds("2027-05-29").unwrap();
+        // Forty days before the removal: too early for a notice.
+        let clock = storage::Clock::manual(storage::Timestamp::from_micros((removal - 40 * 86_400) * 1_000_000));
+        let ctx = Ctx::with_app(TestApp::builder(backend).clock(clock.clone()).spawn().await).await;
+        let number = ctx.listing().await;
+        assert_eq!(ctx.get(&format!("/api/v1/tours/{number}")).await.status(), StatusCode::OK);
+        let bystander = ctx.app.agency().await;
+        let notices = Maintenance::RemovalNotices;
+        assert_eq!(notices.run(ctx.app.state.platform()).await.unwrap(), 0, "not yet");
+
+        clock.advance_seconds(10 * 86_400);
+        assert_eq!(notices.run(ctx.app.state.platform()).await.unwrap(), 1, "the caller's owner, once");
+        assert_eq!(notices.run(ctx.app.state.platform()).await.unwrap(), 0, "never twice");
+        let sent = ctx.app.store.webhooks().notifications(&ctx.agency.id).await.unwrap();
+        let notice = sent.iter().find(|n| n.kind == "route_removal").expect("a removal notice");
+        assert_eq!(notice.user_id.as_ref(), Some(&ctx.agency.owner_id));
+        assert!(notice.subject.contains("2027-05-29"), "{}", notice.subject);
+        assert!(notice.body.contains("GET /api/v1/listings/{listing_number}"), "{}", notice.body);
+        let bystanders = ctx.app.store.webhooks().notifications(&bystander.id).await.unwrap();
+        assert!(bystanders.iter().all(|n| n.kind != "route_removal"), "an agency that never called it");
+    }
+}

@@ -146,7 +146,6 @@ impl From<&Entry> for ChangelogEntryOut {
     }
 }
 
-
 /// The API's changelog, newest first.
 #[utoipa::path(
     get,
@@ -192,7 +191,9 @@ async fn read_changelog(
             change_type.map(ChangeType::as_str).unwrap_or("")
         ),
     };
-    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
+    let after = state
+        .cursors()
+        .open_param(&scope, query.cursor.as_deref())?;
     // Newest first: an entry's place in that order is its position.
     let numbered: Vec<(usize, &Entry)> = matching.into_iter().enumerate().collect();
     let page = page_of_all(
@@ -204,9 +205,11 @@ async fn read_changelog(
         after.as_ref(),
         limit,
     );
-    Ok(Json(state.cursors().envelope(&scope, page, |(_, entry)| {
-        ChangelogEntryOut::from(entry)
-    })))
+    Ok(Json(state.cursors().envelope(
+        &scope,
+        page,
+        |(_, entry)| ChangelogEntryOut::from(entry),
+    )))
 }
 
 /// Deprecated: reads a listing under its old name, tour. Use
@@ -231,6 +234,18 @@ async fn read_tour(
     path: ApiPath<String>,
 ) -> Response {
     let headers = deprecation_headers(&state, &changelog::TOUR_READ_DEPRECATED);
+    // Remembered so the agency's owner is e-mailed before the removal.
+    let used = state
+        .store()
+        .deprecations()
+        .record_use(
+            &principal.tenant().agency_id,
+            &changelog::TOUR_READ_DEPRECATED,
+        )
+        .await;
+    if let Err(err) = used {
+        tracing::warn!(%err, "could not record a call to a deprecated route");
+    }
     let mut response = read_listing(State(state), principal, path)
         .await
         .into_response();

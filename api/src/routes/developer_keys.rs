@@ -23,8 +23,8 @@ use utoipa_axum::routes;
 use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
 use crate::middleware::guard::guarded;
+use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
 use crate::principal::SessionPrincipal;
 use crate::state::AppState;
 
@@ -128,7 +128,6 @@ impl From<ApiKey> for KeyOut {
     }
 }
 
-
 /// One audit record.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditOut {
@@ -141,7 +140,6 @@ pub struct AuditOut {
     /// When, RFC 3339.
     pub at: String,
 }
-
 
 impl From<KeyAuditEntry> for AuditOut {
     fn from(entry: KeyAuditEntry) -> Self {
@@ -246,7 +244,9 @@ async fn list_keys(
     let limit = page_limit(query.limit)?;
     let agency = managed_agency(&state, &principal, query.agency_id.as_deref()).await?;
     let scope = agency_scope("api_keys", &agency);
-    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
+    let after = state
+        .cursors()
+        .open_param(&scope, query.cursor.as_deref())?;
     let keys = state.store().api_keys().list(&agency).await?;
     let position = |key: &ApiKey| Position::after(key.created_at, key.id.as_str());
     let page = page_of_all(keys, position, after.as_ref(), limit);
@@ -286,7 +286,9 @@ async fn key_audit(
     let limit = page_limit(query.limit)?;
     let agency = managed_agency(&state, &principal, query.agency_id.as_deref()).await?;
     let scope = agency_scope("api_key_audit", &agency);
-    let after = state.cursors().open_param(&scope, query.cursor.as_deref())?;
+    let after = state
+        .cursors()
+        .open_param(&scope, query.cursor.as_deref())?;
     let entries = state.store().api_keys().audit_log(&agency).await?;
     // The log is kept in order; a record's place in it is its position.
     let numbered: Vec<(usize, KeyAuditEntry)> = entries.into_iter().enumerate().collect();
@@ -295,9 +297,11 @@ async fn key_audit(
         id: format!("{place:012}"),
     };
     let page = page_of_all(numbered, position, after.as_ref(), limit);
-    Ok(Json(state.cursors().envelope(&scope, page, |(_, entry)| {
-        AuditOut::from(entry)
-    })))
+    Ok(Json(state.cursors().envelope(
+        &scope,
+        page,
+        |(_, entry)| AuditOut::from(entry),
+    )))
 }
 
 /// Parses the body's choices, naming every bad field.

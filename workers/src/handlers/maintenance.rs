@@ -39,6 +39,8 @@ pub enum Maintenance {
     SweepMedia,
     /// Delete the history of progress states after a week (the latest state stays).
     PurgeProgressHistory,
+    /// E-mail the owners of agencies calling a deprecated route before its removal.
+    RemovalNotices,
 }
 
 /// A delivery attempt this far past due is pushed again by the sweep.
@@ -62,7 +64,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 10] = [
+    pub const ALL: [Maintenance; 11] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -73,6 +75,7 @@ impl Maintenance {
         Self::PurgeSessions,
         Self::SweepMedia,
         Self::PurgeProgressHistory,
+        Self::RemovalNotices,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -88,6 +91,7 @@ impl Maintenance {
             Self::PurgeSessions => "session_purge",
             Self::SweepMedia => "media_sweep",
             Self::PurgeProgressHistory => "progress_history_purge",
+            Self::RemovalNotices => "route_removal_notices",
         }
     }
 
@@ -104,6 +108,7 @@ impl Maintenance {
             Self::PurgeSessions => "40 50 * * * *",
             Self::SweepMedia => "10 * * * * *",
             Self::PurgeProgressHistory => "25 42 * * * *",
+            Self::RemovalNotices => "5 17 * * * *",
         }
     }
 
@@ -150,6 +155,27 @@ impl Maintenance {
                 count
             }
             Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
+            Self::RemovalNotices => {
+                let written = store.deprecations().write_due_notices().await?;
+                let count = written.len() as u64;
+                if count > 0 {
+                    tracing::info!(count, "route removal notices written");
+                }
+                if state.mailer.is_some() && !written.is_empty() {
+                    let jobs = written
+                        .into_iter()
+                        .map(|notification_id| {
+                            (SendNotification { notification_id }, PushOptions::default())
+                        })
+                        .collect();
+                    // Recorded: should the push fail, the delivery sweep
+                    // e-mails unsent notifications.
+                    if let Err(err) = state.queue.push_many(jobs).await {
+                        tracing::warn!(%err, "could not push removal notices; the sweep will");
+                    }
+                }
+                count
+            }
             Self::PurgeProgressHistory => {
                 store
                     .progress()

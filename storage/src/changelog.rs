@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 14] = [
+pub static ENTRIES: [&Entry; 17] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -284,6 +284,46 @@ pub static ENTRIES: [&Entry; 14] = [
         migration: None,
         removal_date: None,
     },
+    &Entry {
+        id: "chg_2026_11_26_exact_contract",
+        date: "2026-11-26",
+        change_type: ChangeType::Changed,
+        title: "One rule for query parameters, idempotent outcomes, deadlines and test fires",
+        description: "Every operation refuses a query parameter the OpenAPI document does not declare (422 validation.failed), including GET /webhooks/events. No refusal (validation, rate limit, a webhook endpoint's own budget) is kept under an idempotency key, so a corrected or later retry under the same key runs; a malformed X-Idempotency-Key is 422 like every validation failure. Requests stop at their deadline with 503 server.timeout (10 s user creation, 30 s most routes). A test fire answers 201 like a replay. The changelog and the API key lists carry next_cursor and take limit and cursor. An Archived listing can be cancelled inside the no-fee window.",
+        routes: &[
+            "GET /api/v1/webhooks/events",
+            "POST /api/v1/webhooks/endpoints/{endpoint_id}/test",
+            "GET /api/v1/agency/changelog",
+            "GET /api/v1/agency/api-keys",
+            "GET /api/v1/agency/api-keys/audit",
+            "POST /api/v1/listings/{listing_number}/cancel",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_events",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "User and media delivery events; planned types marked",
+        description: "user.signed_up and user.agent_created are emitted when a user joins; media.delivery.completed, media.delivery.partial and media.delivery.failed when an upload to a listing completes. The catalog marks the six types with no trigger yet as status planned; subscribing to one is 422.",
+        routes: &[
+            "GET /api/v1/webhooks/events",
+            "POST /api/v1/webhooks/endpoints",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_removal_notices",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Owners are e-mailed before a route they call is removed",
+        description: "An agency that calls a deprecated route has its owner e-mailed 31 days before the route's removal date, once per route.",
+        routes: &[],
+        migration: None,
+        removal_date: None,
+    },
 ];
 
 /// The OpenAPI `info.version`: the date of the newest change to the surface
@@ -353,6 +393,6 @@ mod tests {
             Some("Sat, 29 May 2027 00:00:00 GMT")
         );
         assert_eq!(unix_seconds("2026-05-29"), Some(1_780_012_800));
-        assert_eq!(surface_version(), "2026-11-21");
+        assert_eq!(surface_version(), "2026-11-26");
     }
 }
