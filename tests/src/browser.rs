@@ -1,7 +1,7 @@
 //! Headless Chromium for page tests, driven through chromedriver's W3C
 //! WebDriver protocol (plain HTTP), with Chrome DevTools commands for what
 //! WebDriver lacks (extra request headers). Debian's `chromium` and
-//! `chromium-driver` packages; `.ci/run` installs them.
+//! `chromium-driver` packages; `scripts/test` installs them.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

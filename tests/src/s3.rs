@@ -1,7 +1,7 @@
 //! A real S3-compatible server on loopback: `s3s-fs`, which keeps objects as
 //! files in a temporary directory and checks every request's SigV4 signature
 //! (pre-signed URLs included: expiry and tampering are refused as by AWS).
-//! `.ci/run` installs it; one server per test, stopped when dropped.
+//! `scripts/test` installs it; one server per test, stopped when dropped.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 
 use crate::deployment::free_port;
 
-/// Where `.ci/run` installs the server.
+/// Where `scripts/test` installs the server.
 pub const S3S_FS_BINARY: &str = "/opt/s3s-fs/bin/s3s-fs";
 
 /// Environment variable naming another `s3s-fs` binary (for a machine where
@@ -41,7 +41,7 @@ fn binary() -> PathBuf {
         .map_or_else(|| PathBuf::from(S3S_FS_BINARY), PathBuf::from);
     assert!(
         path.is_file(),
-        "the S3-compatible test server {} is missing: run `bash .ci/run` (its \
+        "the S3-compatible test server {} is missing: run `scripts/test` (its \
          \"S3-compatible server for the object-store tests\" step runs `cargo install \
          s3s-fs --version 0.14.1 --features binary --locked --root /opt/s3s-fs`), or \
          point {S3S_FS_BINARY_VARIABLE} at an s3s-fs binary",

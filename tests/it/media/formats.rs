@@ -95,7 +95,7 @@ async fn formats_are_judged_by_content_not_by_name_or_declared_type() {
         ])
         .arg(&video)
         .status()
-        .expect("ffmpeg is installed by .ci/run");
+        .expect("ffmpeg is installed by scripts/test");
     assert!(made.success());
     let response = media
         .upload(&[Part::Typed(
