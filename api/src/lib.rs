@@ -42,11 +42,16 @@ pub fn app_with_routes(
         deadlines: state.request_deadlines(),
         uploads: state.upload_limits(),
     };
-    middleware::apply(
+    let app = middleware::apply(
         routes.merge(extra).with_state(state),
         transport,
         Some(deadlines),
-    )
+    );
+    // Outside the routes: a 405's `Allow` is written by the route itself,
+    // after any layer of the router.
+    Router::new()
+        .fallback_service(app)
+        .layer(axum::middleware::from_fn(routes::denied::honest_allow))
 }
 
 /// The transport policy of the listener `args` configures.

@@ -7,6 +7,7 @@
 mod auth;
 mod availability;
 mod cli;
+mod contract;
 mod envelope;
 mod idempotency;
 mod key_lifecycle;

@@ -84,7 +84,7 @@ backend_tests! {
                 (json!(true), Value::Null),
             ]
         );
-        for body in [json!({ "user_ids": [] }), json!({ "user_ids": vec!["usr_x"; 201] }), json!({})] {
+        for body in [json!({ "user_ids": [] }), json!({ "user_ids": vec!["usr_x"; 201] }), json!({}), json!({ "user_ids": ["usr_x", ""] })] {
             let response = send(&app, Method::POST, &agent_key, "/api/v1/users/batch-can-edit", Some(body)).await;
             expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
         }

@@ -9,6 +9,7 @@ pub mod receiver;
 pub mod s3;
 pub mod services;
 pub mod smtp;
+pub mod tools;
 
 pub use app::{TestAgency, TestApp, TestAppBuilder};
 pub use database::TestDatabase;

@@ -4,6 +4,10 @@
 //! another method (which would otherwise be a 405).
 
 use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::{MethodFilter, on};
 
 use crate::error::ApiError;
@@ -42,4 +46,78 @@ pub fn router() -> Router<AppState> {
     DENIED.iter().fold(Router::new(), |router, (method, path)| {
         router.route(path, on(*method, not_in_scope))
     })
+}
+
+/// Whether `path` (as requested, under `/api/v1`) is an instance of the
+/// route template `template`.
+fn matches(template: &str, path: &str) -> bool {
+    let mut segments = path.trim_start_matches('/').split('/');
+    for part in template.trim_start_matches('/').split('/') {
+        if part.starts_with("{*") {
+            return segments.next().is_some();
+        }
+        match segments.next() {
+            Some(segment) if part.starts_with('{') || part == segment => {}
+            _ => return false,
+        }
+    }
+    segments.next().is_none()
+}
+
+/// Middleware: a 405's `Allow` names only the methods the path serves, not
+/// the denied ones registered beside them (which answer 404).
+pub async fn honest_allow(request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let mut response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let Some(path) = path.strip_prefix(crate::routes::API_PREFIX) else {
+        return response;
+    };
+    let denied: Vec<MethodFilter> = DENIED
+        .iter()
+        .filter(|(_, template)| matches(template, path))
+        .map(|(method, _)| *method)
+        .collect();
+    if denied.is_empty() {
+        return response;
+    }
+    let Some(allow) = response
+        .headers()
+        .get(header::ALLOW)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return response;
+    };
+    let kept: Vec<&str> = allow
+        .split(',')
+        .map(str::trim)
+        .filter(|name| {
+            let method = Method::from_bytes(name.as_bytes()).ok();
+            let filter = method.and_then(|m| MethodFilter::try_from(m).ok());
+            !filter.is_some_and(|filter| denied.contains(&filter))
+        })
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&kept.join(",")) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn templates_match_their_instances_only() {
+        assert!(matches("/users/{user_id}", "/users/usr_1"));
+        assert!(!matches("/users/{user_id}", "/users/usr_1/role"));
+        assert!(!matches("/users/invite", "/users/usr_1"));
+        assert!(matches(
+            "/webhooks/incoming/{*rest}",
+            "/webhooks/incoming/a/b"
+        ));
+        assert!(!matches("/webhooks/incoming/{*rest}", "/webhooks/incoming"));
+    }
 }

@@ -9,6 +9,7 @@ pub mod developer_keys;
 pub mod listings;
 pub mod media;
 pub mod openapi;
+pub mod openapi_contract;
 pub mod preferences;
 pub mod sandbox;
 pub mod session;
@@ -53,7 +54,9 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let doc = openapi::with_servers(doc, state.urls());
     let doc = openapi::with_deprecations(doc);
     let doc = openapi::with_request_guarantees(doc);
-    let document: Arc<str> = Arc::from(doc.to_json().unwrap_or_else(|_| "{}".to_owned()));
+    let mut document = serde_json::to_value(&doc).unwrap_or_default();
+    openapi_contract::complete(&mut document);
+    let document: Arc<str> = Arc::from(document.to_string());
     let router = routes
         .nest(
             API_PREFIX,

@@ -178,6 +178,7 @@ pub fn with_request_guarantees(mut doc: OpenApi) -> OpenApi {
                 .schema(Some(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
+                        .min_length(Some(1))
                         .max_length(Some(crate::middleware::idempotency::MAX_KEY_LEN)),
                 ))
                 .build();
@@ -204,17 +205,19 @@ pub fn with_request_guarantees(mut doc: OpenApi) -> OpenApi {
 }
 
 /// Adds the public servers (base and legacy host) to the finished document.
+/// The paths carry the `/api/v1` prefix, so a server is the host alone: a
+/// client joins the two.
 pub fn with_servers(mut doc: OpenApi, urls: &PublicUrls) -> OpenApi {
     let mut servers: Vec<Server> = vec![
         ServerBuilder::new()
-            .url(format!("{}/api/v1", urls.base_url))
+            .url(urls.base_url.clone())
             .description(Some("Production"))
             .build(),
     ];
     if let Some(legacy) = &urls.legacy_base_url {
         servers.push(
             ServerBuilder::new()
-                .url(format!("{legacy}/api/v1"))
+                .url(legacy.clone())
                 .description(Some("Legacy alias host (scheduled for retirement)"))
                 .build(),
         );

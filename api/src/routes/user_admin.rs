@@ -195,6 +195,12 @@ async fn batch_can_edit(
             format!("must hold 1 to {MAX_BATCH} ids"),
         ));
     }
+    if let Some(index) = body.user_ids.iter().position(String::is_empty) {
+        return Err(ApiError::field(
+            format!("user_ids[{index}]"),
+            "must not be empty",
+        ));
+    }
     let caller = acting_user(&state, &principal).await;
     let mut items = Vec::with_capacity(body.user_ids.len());
     for user_id in body.user_ids {

@@ -80,6 +80,11 @@ pub(super) async fn request_password_reset(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<PasswordResetIn>,
 ) -> Result<Response, ApiError> {
+    // Malformed is not an account question: refusing it says nothing of
+    // whether an account exists.
+    if storage::users::normalise_email(&body.email).is_none() {
+        return Err(ApiError::field("email", "is not a valid email address"));
+    }
     let bucket = email_bucket(
         "password_reset",
         "password_reset_requests",
