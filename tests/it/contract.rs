@@ -134,3 +134,154 @@ async fn schemathesis_finds_nothing_in_five_thousand_cases() {
         "the stateful phase ran:\n{summary}"
     );
 }
+
+/// A deployment for a generated client: the webhooks context (its receiver
+/// is an endpoint the service accepts), a key with every scope, a photo and
+/// the served document, in `dir`.
+struct ClientRun {
+    ctx: crate::webhooks::Ctx,
+    key: String,
+    photo: std::path::PathBuf,
+    document: std::path::PathBuf,
+}
+
+impl ClientRun {
+    async fn new(dir: &std::path::Path) -> Self {
+        let ctx = crate::webhooks::Ctx::new(Backend::Sqlite).await;
+        let key = ctx.app.key(&ctx.agency, &Scope::ALL).await;
+        let photo = dir.join("front.jpg");
+        let image = image::RgbImage::from_fn(640, 480, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
+        });
+        image.save(&photo).unwrap();
+        let document = dir.join("openapi.json");
+        std::fs::write(&document, served_document(&ctx.app).await).unwrap();
+        Self {
+            ctx,
+            key,
+            photo,
+            document,
+        }
+    }
+
+    /// The flow's arguments after its script.
+    fn args(&self) -> Vec<String> {
+        vec![
+            self.ctx.app.base_url.clone(),
+            self.key.clone(),
+            self.ctx.agency.owner_id.to_string(),
+            self.ctx.agent.to_string(),
+            self.ctx.receiver.url.clone(),
+            self.photo.display().to_string(),
+        ]
+    }
+}
+
+/// Runs `command`, failing the test with its output unless it succeeds;
+/// returns its standard output.
+async fn succeed(mut command: Command, what: &str) -> String {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// What a flow printed last: one JSON object of what it saw.
+fn verdict(stdout: &str) -> serde_json::Value {
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|_| panic!("no verdict in:\n{stdout}"))
+}
+
+fn assert_flow(seen: &serde_json::Value) {
+    assert_eq!(seen["read_status"], "Coming Soon", "{seen}");
+    assert_eq!(seen["paged"], 2, "{seen}");
+    assert!(
+        seen["endpoint"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("whe_")),
+        "{seen}"
+    );
+    let progress = seen["progress"].as_array().unwrap();
+    assert_eq!(progress.last().unwrap(), "completed", "{seen}");
+    assert_eq!(seen["cancelled"], "Cancelled", "{seen}");
+}
+
+#[tokio::test]
+async fn a_generated_python_client_drives_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = ClientRun::new(dir.path()).await;
+    let clients = tests::services::workspace_root().join("tests/clients");
+    let mut generate = Command::new(python_tool("openapi-python-client"));
+    generate
+        .arg("generate")
+        .arg("--path")
+        .arg(&run.document)
+        .arg("--config")
+        .arg(clients.join("python-config.yaml"))
+        .args(["--meta", "none"])
+        .arg("--output-path")
+        .arg(dir.path().join("listing_api_client"));
+    succeed(generate, "openapi-python-client generate").await;
+    let mut flow = Command::new(python_tool("python"));
+    flow.arg(clients.join("python_flow.py"))
+        .args(run.args())
+        .env("PYTHONPATH", dir.path());
+    let seen = verdict(&succeed(flow, "the Python flow").await);
+    assert_flow(&seen);
+    // The endpoint it registered hears the cancellation.
+    let arrived = run
+        .ctx
+        .receiver
+        .wait_for(1, std::time::Duration::from_secs(30))
+        .await;
+    assert_eq!(arrived[0].json()["event_type"], "listing.cancelled");
+}
+
+#[tokio::test]
+async fn a_generated_typescript_client_drives_the_api() {
+    // Inside the tools' directory, so the flow resolves their node_modules.
+    let work = tempfile::tempdir_in(tests::tools::node_tools()).unwrap();
+    let run = ClientRun::new(work.path()).await;
+    let bin = tests::tools::node_tools().join("node_modules/.bin");
+    let mut generate = Command::new(bin.join("openapi-typescript"));
+    generate
+        .arg(&run.document)
+        .arg("-o")
+        .arg(work.path().join("api.d.ts"));
+    succeed(generate, "openapi-typescript").await;
+    let flow = work.path().join("typescript_flow.mts");
+    std::fs::copy(
+        tests::services::workspace_root().join("tests/clients/typescript_flow.mts"),
+        &flow,
+    )
+    .unwrap();
+    let mut check = Command::new(bin.join("tsc"));
+    check
+        .args(["--noEmit", "--strict", "--skipLibCheck", "--types", "node"])
+        .args(["--target", "es2022", "--module", "nodenext"])
+        .args([
+            "--moduleResolution",
+            "nodenext",
+            "--allowImportingTsExtensions",
+        ])
+        .arg(&flow)
+        .current_dir(work.path());
+    succeed(check, "tsc on the flow and the generated types").await;
+    let mut node = Command::new(bin.join("tsx"));
+    node.arg(&flow).args(run.args()).current_dir(work.path());
+    let seen = verdict(&succeed(node, "the TypeScript flow").await);
+    assert_flow(&seen);
+    let arrived = run
+        .ctx
+        .receiver
+        .wait_for(1, std::time::Duration::from_secs(30))
+        .await;
+    assert_eq!(arrived[0].json()["event_type"], "listing.cancelled");
+}

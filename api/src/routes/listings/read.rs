@@ -152,7 +152,7 @@ pub struct SectionsOut {
 
 /// The cancellation window of a listing.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CancellationOut {
+pub struct CancellationWindowOut {
     /// The last instant to cancel without a fee; null when no shoot is scheduled (always free).
     pub no_fee_cutoff: Option<String>,
 }
@@ -172,7 +172,7 @@ pub struct ListingDetailOut {
     /// The shoot, once scheduled.
     pub appointment: Option<AppointmentOut>,
     /// The no-fee cancellation window.
-    pub cancellation: CancellationOut,
+    pub cancellation: CancellationWindowOut,
     /// Uploaded photos, videos and documents with their variants.
     pub media: Vec<crate::routes::media::downloads::MediaOut>,
 }
@@ -256,7 +256,7 @@ pub async fn read_listing(
         },
         orders: detail.orders.iter().cloned().map(OrderOut::from).collect(),
         appointment: detail.appointment.clone().map(AppointmentOut::from),
-        cancellation: CancellationOut {
+        cancellation: CancellationWindowOut {
             no_fee_cutoff: detail.no_fee_cutoff.map(Timestamp::to_rfc3339),
         },
         media,
