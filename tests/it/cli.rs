@@ -302,7 +302,11 @@ backend_tests! {
         // The retry is 30 seconds away: the log holds still at one attempt.
         let log = eventually(Duration::from_secs(30), "the first attempt in the admin log", || async {
             let log = deployment.admin_ok(&["webhook-endpoints", "deliveries", "--agency", &agency_id, "--endpoint", &id]);
-            (log["items"][0]["attempts"].as_array().is_some_and(|a| !a.is_empty())).then_some(log)
+            // The delivery and its attempts are read one after the other: wait
+            // for both to show the recorded attempt.
+            let recorded = log["items"][0]["attempts"].as_array().is_some_and(|a| !a.is_empty())
+                && log["items"][0]["status"] != "pending";
+            recorded.then_some(log)
         })
         .await;
         let delivery = &log["items"][0];

@@ -134,12 +134,12 @@ const CONSTRAINTS: &[Constraint] = &[
     Constraint {
         at: "GET /api/v1/progress/{operation_id}?last_event_id",
         // Empty is the same as absent.
-        keywords: || json!({"pattern": "^[0-9]*$"}),
+        keywords: || json!({"pattern": "^[0-9]*$", "maxLength": 19}),
     },
     Constraint {
         at: "GET /api/v1/progress/{operation_id}@Last-Event-ID",
         // A header is text or absent; never null.
-        keywords: || json!({"type": "string", "pattern": "^[0-9]*$"}),
+        keywords: || json!({"type": "string", "pattern": "^[0-9]*$", "maxLength": 19}),
     },
     Constraint {
         at: "ListingIn.address",

@@ -214,29 +214,38 @@ pub async fn progress(
 /// The event id to resume after: the `Last-Event-ID` header, else the
 /// `last_event_id` parameter; `None` for a stream from the start.
 fn last_event_id(headers: &HeaderMap, parameter: Option<&str>) -> Result<Option<u64>, ApiError> {
-    let (field, value) = match headers.get("last-event-id") {
-        Some(value) => ("Last-Event-ID", value.to_str().ok()),
-        None => match parameter {
-            Some(value) => ("last_event_id", Some(value)),
-            None => return Ok(None),
-        },
+    let invalid = |field: &str| {
+        let mut errors = FieldErrors::new();
+        errors.insert(
+            field.into(),
+            "must be the id of an event of this stream (a whole number)".into(),
+        );
+        ApiError::Validation(errors)
     };
-    let value = value.map(str::trim).unwrap_or("?");
-    // EventSource sends an empty header when no event had an id yet.
-    if value.is_empty() {
-        return Ok(None);
-    }
-    match value.parse::<u64>() {
-        Ok(after) => Ok(Some(after)),
-        Err(_) => {
-            let mut errors = FieldErrors::new();
-            errors.insert(
-                field.into(),
-                "must be the id of an event of this stream (a whole number)".into(),
-            );
-            Err(ApiError::Validation(errors))
+    let parse = |field: &str, value: &str| -> Result<Option<u64>, ApiError> {
+        // EventSource sends an empty header when no event had an id yet.
+        if value.is_empty() {
+            return Ok(None);
         }
-    }
+        // At most 19 digits: every such number is an event id's range.
+        if value.len() > 19 || !value.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid(field));
+        }
+        value.parse::<u64>().map(Some).map_err(|_| invalid(field))
+    };
+    // Both are checked; the header (what a reconnecting EventSource sends) wins.
+    let header = match headers.get("last-event-id") {
+        Some(value) => {
+            let value = value.to_str().map_err(|_| invalid("Last-Event-ID"))?;
+            parse("Last-Event-ID", value.trim())?
+        }
+        None => None,
+    };
+    let query = match parameter {
+        Some(value) => parse("last_event_id", value)?,
+        None => None,
+    };
+    Ok(header.or(query))
 }
 
 /// A stream from the start: a snapshot numbered as the latest state, then the
