@@ -11,12 +11,14 @@ pub mod middleware;
 pub mod multipart;
 pub mod ops;
 pub mod pagination;
+pub mod portal;
 pub mod principal;
 pub mod rate_limit;
 pub mod revocation;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod usage;
 
 use axum::Router;
 
@@ -49,9 +51,13 @@ pub fn app_with_routes(
     );
     // Outside the routes: a 405's `Allow` is written by the route itself,
     // after any layer of the router.
-    Router::new()
+    let app = Router::new()
         .fallback_service(app)
-        .layer(axum::middleware::from_fn(routes::denied::honest_allow))
+        .layer(axum::middleware::from_fn(routes::denied::honest_allow));
+    // The test console sends its requests into this same application (which,
+    // itself without the extension, cannot run the console again).
+    let console_target = routes::test_console::ConsoleTarget(app.clone());
+    app.layer(axum::Extension(console_target))
 }
 
 /// The transport policy of the listener `args` configures.

@@ -48,6 +48,9 @@ impl Principal {
 pub struct SessionPrincipal {
     /// The session, with the user it acts as.
     pub session: Session,
+    /// The environment the request acts in: live unless the request's
+    /// `X-Environment` header chose the sandbox (the portal's switch).
+    pub environment: Environment,
 }
 
 impl SessionPrincipal {
@@ -56,9 +59,10 @@ impl SessionPrincipal {
         &self.session.user
     }
 
-    /// Sessions act on live data; the sandbox is reached with sandbox keys.
+    /// The user's agency in the environment the request chose (live by
+    /// default).
     pub fn tenant(&self) -> Tenant {
-        Tenant::new(self.session.user.agency_id.clone(), Environment::Live)
+        Tenant::new(self.session.user.agency_id.clone(), self.environment)
     }
 }
 
@@ -81,6 +85,15 @@ impl Credential {
             Self::Key(principal) => principal.tenant(),
             Self::Session(session) => session.tenant(),
             Self::ProgressToken(tenant) => tenant.clone(),
+        }
+    }
+
+    /// The user the request acts as: a key's creator, a session's user.
+    pub fn acting_user(&self) -> Option<UserId> {
+        match self {
+            Self::Key(principal) => principal.acting_user.clone(),
+            Self::Session(session) => Some(session.user().id.clone()),
+            Self::ProgressToken(_) => None,
         }
     }
 }

@@ -37,6 +37,7 @@ struct Inner {
     upload_limits: UploadLimits,
     request_deadlines: RequestDeadlines,
     documented_queries: OnceLock<DocumentedQueries>,
+    usage: Arc<crate::usage::UsageRecorder>,
 }
 
 impl AppState {
@@ -55,6 +56,7 @@ impl AppState {
                 upload_limits: Default::default(),
                 request_deadlines: Default::default(),
                 documented_queries: OnceLock::new(),
+                usage: Arc::default(),
             }),
         }
     }
@@ -119,6 +121,11 @@ impl AppState {
     /// Recently authenticated keys.
     pub fn key_cache(&self) -> &KeyCache {
         &self.inner.key_cache
+    }
+
+    /// This process's key uses and request counts not yet stored.
+    pub fn usage(&self) -> &Arc<crate::usage::UsageRecorder> {
+        &self.inner.usage
     }
 
     /// The rate limiter.

@@ -151,6 +151,17 @@ impl Agencies<'_> {
             .try_into()
     }
 
+    /// The agency's budget overrides (budget name → requests per minute).
+    pub async fn rate_limit_overrides(&self, id: &AgencyId) -> Result<BTreeMap<String, u32>> {
+        let row: Option<(Json<BTreeMap<String, u32>>,)> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as("select rate_limit_overrides from agencies where id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row.map(|(overrides,)| overrides.0).unwrap_or_default())
+    }
+
     /// Replaces the agency's budget overrides (budget name → requests per minute).
     pub async fn set_rate_limit_overrides(
         &self,

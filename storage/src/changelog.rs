@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 17] = [
+pub static ENTRIES: [&Entry; 18] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -321,6 +321,23 @@ pub static ENTRIES: [&Entry; 17] = [
         title: "Owners are e-mailed before a route they call is removed",
         description: "An agency that calls a deprecated route has its owner e-mailed 31 days before the route's removal date, once per route.",
         routes: &[],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_developer_portal",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "The developer portal, its test console, and sessions on the webhook routes",
+        description: "The developer settings are pages at /settings: keys, webhook endpoints with their delivery log, replay and test events, the event catalog, a test console, usage and this changelog. POST /agency/test-console runs a request as one of the agency's keys (60 runs a minute per agency). The webhook endpoint, delivery, replay and test routes accept an agency administrator's session with its CSRF token; X-Environment: sandbox chooses a session's environment. An endpoint receives the events that happen after it is registered. Every listing's canonical_url is its public property page.",
+        routes: &[
+            "POST /api/v1/agency/test-console",
+            "GET /api/v1/webhooks/endpoints",
+            "POST /api/v1/webhooks/endpoints",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}/deliveries",
+            "POST /api/v1/webhooks/deliveries/{delivery_id}/replay",
+            "POST /api/v1/webhooks/endpoints/{endpoint_id}/test",
+        ],
         migration: None,
         removal_date: None,
     },

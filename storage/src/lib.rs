@@ -36,6 +36,7 @@ pub mod sections;
 pub mod sessions;
 mod store;
 pub mod tenancy;
+pub mod usage;
 pub mod users;
 pub mod webhooks;
 

@@ -16,6 +16,7 @@ mod media;
 mod object_store;
 mod openapi;
 mod platform;
+mod portal;
 mod preferences;
 mod rate_limit;
 mod sandbox;

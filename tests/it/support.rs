@@ -252,6 +252,17 @@ pub mod sql {
         );
     }
 
+    /// Gives a user another role, past the API's rules (a second
+    /// administrator of an agency, say).
+    pub async fn set_user_role(db: &Database, user_id: &str, role: &str) {
+        execute!(
+            db,
+            "update users set role = $1 where id = $2",
+            role,
+            user_id
+        );
+    }
+
     /// Deactivates a user.
     pub async fn deactivate_user(db: &Database, user_id: &str) {
         execute!(

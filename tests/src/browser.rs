@@ -152,6 +152,7 @@ impl Browser {
                 .await;
             if let Some(id) = found
                 .as_object()
+                .filter(|o| !o.contains_key("error"))
                 .and_then(|o| o.values().next())
                 .and_then(Value::as_str)
             {
@@ -174,14 +175,127 @@ impl Browser {
 
     /// An element's text.
     pub async fn text(&self, element: &str) -> String {
+        let text = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/element/{element}/text"),
+                Value::Null,
+            )
+            .await;
+        match text.as_str() {
+            Some(text) => text.to_owned(),
+            None => panic!("no text of element {element}: {text}"),
+        }
+    }
+
+    /// Types `text` into an element (after clearing it).
+    pub async fn type_into(&self, element: &str, text: &str) {
         self.call(
-            reqwest::Method::GET,
-            &format!("/element/{element}/text"),
-            Value::Null,
+            reqwest::Method::POST,
+            &format!("/element/{element}/clear"),
+            json!({}),
+        )
+        .await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/value"),
+            json!({ "text": text }),
+        )
+        .await;
+    }
+
+    /// Runs `script` in the page and returns its result.
+    pub async fn run(&self, script: &str, args: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            "/execute/sync",
+            json!({ "script": script, "args": args }),
         )
         .await
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    }
+
+    /// The page's URL.
+    pub async fn url(&self) -> String {
+        self.call(reqwest::Method::GET, "/url", Value::Null)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits (at most `timeout`) until the text of the element matching
+    /// `css` contains `wanted`; returns the text.
+    pub async fn wait_for_text(&self, css: &str, wanted: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let element = self.find(css, timeout).await;
+            let text = self.text(&element).await;
+            if text.contains(wanted) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} says {text:?}, not {wanted:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Lays the page out `width` CSS pixels wide (a phone at 375).
+    pub async fn set_width(&self, width: u32) {
+        let cdp = json!({"cmd": "Emulation.setDeviceMetricsOverride", "params": {
+            "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600
+        }});
+        self.call(reqwest::Method::POST, "/goog/cdp/execute", cdp)
+            .await;
+    }
+
+    /// Whether the page is wider than the window (something overflows sideways).
+    pub async fn overflows_sideways(&self) -> bool {
+        self.run(
+            "return document.documentElement.scrollWidth > window.innerWidth + 1;",
+            json!([]),
+        )
+        .await
+        .as_bool()
+        .unwrap_or(true)
+    }
+
+    /// A PNG of the whole page.
+    pub async fn screenshot(&self) -> Vec<u8> {
+        use base64::Engine as _;
+        let metrics = json!({"cmd": "Page.captureScreenshot", "params": {
+            "format": "png", "captureBeyondViewport": true
+        }});
+        let shot = self
+            .call(reqwest::Method::POST, "/goog/cdp/execute", metrics)
+            .await;
+        let data = shot["data"].as_str().unwrap_or_default();
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap_or_default()
+    }
+
+    /// Saves a screenshot of the page at 1280 px and at 375 px as
+    /// `NAME-1280.png` and `NAME-375.png` under `$PORTAL_SCREENSHOTS` (when
+    /// set: a person looks at them), and checks that at 375 px nothing
+    /// overflows sideways.
+    pub async fn look_at(&self, name: &str) {
+        let dir = std::env::var_os("PORTAL_SCREENSHOTS").map(std::path::PathBuf::from);
+        for width in [1280, 375] {
+            self.set_width(width).await;
+            if width == 375 {
+                assert!(
+                    !self.overflows_sideways().await,
+                    "{name} overflows sideways at 375 px"
+                );
+            }
+            if let Some(dir) = &dir {
+                std::fs::create_dir_all(dir).expect("screenshot directory");
+                let png = self.screenshot().await;
+                std::fs::write(dir.join(format!("{name}-{width}.png")), png).expect("screenshot");
+            }
+        }
+        self.set_width(1280).await;
     }
 }

@@ -115,6 +115,27 @@ pub(super) async fn authenticate(
             credential
         }
     };
+    principal_of(state, credential, endpoint)
+}
+
+/// The principal of a stored key the test console runs a request as: the
+/// same checks as a presented key's.
+pub(super) fn console_principal(
+    state: &AppState,
+    credential: storage::api_keys::Credential,
+    endpoint: &Endpoint,
+) -> Result<Principal, ApiError> {
+    principal_of(state, credential, endpoint)
+}
+
+/// A found key's principal, if it is usable and holds the endpoint's scope.
+fn principal_of(
+    state: &AppState,
+    credential: storage::api_keys::Credential,
+    endpoint: &Endpoint,
+) -> Result<Principal, ApiError> {
+    let store = state.store();
+    let now = store.clock().now();
     let key = credential.key;
     let span = tracing::Span::current();
     span.record("agency_id", key.agency_id.as_str());
@@ -123,6 +144,7 @@ pub(super) async fn authenticate(
         tracing::info!(?why, "refused an unusable API key");
         return Err(ApiError::InvalidKey);
     }
+    state.usage().key_used(store, &key.id, now);
     if !key.has_scope(endpoint.scope) {
         return Err(ApiError::ScopeDenied(endpoint.scope));
     }

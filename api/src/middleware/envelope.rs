@@ -23,6 +23,16 @@ pub async fn render(request: Request, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
+    // The portal's pages answer their own errors as pages.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/html"))
+        && response.extensions().get::<ErrorBody>().is_none();
+    if is_page {
+        return response;
+    }
     let (mut parts, _body) = response.into_parts();
     let body = parts
         .extensions

@@ -9,13 +9,15 @@
 //! | `Key` | API key (`auth`) | agency and key budgets | yes |
 //! | `Session` | session cookie, CSRF per route (`session`) | the user's | no |
 //! | `KeyOrSession` | a key, else the cookie and its CSRF token | the key's, else the agency's uploads and the user's | yes |
+//! | `KeyOrAdministratorSession` | a key, else an agency administrator's cookie (CSRF on changes) | the key's, else the user's | yes |
 //! | `KeyOrProgressToken` | the `token` of a progress URL, else a key | none for a token | – (GET) |
 
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::{RequestExt, Router};
+use storage::Environment;
 use utoipa_axum::router::UtoipaMethodRouter;
 
 use super::session::{authenticate_session, csrf_matches, session_cookie};
@@ -28,6 +30,11 @@ use crate::rate_limit::{
 };
 use crate::state::AppState;
 
+/// A request the test console runs as this stored key (never its
+/// plaintext, which the service does not keep).
+#[derive(Clone, Debug)]
+pub struct ConsoleKey(pub storage::api_keys::Credential);
+
 /// Which credentials a route accepts, and the policy each is held to.
 #[derive(Clone, Copy, Debug)]
 pub enum Access {
@@ -38,6 +45,9 @@ pub enum Access {
     /// An API key, or a session with its CSRF token (the specification's
     /// dual authentication of uploads).
     KeyOrSession(&'static Endpoint),
+    /// An API key, or the session of an agency administrator with its CSRF
+    /// token on every change: the webhook routes the portal manages.
+    KeyOrAdministratorSession(&'static Endpoint),
     /// The signed token of a progress URL (a browser's `EventSource` sends
     /// no headers), or an API key.
     KeyOrProgressToken(&'static Endpoint),
@@ -103,39 +113,87 @@ pub async fn guard(
     let state = &guard.state;
     let headers = request.headers();
     let query = request.uri().query();
-    let (credential, buckets) = match guard.access {
-        Access::Key(endpoint) => key(state, headers, query, endpoint).await?,
-        Access::Session(endpoint) => {
-            let wants_csrf = endpoint.wants_csrf(request.method());
-            session(state, headers, endpoint, wants_csrf).await?
+    if matches!(
+        guard.access,
+        Access::KeyOrSession(_) | Access::KeyOrAdministratorSession(_)
+    ) {
+        // The document declares the switch on these routes: a value outside
+        // it is refused whatever the credential (a key ignores a valid one).
+        session_environment(headers)?;
+    }
+    let console_key = request.extensions().get::<ConsoleKey>().cloned();
+    let (credential, buckets) = match (guard.access, console_key) {
+        // The test console runs a request as a key it names by id; only a
+        // request built in this process carries the extension.
+        (Access::Session(_), Some(_)) => return Err(ApiError::SessionRequired),
+        (
+            Access::Key(endpoint)
+            | Access::KeyOrSession(endpoint)
+            | Access::KeyOrAdministratorSession(endpoint)
+            | Access::KeyOrProgressToken(endpoint),
+            Some(console_key),
+        ) => {
+            let principal = auth::console_principal(state, console_key.0, endpoint)?;
+            let buckets = buckets_for(&principal, endpoint);
+            (Credential::Key(principal), buckets)
         }
-        Access::KeyOrSession(endpoint) => {
-            let has_key =
-                headers.contains_key("x-api-key") || headers.contains_key(header::AUTHORIZATION);
-            if has_key || session_cookie(headers).is_none() {
-                key(state, headers, query, endpoint).await?
-            } else {
-                session_upload(state, headers, endpoint).await?
+        (access, None) => match access {
+            Access::Key(endpoint) => key(state, headers, query, endpoint).await?,
+            Access::Session(endpoint) => {
+                let wants_csrf = endpoint.wants_csrf(request.method());
+                session(state, headers, endpoint, wants_csrf).await?
             }
-        }
-        Access::KeyOrProgressToken(endpoint) => match progress_token(query) {
-            Some(token) => {
-                let tenant = token_holder(state, &mut request, &token).await?;
-                (tenant, Vec::new())
+            Access::KeyOrSession(endpoint) => {
+                if has_key(headers) || session_cookie(headers).is_none() {
+                    key(state, headers, query, endpoint).await?
+                } else {
+                    session_upload(state, headers, endpoint).await?
+                }
             }
-            // The token is a credential in the URL by design; the key is not.
-            None => key(state, headers, None, endpoint).await?,
+            Access::KeyOrAdministratorSession(endpoint) => {
+                if has_key(headers) || session_cookie(headers).is_none() {
+                    key(state, headers, query, endpoint).await?
+                } else {
+                    administrator_session(state, headers, endpoint, request.method()).await?
+                }
+            }
+            Access::KeyOrProgressToken(endpoint) => match progress_token(query) {
+                Some(token) => {
+                    let tenant = token_holder(state, &mut request, &token).await?;
+                    (tenant, Vec::new())
+                }
+                // The token is a credential in the URL by design; the key is not.
+                None => key(state, headers, None, endpoint).await?,
+            },
         },
-    };
-    let rate_limit_headers = if buckets.is_empty() {
-        RateLimitHeaders::default()
-    } else {
-        state.rate_limiter().check(&buckets).await?
     };
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(|matched| matched.as_str().to_owned());
+    let counted_route = format!(
+        "{} {}",
+        request.method(),
+        route.as_deref().unwrap_or_else(|| request.uri().path())
+    );
+    let tenant = credential.tenant();
+    let rate_limit_headers = if buckets.is_empty() {
+        RateLimitHeaders::default()
+    } else {
+        match state.rate_limiter().check(&buckets).await {
+            Ok(headers) => headers,
+            Err(refused) => {
+                state.usage().request(
+                    state.store(),
+                    &tenant,
+                    counted_route,
+                    429,
+                    state.store().clock().now(),
+                );
+                return Err(refused);
+            }
+        }
+    };
     if let Some(route) = route
         && let Err(err) =
             state
@@ -146,7 +204,6 @@ pub async fn guard(
         rate_limit_headers.apply(response.headers_mut());
         return Ok(response);
     }
-    let tenant = credential.tenant();
     // Session routes of the developer settings never took idempotency keys.
     let idempotent = !matches!(guard.access, Access::Session(_));
     match &credential {
@@ -172,10 +229,78 @@ pub async fn guard(
         next.run(request).await
     };
     rate_limit_headers.apply(response.headers_mut());
+    state.usage().request(
+        state.store(),
+        &tenant,
+        counted_route,
+        response.status().as_u16(),
+        state.store().clock().now(),
+    );
     Ok(response)
 }
 
 type Authenticated = (Credential, Vec<Bucket>);
+
+/// Whether the request presents an API key (in either accepted header).
+fn has_key(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-api-key") || headers.contains_key(header::AUTHORIZATION)
+}
+
+/// The header of the portal's Live/Sandbox switch on session requests.
+pub const ENVIRONMENT_HEADER: &str = "x-environment";
+
+/// The environment a session request chose: `X-Environment: live` (the
+/// default when absent) or `sandbox`.
+fn session_environment(headers: &HeaderMap) -> Result<Environment, ApiError> {
+    let Some(value) = headers.get(ENVIRONMENT_HEADER) else {
+        return Ok(Environment::Live);
+    };
+    match value.to_str().map(str::trim) {
+        Ok("live") => Ok(Environment::Live),
+        Ok("sandbox") => Ok(Environment::Sandbox),
+        _ => Err(ApiError::InvalidHeader {
+            name: "X-Environment",
+            reason: "must be live or sandbox".to_owned(),
+        }),
+    }
+}
+
+/// The session principal of `session` in the request's environment.
+fn session_principal(
+    session: storage::sessions::Session,
+    headers: &HeaderMap,
+) -> Result<Credential, ApiError> {
+    let environment = session_environment(headers)?;
+    Ok(Credential::Session(SessionPrincipal {
+        session,
+        environment,
+    }))
+}
+
+/// An agency administrator's session, with the CSRF token on a change.
+async fn administrator_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    endpoint: &'static Endpoint,
+    method: &Method,
+) -> Result<Authenticated, ApiError> {
+    let session = authenticate_session(state, headers).await?;
+    let unsafe_method = !matches!(*method, Method::GET | Method::HEAD);
+    if unsafe_method && !csrf_matches(state, &session, headers) {
+        return Err(ApiError::CsrfFailed);
+    }
+    if !session.user.role.is_administrator() {
+        return Err(ApiError::Forbidden(
+            "Only an agency administrator manages webhooks in the developer settings.".to_owned(),
+        ));
+    }
+    let buckets = vec![Bucket {
+        key: format!("session:{}:{}", session.user.id, endpoint.name),
+        name: endpoint.name.to_owned(),
+        limit: endpoint.key_limit,
+    }];
+    Ok((session_principal(session, headers)?, buckets))
+}
 
 /// An API key holding `endpoint`'s scope; a credential-like value in
 /// `query` (the URL's) is refused.
@@ -202,7 +327,7 @@ async fn session(
         return Err(ApiError::CsrfFailed);
     }
     let buckets = session_buckets(&session.user.id, endpoint);
-    Ok((Credential::Session(SessionPrincipal { session }), buckets))
+    Ok((session_principal(session, headers)?, buckets))
 }
 
 /// An upload through a session: the CSRF token always.
@@ -216,7 +341,7 @@ async fn session_upload(
         return Err(ApiError::CsrfFailed);
     }
     let buckets = session_upload_buckets(&session.user.agency_id, &session.user.id, endpoint);
-    Ok((Credential::Session(SessionPrincipal { session }), buckets))
+    Ok((session_principal(session, headers)?, buckets))
 }
 
 /// The `token` query parameter, if the request carries one.

@@ -97,6 +97,7 @@ mod tests {
                 expires_at: None,
                 revoked_at: None,
                 rate_limit_overrides: BTreeMap::new(),
+                last_used_at: None,
             },
             agency_rate_limit_overrides: BTreeMap::new(),
             creator_role: None,

@@ -52,6 +52,17 @@ pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
     }
 }
 
+/// How many requests a bucket holding `tat` would admit at `now`, without
+/// spending any.
+pub fn headroom(tat: Option<i64>, now: i64, limit: u32) -> u32 {
+    let outcome = evaluate(tat, now, limit);
+    if outcome.allowed {
+        outcome.remaining.saturating_add(1)
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +90,16 @@ mod tests {
         assert!(!refused.allowed);
         assert_eq!(refused.remaining, 0);
         assert_eq!(refused.retry_after, WINDOW_MICROS / 200);
+    }
+
+    #[test]
+    fn headroom_is_what_a_burst_would_get() {
+        assert_eq!(headroom(None, 0, 5), 5);
+        let mut tat = None;
+        burst(&mut tat, 0, 5, 2);
+        assert_eq!(headroom(tat, 0, 5), 3);
+        burst(&mut tat, 0, 5, 3);
+        assert_eq!(headroom(tat, 0, 5), 0);
     }
 
     #[test]

@@ -40,4 +40,17 @@ impl MemoryLimiter {
         }
         outcomes
     }
+
+    /// What each bucket would admit now, spending nothing.
+    pub fn headroom(&self, buckets: &[Bucket]) -> Vec<u32> {
+        let now = now_micros();
+        let tats = self
+            .tats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets
+            .iter()
+            .map(|bucket| gcra::headroom(tats.get(&bucket.key).copied(), now, bucket.limit))
+            .collect()
+    }
 }

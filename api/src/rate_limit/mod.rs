@@ -76,6 +76,39 @@ pub fn session_buckets(user: &UserId, endpoint: &SessionEndpoint) -> Vec<Bucket>
     }]
 }
 
+/// Every agency budget of `tenant`'s environment, with `overrides` (an
+/// operator's) replacing the defaults: what the portal's headroom shows.
+pub fn agency_buckets(
+    tenant: &storage::Tenant,
+    overrides: &std::collections::BTreeMap<String, u32>,
+) -> Vec<Bucket> {
+    use crate::endpoints::{
+        AVAILABILITY, LISTING_CREATES, LISTING_READS, LISTING_WRITES, USERS, WEBHOOK_CATALOG,
+        WEBHOOK_MANAGEMENT,
+    };
+    let env = tenant.environment.as_str();
+    let agency = tenant.agency_id.as_str();
+    let sandbox = (tenant.environment == Environment::Sandbox).then_some(&SANDBOX_BUDGET);
+    sandbox
+        .into_iter()
+        .chain([
+            &LISTING_CREATES,
+            &LISTING_READS,
+            &LISTING_WRITES,
+            &UPLOADS,
+            &AVAILABILITY,
+            &USERS,
+            &WEBHOOK_CATALOG,
+            &WEBHOOK_MANAGEMENT,
+        ])
+        .map(|budget| Bucket {
+            key: format!("agency:{agency}:{env}:{}", budget.name),
+            name: budget.name.to_owned(),
+            limit: overrides.get(budget.name).copied().unwrap_or(budget.limit),
+        })
+        .collect()
+}
+
 /// The buckets of an upload through a session: the agency's live upload
 /// budget, which its keys spend too, and the user's own.
 pub fn session_upload_buckets(
@@ -129,6 +162,20 @@ impl RateLimiter {
     /// A limiter shared through Redis.
     pub fn shared(limiter: redis::RedisLimiter) -> Self {
         Self::Redis(limiter, Arc::default())
+    }
+
+    /// What each bucket would admit now, spending nothing (the portal's
+    /// headroom chart). While Redis does not answer, this process's own view.
+    pub async fn headroom(&self, buckets: &[Bucket]) -> Vec<u32> {
+        match self {
+            Self::Memory(limiter) => limiter.headroom(buckets),
+            Self::Redis(limiter, standby) => {
+                match tokio::time::timeout(REDIS_PATIENCE, limiter.headroom(buckets)).await {
+                    Ok(Ok(headroom)) => headroom,
+                    _ => standby.headroom(buckets),
+                }
+            }
+        }
     }
 
     /// Checks (and if admitted, spends) every bucket of a request. A refused

@@ -91,4 +91,27 @@ impl RedisLimiter {
             )
             .collect())
     }
+
+    /// What each bucket would admit now, spending nothing (Redis's clock).
+    pub async fn headroom(&self, buckets: &[Bucket]) -> Result<Vec<u32>, redis::RedisError> {
+        if buckets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.connection.clone();
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut connection).await?;
+        let now = seconds * 1_000_000 + micros;
+        let keys: Vec<String> = buckets
+            .iter()
+            .map(|bucket| format!("{}{}", self.prefix, bucket.key))
+            .collect();
+        let tats: Vec<Option<i64>> = redis::cmd("MGET")
+            .arg(&keys)
+            .query_async(&mut connection)
+            .await?;
+        Ok(buckets
+            .iter()
+            .zip(tats)
+            .map(|(bucket, tat)| super::gcra::headroom(tat, now, bucket.limit))
+            .collect())
+    }
 }

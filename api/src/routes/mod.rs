@@ -13,6 +13,7 @@ pub mod openapi_contract;
 pub mod preferences;
 pub mod sandbox;
 pub mod session;
+pub mod test_console;
 pub mod user_admin;
 pub mod users;
 pub mod webhooks;
@@ -46,6 +47,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(developer_keys::router(&state))
         .merge(changelog::router(&state))
         .merge(sandbox::router(&state))
+        .merge(test_console::router(&state))
         .merge(media::router(&state));
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
@@ -65,6 +67,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(media::progress::alias_router(&state))
         .merge(media::downloads::router())
         .merge(media::archive::download_router())
+        .merge(crate::portal::router())
         .route(
             "/api/openapi.json",
             get(move || {

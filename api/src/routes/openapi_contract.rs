@@ -279,10 +279,45 @@ pub fn complete(doc: &mut Value) {
     close_request_schemas(doc);
     describe_upload(doc);
     describe_progress_stream(doc);
+    document_session_environment(doc);
     complete_responses(doc);
     declare_tags(doc);
     add_links(doc);
     add_webhooks(doc);
+}
+
+/// Operations a key or a session may call take the portal's environment
+/// switch: `X-Environment` chooses a session's environment (a key carries its
+/// own and ignores it).
+fn document_session_environment(doc: &mut Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for item in paths.values_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in item.values_mut() {
+            let security = operation["security"].to_string();
+            if !(security.contains("session_cookie") && security.contains("api_key")) {
+                continue;
+            }
+            let parameter = json!({
+                "name": "X-Environment",
+                "in": "header",
+                "required": false,
+                "description": "With a session: live (default) or sandbox, the developer settings' environment switch. A key's environment is its own; with a key the header is ignored.",
+                "schema": {"type": "string", "enum": ["live", "sandbox"]},
+            });
+            match operation
+                .get_mut("parameters")
+                .and_then(Value::as_array_mut)
+            {
+                Some(parameters) => parameters.push(parameter),
+                None => operation["parameters"] = json!([parameter]),
+            }
+        }
+    }
 }
 
 /// The value at `keys` inside `value`, if there is one (indexing a

@@ -69,6 +69,7 @@ impl ApiKeys<'_> {
             expires_at: None,
             revoked_at: None,
             rate_limit_overrides: new.rate_limit_overrides,
+            last_used_at: None,
         };
         let hash = self.store.derived_keys().hash_api_key(&plaintext);
         let scope_names: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();

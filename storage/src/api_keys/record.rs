@@ -73,6 +73,8 @@ pub struct ApiKey {
     pub revoked_at: Option<Timestamp>,
     /// Per-endpoint budgets (requests per minute) replacing the defaults.
     pub rate_limit_overrides: BTreeMap<String, u32>,
+    /// When it last authenticated a request (to the minute).
+    pub last_used_at: Option<Timestamp>,
 }
 
 /// Why a key that was found does not authenticate.
@@ -123,6 +125,7 @@ pub(super) struct ApiKeyRow {
     expires_at: Option<Timestamp>,
     revoked_at: Option<Timestamp>,
     rate_limit_overrides: Json<BTreeMap<String, u32>>,
+    last_used_at: Option<Timestamp>,
 }
 
 impl TryFrom<ApiKeyRow> for ApiKey {
@@ -153,12 +156,13 @@ impl TryFrom<ApiKeyRow> for ApiKey {
             expires_at: row.expires_at,
             revoked_at: row.revoked_at,
             rate_limit_overrides: row.rate_limit_overrides.0,
+            last_used_at: row.last_used_at,
         })
     }
 }
 
 pub(super) const KEY_COLUMNS: &str = "id, agency_id, name, key_hint, format, scopes, is_sandbox, status, \
-     created_by, created_at, rotation_started_at, expires_at, revoked_at, rate_limit_overrides";
+     created_by, created_at, rotation_started_at, expires_at, revoked_at, rate_limit_overrides, last_used_at";
 
 /// Records one event of a key's life in `api_key_audit`.
 macro_rules! audit {

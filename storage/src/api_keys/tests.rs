@@ -66,6 +66,7 @@ fn usability_follows_status_and_expiry() {
         expires_at: None,
         revoked_at: None,
         rate_limit_overrides: BTreeMap::new(),
+        last_used_at: None,
     };
     assert_eq!(key.check_usable(now), Ok(()));
     key.status = KeyStatus::Rotating;

@@ -22,6 +22,23 @@ impl Listings<'_> {
         found(row)
     }
 
+    /// The live listing with this number, whichever agency's it is: what
+    /// its public page shows. Sandbox listings are never public.
+    pub async fn public(&self, listing_number: &str) -> Result<Option<Listing>> {
+        let number = normalise_listing_number(listing_number);
+        let sql = format!(
+            "select {LISTING_COLUMNS} from listings where listing_number = $1 and is_sandbox = $2"
+        );
+        let row: Option<ListingRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(&number)
+                .bind(false)
+                .fetch_optional(pool)
+                .await?
+        });
+        row.map(Listing::try_from).transpose()
+    }
+
     /// The tenant's listing with its orders, shoot, people and no-fee cutoff,
     /// in one query.
     pub async fn detail(

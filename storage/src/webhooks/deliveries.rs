@@ -6,7 +6,7 @@ use sqlx::types::Json;
 
 use super::Webhooks;
 use super::delivery_record::{
-    Attempt, DELIVERY_COLUMNS, Delivery, DeliveryKind, DeliveryRow, DeliveryTarget,
+    Attempt, DELIVERY_COLUMNS, Delivery, DeliveryKind, DeliveryRow, DeliveryStatus, DeliveryTarget,
 };
 use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointWithSecret, WebhookEndpoint};
 use crate::db::{in_transaction, on_pool};
@@ -105,6 +105,32 @@ impl Webhooks<'_> {
         Ok(Page::from_overfetch(deliveries, limit, total, |d| {
             Position::after(d.created_at, d.id.as_str())
         }))
+    }
+
+    /// An endpoint's latest `limit` deliveries, newest first, of one status
+    /// and one event type when given (the portal's filtered delivery log).
+    pub async fn recent_deliveries(
+        &self,
+        endpoint_id: &WebhookEndpointId,
+        status: Option<DeliveryStatus>,
+        event_type: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Delivery>> {
+        let sql = format!(
+            "select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1
+             and ($2 is null or d.status = $2) and ($3 is null or d.event_type = $3)
+             order by d.created_at desc, d.id desc limit $4"
+        );
+        let rows: Vec<DeliveryRow> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(endpoint_id)
+                .bind(status.map(DeliveryStatus::as_str))
+                .bind(event_type)
+                .bind(i64::from(limit.min(crate::page::MAX_PAGE_SIZE)))
+                .fetch_all(pool)
+                .await?
+        });
+        rows.into_iter().map(Delivery::try_from).collect()
     }
 
     /// A delivery's attempts, in order.

@@ -64,7 +64,8 @@ impl DeliveryStatus {
         }
     }
 
-    fn parse(text: &str) -> Result<Self> {
+    /// The status a column value names.
+    pub fn parse(text: &str) -> Result<Self> {
         match text {
             "pending" => Ok(Self::Pending),
             "retrying" => Ok(Self::Retrying),

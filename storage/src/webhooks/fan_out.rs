@@ -1,5 +1,6 @@
 //! Fanning committed events out: one delivery per (event, subscribed
-//! endpoint), all of a batch in one transaction.
+//! endpoint registered by the time the event happened), all of a batch in
+//! one transaction.
 
 use std::collections::HashMap;
 
@@ -100,7 +101,13 @@ impl Webhooks<'_> {
                     .map(Vec::as_slice)
                     .unwrap_or_default();
                 for endpoint in endpoints {
-                    if !endpoint.subscribes_to(&event.event_type, event.environment) {
+                    // An endpoint receives what happened after it was
+                    // registered, not a backlog of events committed before
+                    // (whose dispatch merely came later).
+                    let registered_after = endpoint.created_at > event.occurred_at;
+                    if registered_after
+                        || !endpoint.subscribes_to(&event.event_type, event.environment)
+                    {
                         continue;
                     }
                     let id = DeliveryId::generate();

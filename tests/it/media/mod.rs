@@ -15,6 +15,7 @@ mod limits;
 mod optimization;
 mod progress;
 mod progress_access;
+mod property_page;
 mod recovery;
 mod refusals;
 mod resume;

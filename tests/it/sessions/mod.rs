@@ -9,7 +9,7 @@ mod impersonation;
 mod key_management;
 mod logout_and_idle;
 mod operator_bootstrap;
-mod password_links;
+pub(crate) mod password_links;
 mod sign_in;
 
 use reqwest::StatusCode;
@@ -36,7 +36,7 @@ fn unique_email() -> String {
 }
 
 /// An account with `role` in `agency` and the test password; returns its id and email.
-async fn account(app: &TestApp, agency: &TestAgency, role: Role) -> (UserId, String) {
+pub(crate) async fn account(app: &TestApp, agency: &TestAgency, role: Role) -> (UserId, String) {
     let email = unique_email();
     let account = app
         .store

@@ -39,7 +39,7 @@ fn token_in(text: &str) -> String {
 }
 
 /// The token of a recorded password e-mail, as the mailer would fill it in.
-async fn recorded_token(app: &TestApp, notification_id: &NotificationId) -> String {
+pub(crate) async fn recorded_token(app: &TestApp, notification_id: &NotificationId) -> String {
     let (notification, _, _) = app
         .store
         .webhooks()

@@ -18,6 +18,8 @@ mod impersonation;
 mod password;
 mod sign_in;
 
+pub use sign_in::{LOGIN_ATTEMPTS_PER_MINUTE, MAX_PASSWORD_BYTES, email_bucket};
+
 pub(crate) use password::{password_link_base, send_password_link};
 
 /// The routes of this resource.

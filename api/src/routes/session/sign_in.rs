@@ -18,9 +18,9 @@ use crate::routes::users::UserOut;
 use crate::state::AppState;
 
 /// Login attempts per email per minute, against password guessing.
-const LOGIN_ATTEMPTS_PER_MINUTE: u32 = 10;
+pub const LOGIN_ATTEMPTS_PER_MINUTE: u32 = 10;
 /// Longest password considered (argon2 of megabytes would be a cheap DoS).
-const MAX_PASSWORD_BYTES: usize = 1024;
+pub const MAX_PASSWORD_BYTES: usize = 1024;
 
 /// Body of `POST /session`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -52,7 +52,7 @@ pub struct SessionOut {
 
 /// A per-email budget named `name`, stored under `prefix`; the email is
 /// keyed-hashed so the limiter's keys do not list who tried to sign in.
-pub(super) fn email_bucket(prefix: &str, name: &str, email: &str, limit: u32) -> Bucket {
+pub fn email_bucket(prefix: &str, name: &str, email: &str, limit: u32) -> Bucket {
     let throttle = storage::secrets::hmac_sha256(
         b"listing-api/login-throttle",
         email.trim().to_lowercase().as_bytes(),

@@ -13,9 +13,9 @@ use super::wire::{DeliveryOut, PageQuery};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
+use crate::middleware::guard::{Access, guarded};
 use crate::pagination::{CursorScope, PageOut, page_limit};
-use crate::principal::Principal;
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// The delivery read routes.
@@ -23,12 +23,12 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(guarded(
             state,
-            &endpoints::READ_WEBHOOK_DELIVERIES,
+            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
             routes!(list_deliveries),
         ))
         .routes(guarded(
             state,
-            &endpoints::READ_WEBHOOK_DELIVERIES,
+            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
             routes!(get_delivery),
         ))
 }
@@ -47,11 +47,11 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
         (status = 422, description = "Invalid limit or cursor", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
 async fn list_deliveries(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<PageOut<DeliveryOut>>, ApiError> {
@@ -91,11 +91,11 @@ async fn list_deliveries(
         (status = 403, description = "The key lacks webhooks:read", body = ErrorEnvelope),
         (status = 404, description = "webhook_delivery_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
 async fn get_delivery(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(delivery_id): ApiPath<String>,
 ) -> Result<Json<DeliveryOut>, ApiError> {
     let webhooks = state.store().webhooks();

@@ -13,8 +13,8 @@ use super::wire::{EndpointOut, EndpointWithSecretOut};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
-use crate::middleware::guard::guarded;
-use crate::principal::Principal;
+use crate::middleware::guard::{Access, guarded};
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// The action routes.
@@ -22,17 +22,17 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(guarded(
             state,
-            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
             routes!(disable_endpoint),
         ))
         .routes(guarded(
             state,
-            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
             routes!(enable_endpoint),
         ))
         .routes(guarded(
             state,
-            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
             routes!(rotate_secret),
         ))
 }
@@ -50,11 +50,11 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn disable_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<EndpointOut>, ApiError> {
     set_enabled(&state, &principal, &endpoint_id, false).await
@@ -73,11 +73,11 @@ async fn disable_endpoint(
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn enable_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<EndpointOut>, ApiError> {
     set_enabled(&state, &principal, &endpoint_id, true).await
@@ -85,7 +85,7 @@ async fn enable_endpoint(
 
 async fn set_enabled(
     state: &AppState,
-    principal: &Principal,
+    principal: &Credential,
     endpoint_id: &str,
     enabled: bool,
 ) -> Result<Json<EndpointOut>, ApiError> {
@@ -116,11 +116,11 @@ async fn set_enabled(
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn rotate_secret(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<EndpointWithSecretOut>, ApiError> {
     let (endpoint, secret) = state

@@ -18,9 +18,9 @@ use super::wire::{EndpointOut, EndpointWithSecretOut, PageQuery};
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
+use crate::middleware::guard::{Access, guarded};
 use crate::pagination::{CursorScope, PageOut, page_limit};
-use crate::principal::Principal;
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// The registration and management routes.
@@ -28,22 +28,22 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(guarded(
             state,
-            &endpoints::CREATE_WEBHOOK_ENDPOINT,
+            Access::KeyOrAdministratorSession(&endpoints::CREATE_WEBHOOK_ENDPOINT),
             routes!(create_endpoint),
         ))
         .routes(guarded(
             state,
-            &endpoints::READ_WEBHOOK_ENDPOINTS,
+            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_ENDPOINTS),
             routes!(list_endpoints),
         ))
         .routes(guarded(
             state,
-            &endpoints::READ_WEBHOOK_ENDPOINTS,
+            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_ENDPOINTS),
             routes!(get_endpoint),
         ))
         .routes(guarded(
             state,
-            &endpoints::UPDATE_WEBHOOK_ENDPOINT,
+            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
             routes!(update_endpoint, delete_endpoint),
         ))
 }
@@ -140,11 +140,11 @@ pub(super) async fn endpoint_of(
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: URL not HTTPS or not public, unknown event type, bad environment", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn create_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiJson(body): ApiJson<EndpointIn>,
 ) -> Result<(StatusCode, Json<EndpointWithSecretOut>), ApiError> {
     let tenant = principal.tenant();
@@ -158,7 +158,7 @@ async fn create_endpoint(
         url,
         event_types,
         environment,
-        created_by: principal.acting_user.clone(),
+        created_by: principal.acting_user(),
     };
     let (endpoint, secret) = state.store().webhooks().create(&tenant, new).await?;
     Ok((
@@ -183,11 +183,11 @@ async fn create_endpoint(
         (status = 403, description = "The key lacks webhooks:read", body = ErrorEnvelope),
         (status = 422, description = "Invalid limit or cursor", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
 async fn list_endpoints(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> Result<Json<PageOut<EndpointOut>>, ApiError> {
     let limit = page_limit(query.limit)?;
@@ -224,11 +224,11 @@ async fn list_endpoints(
         (status = 403, description = "The key lacks webhooks:read", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
 async fn get_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<Json<EndpointOut>, ApiError> {
     let endpoint = endpoint_of(
@@ -256,11 +256,11 @@ async fn get_endpoint(
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn update_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
     ApiJson(body): ApiJson<EndpointPatch>,
 ) -> Result<Json<EndpointOut>, ApiError> {
@@ -293,11 +293,11 @@ async fn update_endpoint(
         (status = 403, description = "The key lacks webhooks:write", body = ErrorEnvelope),
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn delete_endpoint(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if state

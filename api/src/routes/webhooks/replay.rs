@@ -15,15 +15,15 @@ use super::wire::DeliveryOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
-use crate::middleware::guard::guarded;
-use crate::principal::Principal;
+use crate::middleware::guard::{Access, guarded};
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// The replay route.
 pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(guarded(
         state,
-        &endpoints::REPLAY_WEBHOOK_DELIVERY,
+        Access::KeyOrAdministratorSession(&endpoints::REPLAY_WEBHOOK_DELIVERY),
         routes!(replay_delivery),
     ))
 }
@@ -44,11 +44,11 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
         (status = 404, description = "webhook_delivery_not_found", body = ErrorEnvelope),
         (status = 429, description = "Over 10 replays per minute for this endpoint", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn replay_delivery(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(delivery_id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<DeliveryOut>), ApiError> {
     let tenant = principal.tenant();

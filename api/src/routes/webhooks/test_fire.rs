@@ -20,15 +20,15 @@ use super::wire::DeliveryOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiPath;
-use crate::middleware::guard::guarded;
-use crate::principal::Principal;
+use crate::middleware::guard::{Access, guarded};
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// The test-fire route.
 pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(guarded(
         state,
-        &endpoints::TEST_WEBHOOK_ENDPOINT,
+        Access::KeyOrAdministratorSession(&endpoints::TEST_WEBHOOK_ENDPOINT),
         routes!(test_fire),
     ))
 }
@@ -72,11 +72,11 @@ pub fn verdict(report: &AttemptReport) -> &'static str {
         (status = 404, description = "webhook_endpoint_not_found", body = ErrorEnvelope),
         (status = 429, description = "Over 5 test fires per minute for this endpoint", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 async fn test_fire(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
 ) -> Result<(StatusCode, Json<TestFireOut>), ApiError> {
     let tenant = principal.tenant();

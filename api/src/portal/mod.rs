@@ -1,0 +1,296 @@
+//! The HTML pages of the public listener: the developer portal under
+//! `/settings` (sign-in, keys, webhooks, the test console, the changelog
+//! and usage), the set-password page the e-mailed link opens, the public
+//! property page and the cancel remediation page. Server-rendered with
+//! askama templates (`api/templates/portal`); one stylesheet and one small
+//! script (`api/assets`). Every change a page offers goes through the JSON
+//! API with the session cookie and its CSRF token, so the portal is held to
+//! exactly the API's rules. The pages are not in the OpenAPI document.
+
+mod account;
+mod chart;
+mod console;
+mod keys;
+mod public;
+mod usage;
+mod webhooks;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{FromRequestParts, OriginalUri};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use storage::Environment;
+use storage::sessions::Session;
+
+use crate::middleware::session::session_cookie;
+use crate::state::AppState;
+
+/// The portal's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/assets/portal.css", get(stylesheet))
+        .route("/assets/portal.js", get(script))
+        .route(
+            "/settings",
+            get(|| async { Redirect::to("/settings/keys") }),
+        )
+        .route(
+            "/settings/sign-in",
+            get(account::sign_in_page).post(account::sign_in),
+        )
+        .route("/set-password", get(account::set_password_page))
+        .route("/settings/keys", get(keys::page_handler))
+        .route("/settings/webhooks", get(webhooks::endpoints_page))
+        .route(
+            "/settings/webhooks/{endpoint_id}",
+            get(webhooks::endpoint_page),
+        )
+        .route("/settings/events", get(webhooks::catalog_page))
+        .route("/settings/console", get(console::page_handler))
+        .route("/settings/changelog", get(usage::changelog_page))
+        .route("/settings/usage", get(usage::usage_page))
+        .route("/property/{listing_number}", get(public::property_page))
+        .route(
+            "/dashboard/listings/{listing_number}/cancel",
+            get(public::cancel_help_page),
+        )
+}
+
+async fn stylesheet() -> Response {
+    asset(
+        "text/css; charset=utf-8",
+        include_str!("../../assets/portal.css"),
+    )
+}
+
+async fn script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/portal.js"),
+    )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A rendered page with `status`; portal pages are never cached (they show
+/// one user's data and a CSRF token).
+pub(crate) fn page(status: StatusCode, template: &impl Template) -> Response {
+    match template.render() {
+        Ok(html) => (
+            status,
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+                (
+                    header::HeaderName::from_static("x-frame-options"),
+                    HeaderValue::from_static("DENY"),
+                ),
+            ],
+            html,
+        )
+            .into_response(),
+        Err(err) => {
+            tracing::error!(%err, "a page did not render");
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                "The page could not be shown. Reload it; if it keeps failing, contact support.",
+            )
+        }
+    }
+}
+
+/// The page of a problem a person can meet, saying what to do next.
+#[derive(Template)]
+#[template(path = "portal/problem.html")]
+struct ProblemPage<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// A problem page with `status`.
+pub(crate) fn problem(status: StatusCode, title: &str, message: &str) -> Response {
+    let body = ProblemPage { title, message }
+        .render()
+        .unwrap_or_else(|_| message.to_owned());
+    (
+        status,
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// What every portal page shows around its content: who is signed in, the
+/// environment switch, the CSRF token the script sends, the navigation.
+pub(crate) struct Chrome {
+    /// The signed-in user's e-mail.
+    pub email: String,
+    /// Whether the user administers the agency (keys, webhooks, console).
+    pub is_admin: bool,
+    /// The session's CSRF token (a `<meta>` the script reads).
+    pub csrf_token: String,
+    /// `live` or `sandbox`.
+    pub environment: &'static str,
+    /// The page's path, for the environment switch.
+    pub path: String,
+    /// The navigation entry of this page.
+    pub current: &'static str,
+}
+
+impl Chrome {
+    /// `?environment=sandbox` in the sandbox, else nothing: what links keep.
+    pub fn suffix(&self) -> &'static str {
+        if self.environment == "sandbox" {
+            "?environment=sandbox"
+        } else {
+            ""
+        }
+    }
+
+    /// Whether `entry` is this page's navigation entry.
+    pub fn is_current(&self, entry: &str) -> bool {
+        self.current == entry
+    }
+
+    /// The navigation: (entry, label, path).
+    pub fn nav(&self) -> [(&'static str, &'static str, &'static str); 6] {
+        [
+            ("keys", "API keys", "/settings/keys"),
+            ("webhooks", "Webhooks", "/settings/webhooks"),
+            ("events", "Event catalog", "/settings/events"),
+            ("console", "Test console", "/settings/console"),
+            ("usage", "Usage", "/settings/usage"),
+            ("changelog", "Changelog", "/settings/changelog"),
+        ]
+    }
+}
+
+/// A signed-in portal request: the session and the environment its page
+/// shows (`?environment=sandbox`, else live). Without a live session the
+/// page redirects to the sign-in page, which comes back here after.
+pub(crate) struct PortalSession {
+    pub session: Session,
+    pub environment: Environment,
+    path: String,
+}
+
+impl PortalSession {
+    /// The page's chrome, with `current` highlighted.
+    pub fn chrome(&self, state: &AppState, current: &'static str) -> Chrome {
+        Chrome {
+            email: self.session.user.email.clone().unwrap_or_default(),
+            is_admin: self.session.user.role.is_administrator(),
+            csrf_token: state
+                .store()
+                .derived_keys()
+                .csrf_token(self.session.id.as_str()),
+            environment: self.environment.as_str(),
+            path: self.path.clone(),
+            current,
+        }
+    }
+
+    /// The tenant the page shows.
+    pub fn tenant(&self) -> storage::Tenant {
+        storage::Tenant::new(self.session.user.agency_id.clone(), self.environment)
+    }
+}
+
+/// The value of query parameter `name`.
+pub(crate) fn query_value(query: Option<&str>, name: &str) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
+        .filter(|value| !value.is_empty())
+}
+
+impl FromRequestParts<AppState> for PortalSession {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let uri = parts
+            .extensions
+            .get::<OriginalUri>()
+            .map_or_else(|| parts.uri.clone(), |original| original.0.clone());
+        let path = uri.path().to_owned();
+        let sign_in = || {
+            let back: String =
+                form_urlencoded::byte_serialize(uri.to_string().as_bytes()).collect();
+            Redirect::to(&format!("/settings/sign-in?next={back}")).into_response()
+        };
+        let Some(token) = session_cookie(&parts.headers) else {
+            return Err(sign_in());
+        };
+        let session = match state.store().sessions().authenticate(token).await {
+            Ok(Some(session)) => session,
+            Ok(None) => return Err(sign_in()),
+            Err(err) => {
+                tracing::error!(%err, "could not read a session");
+                return Err(problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The service is busy",
+                    "Your session could not be read just now. Reload the page in a few seconds.",
+                ));
+            }
+        };
+        let environment = match query_value(uri.query(), "environment").as_deref() {
+            Some("sandbox") => Environment::Sandbox,
+            _ => Environment::Live,
+        };
+        Ok(Self {
+            session,
+            environment,
+            path,
+        })
+    }
+}
+
+/// The answer for a storage failure while a page is drawn.
+pub(crate) fn unavailable(err: &dyn std::fmt::Display) -> Response {
+    tracing::error!(%err, "a page could not read its data");
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The service is busy",
+        "This page could not read its data just now. Reload it in a few seconds.",
+    )
+}
+
+/// `2026-11-26 08:04 UTC` for an instant.
+pub(crate) fn when(at: storage::Timestamp) -> String {
+    chrono::DateTime::from_timestamp_micros(at.as_micros())
+        .map(|at| at.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_default()
+}
+
+/// [`when`] of an optional instant, or a dash.
+pub(crate) fn when_or_dash(at: Option<storage::Timestamp>) -> String {
+    at.map(when).unwrap_or_else(|| "–".to_owned())
+}

@@ -1,0 +1,12 @@
+//! The developer portal and the public pages: driven in headless Chromium
+//! (`browser`), and their JSON routes and refusals over HTTP (`console`,
+//! `session_webhooks`; the property page's tests are with the media tests).
+
+mod browser;
+mod console;
+mod session_webhooks;
+
+use std::time::Duration;
+
+/// How long a page may take to show what a test waits for.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
