@@ -134,6 +134,8 @@
         say(region, (form.dataset.done || 'Done.') + (verdict ? ' Verdict: ' + verdict + '.' : ''), 'ok');
         if (form.dataset.redirect) { location.assign(form.dataset.redirect); return; }
         if (!showOnce(form, result) && form.dataset.stay === undefined) {
+          // The page is drawn again with the change; the message survives it.
+          sessionStorage.setItem('portal-status', JSON.stringify({ text: region.textContent, kind: 'ok' }));
           setTimeout(() => location.reload(), 600);
         }
       } else {
@@ -203,6 +205,15 @@
         typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body, null, 2);
       document.getElementById('answer').hidden = false;
     });
+  }
+
+  const carried = sessionStorage.getItem('portal-status');
+  if (carried) {
+    sessionStorage.removeItem('portal-status');
+    try {
+      const { text, kind } = JSON.parse(carried);
+      say(document.getElementById('status'), text, kind);
+    } catch (_) { /* nothing to show */ }
   }
 
   document.documentElement.dataset.ready = 'true';

@@ -264,8 +264,18 @@ impl Browser {
     /// A PNG of the whole page.
     pub async fn screenshot(&self) -> Vec<u8> {
         use base64::Engine as _;
+        // The document's own width (what a person sees), its whole height.
+        let size = self
+            .run(
+                "return [document.documentElement.clientWidth, document.documentElement.scrollHeight];",
+                json!([]),
+            )
+            .await;
+        let width = size[0].as_u64().unwrap_or(1280);
+        let height = size[1].as_u64().unwrap_or(900);
         let metrics = json!({"cmd": "Page.captureScreenshot", "params": {
-            "format": "png", "captureBeyondViewport": true
+            "format": "png", "captureBeyondViewport": true,
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         }});
         let shot = self
             .call(reqwest::Method::POST, "/goog/cdp/execute", metrics)
