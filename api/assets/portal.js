@@ -69,6 +69,7 @@
       if (!element.name || element.disabled || element.dataset.skip !== undefined) continue;
       if (element.type === 'checkbox') {
         if (arrays.has(element.name)) { if (element.checked) body[element.name].push(element.value); }
+        else if (element.dataset.on !== undefined) body[element.name] = element.checked ? element.dataset.on : element.dataset.off;
         else body[element.name] = element.checked;
         continue;
       }

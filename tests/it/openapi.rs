@@ -2,7 +2,7 @@
 //! both base URLs, and describing each route with its error envelope.
 
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tests::{Backend, TestApp};
 
 use crate::support::expect_error;
@@ -168,6 +168,7 @@ async fn every_route_is_documented_with_its_request_guarantees() {
         ("post", "/webhooks/endpoints/{endpoint_id}/rotate-secret"),
         ("post", "/webhooks/endpoints/{endpoint_id}/test"),
         ("post", "/webhooks/deliveries/{delivery_id}/replay"),
+        ("post", "/agency/test-console"),
     ];
     for (method, path) in routes {
         let full = format!("/api/v1{path}");
@@ -176,6 +177,28 @@ async fn every_route_is_documented_with_its_request_guarantees() {
             "{method} {full} is documented"
         );
     }
+    // The portal's pages are HTML, not API: none is in the document.
+    for page in [
+        "/settings",
+        "/property",
+        "/set-password",
+        "/dashboard",
+        "/assets",
+    ] {
+        assert!(
+            !paths.keys().any(|path| path.starts_with(page)),
+            "{page} pages are not in the document"
+        );
+    }
+    // A session's environment switch is declared where a key or a session may call.
+    let switch = paths["/api/v1/webhooks/endpoints"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "X-Environment")
+        .cloned()
+        .expect("X-Environment on the webhook routes");
+    assert_eq!(switch["schema"]["enum"], json!(["live", "sandbox"]));
 
     let idempotency_header = |operation: &Value| {
         operation["parameters"]

@@ -286,10 +286,43 @@ impl Browser {
             .unwrap_or_default()
     }
 
+    /// The page's violations of WCAG 2.1 A and AA as axe-core (pinned in
+    /// `tests/tools/package.json`) finds them: contrast, labels, names,
+    /// structure. Each as `rule: elements`.
+    pub async fn accessibility_violations(&self) -> Vec<String> {
+        let axe = crate::tools::node_tools().join("node_modules/axe-core/axe.min.js");
+        let source = std::fs::read_to_string(&axe).expect("axe-core (run scripts/test)");
+        self.run(&format!("{source}\nreturn true;"), json!([]))
+            .await;
+        let found = self
+            .run_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, { runOnly: { type: 'tag',
+                     values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } })
+                   .then((result) => done(result.violations.map((violation) =>
+                     violation.id + ': ' + violation.nodes.slice(0, 5)
+                       .map((node) => node.target.join(' ')).join(', '))))
+                   .catch((error) => done(['axe failed: ' + error]));",
+                json!([]),
+                Duration::from_secs(60),
+            )
+            .await;
+        found
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|item| item.as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_else(|| vec![format!("axe did not answer: {found}")])
+    }
+
     /// Saves a screenshot of the page at 1280 px and at 375 px as
     /// `NAME-1280.png` and `NAME-375.png` under `$PORTAL_SCREENSHOTS` (when
-    /// set: a person looks at them), and checks that at 375 px nothing
-    /// overflows sideways.
+    /// set: a person looks at them), and checks at both widths that axe-core
+    /// finds no WCAG 2.1 AA violation and at 375 px that nothing overflows
+    /// sideways.
     pub async fn look_at(&self, name: &str) {
         let dir = std::env::var_os("PORTAL_SCREENSHOTS").map(std::path::PathBuf::from);
         for width in [1280, 375] {
@@ -300,6 +333,11 @@ impl Browser {
                     "{name} overflows sideways at 375 px"
                 );
             }
+            let violations = self.accessibility_violations().await;
+            assert!(
+                violations.is_empty(),
+                "{name} at {width} px breaks WCAG 2.1 AA: {violations:#?}"
+            );
             if let Some(dir) = &dir {
                 std::fs::create_dir_all(dir).expect("screenshot directory");
                 let png = self.screenshot().await;

@@ -50,6 +50,23 @@ async fn a_property_page_shows_the_delivered_photos_in_a_browser() {
     )
     .await;
 
+    let tour = media
+        .ctx
+        .patch(
+            &format!("/api/v1/listings/{number}/sections/tour3d"),
+            &json!({"operation": "set", "url": "https://tours.example.com/elm-street"}),
+        )
+        .await;
+    assert_eq!(tour.status(), StatusCode::OK);
+    let plans = media
+        .ctx
+        .patch(
+            &format!("/api/v1/listings/{number}/sections/floorplan"),
+            &json!({"operation": "set", "files": [{"url": "https://cdn.example.com/elm-1.pdf", "label": "Ground floor"}]}),
+        )
+        .await;
+    assert_eq!(plans.status(), StatusCode::OK);
+
     let response = page(&media, &number).await;
     assert_eq!(response.status(), StatusCode::OK);
     let cache = response.headers()["cache-control"]
@@ -84,6 +101,14 @@ async fn a_property_page_shows_the_delivered_photos_in_a_browser() {
         html.contains("<picture>")
             && html.contains("image/webp")
             && html.contains("loading=\"lazy\"")
+    );
+    assert!(
+        html.contains("href=\"https://tours.example.com/elm-street\""),
+        "the 3D tour"
+    );
+    assert!(
+        html.contains("https://cdn.example.com/elm-1.pdf") && html.contains("Ground floor"),
+        "the floorplans"
     );
 
     let browser = Browser::start().await;
