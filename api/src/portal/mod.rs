@@ -87,6 +87,11 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+/// What a page may load: its own script and stylesheet, images from here or
+/// any HTTPS host (signed object-store URLs), nothing framed, forms and
+/// calls only to this origin.
+pub(crate) const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
+
 /// A rendered page with `status`; portal pages are never cached (they show
 /// one user's data and a CSRF token).
 pub(crate) fn page(status: StatusCode, template: &impl Template) -> Response {
@@ -102,6 +107,10 @@ pub(crate) fn page(status: StatusCode, template: &impl Template) -> Response {
                 (
                     header::HeaderName::from_static("x-frame-options"),
                     HeaderValue::from_static("DENY"),
+                ),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static(PAGE_POLICY),
                 ),
             ],
             html,

@@ -52,7 +52,7 @@ fn srcset(variants: &[&VariantOut]) -> String {
 }
 
 /// A delivered photo's `<picture>`: WebP variants first, JPEG as fallback.
-fn photo(item: &MediaOut, index: usize, address: &str) -> Option<Photo> {
+fn photo(item: &MediaOut, number: usize, address: &str) -> Option<Photo> {
     if item.status != "ready" {
         return None;
     }
@@ -80,7 +80,7 @@ fn photo(item: &MediaOut, index: usize, address: &str) -> Option<Photo> {
         src: fallback.url.clone(),
         width: fallback.width,
         height: fallback.height,
-        alt: format!("Photo {} of {address}", index + 1),
+        alt: format!("Photo {number} of {address}"),
     })
 }
 
@@ -118,12 +118,9 @@ pub(super) async fn property_page(
     };
     let photos = media
         .iter()
-        .filter_map(|item| photo(item, 0, &listing.address))
+        .filter(|item| item.status == "ready")
         .enumerate()
-        .map(|(index, mut photo)| {
-            photo.alt = format!("Photo {} of {}", index + 1, listing.address);
-            photo
-        })
+        .filter_map(|(index, item)| photo(item, index + 1, &listing.address))
         .collect();
     let number = normalise_listing_number(&listing_number);
     let template = PropertyPage {
@@ -147,7 +144,14 @@ pub(super) async fn property_page(
             header::CACHE_CONTROL,
             HeaderValue::from_static(PROPERTY_CACHE),
         );
+        // Agencies may embed it; its images may come from any object store.
         response.headers_mut().remove("x-frame-options");
+        response.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src * data:; script-src 'none'; base-uri 'none'; object-src 'none'",
+            ),
+        );
     }
     response
 }

@@ -77,6 +77,11 @@ async fn a_property_page_shows_the_delivered_photos_in_a_browser() {
         cache.contains("public") && cache.contains("s-maxage"),
         "{cache}"
     );
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(policy.contains("script-src 'none'"), "{policy}");
     let html = response.text().await.unwrap();
     let listing: Value = media
         .ctx
