@@ -91,6 +91,10 @@ pub struct Probe {
     pub steps: u32,
     /// Milliseconds per step.
     pub step_ms: u64,
+    /// Fail on its only attempt, so it is dead at once: dead jobs made on
+    /// purpose, for operators and tests (`api admin enqueue-probe --fail`).
+    #[serde(default)]
+    pub fail: bool,
 }
 
 impl Probe {
@@ -419,6 +423,7 @@ mod tests {
             is_sandbox: true,
             steps: 1,
             step_ms: 1,
+            fail: false,
         };
         assert_eq!(
             probe.dedupe_key(),

@@ -96,6 +96,7 @@ impl Lane {
             is_sandbox: false,
             steps: 1,
             step_ms: 0,
+            fail: false,
         };
         let pushed = now_micros();
         self.queue.push(probe, PushOptions::default()).await?;

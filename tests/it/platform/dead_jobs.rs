@@ -20,6 +20,7 @@ fn probe(agency_id: &AgencyId, operation_id: &OperationId) -> Probe {
         is_sandbox: false,
         steps: 1,
         step_ms: 1,
+        fail: false,
     }
 }
 
@@ -131,4 +132,72 @@ async fn dead_jobs_on_the_sqlite_queue() {
 #[tokio::test]
 async fn dead_jobs_on_the_redis_queue() {
     dead_jobs_live_and_go(true).await;
+}
+
+/// `api admin enqueue-probe --fail --count N`: N probes, each dead after its
+/// only attempt, made from the command line while a workers process runs.
+async fn probes_enqueued_to_fail_go_dead_at_once(deployment: tests::deployment::Deployment) {
+    let agency = deployment.admin_ok(&["create-agency", "--name", "Dead on purpose"]);
+    let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+    let _workers = deployment.spawn_workers(&[]);
+    let pushed = deployment.admin_ok(&[
+        "enqueue-probe",
+        "--agency",
+        &agency_id,
+        "--fail",
+        "--count",
+        "3",
+        "--steps",
+        "1",
+        "--step-ms",
+        "1",
+    ]);
+    let ids: Vec<String> = pushed["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|probe| probe["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3, "{pushed}");
+    assert_eq!(pushed["job_id"], ids[0].as_str());
+    let queue = jobs::JobQueue::connect(&deployment.queue_target())
+        .await
+        .unwrap();
+    let admin = QueueAdmin::new(queue);
+    let dead = eventually(PATIENCE, "the three probes dead", || async {
+        let dead = admin.dead_jobs(10).await.unwrap();
+        (dead.len() == 3).then_some(dead)
+    })
+    .await;
+    for job in &dead {
+        assert!(ids.contains(&job.id), "{job:?}");
+        assert_eq!(job.attempts, 1, "one attempt only: {job:?}");
+        assert!(
+            job.last_error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("--fail"),
+            "{job:?}"
+        );
+    }
+    deployment.admin_err(
+        &["enqueue-probe", "--agency", &agency_id, "--count", "0"],
+        "validation.failed",
+    );
+}
+
+#[tokio::test]
+async fn probes_enqueued_to_fail_go_dead_at_once_on_the_embedded_queue() {
+    probes_enqueued_to_fail_go_dead_at_once(
+        tests::deployment::Deployment::new(Backend::Sqlite).await,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn probes_enqueued_to_fail_go_dead_at_once_on_the_redis_queue() {
+    probes_enqueued_to_fail_go_dead_at_once(
+        tests::deployment::Deployment::with_redis(Backend::Postgres).await,
+    )
+    .await;
 }

@@ -22,6 +22,7 @@ fn probe(tenant: &Tenant, steps: u32, step_ms: u64) -> Probe {
         is_sandbox: false,
         steps,
         step_ms,
+        fail: false,
     }
 }
 

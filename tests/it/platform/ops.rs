@@ -67,6 +67,7 @@ async fn dead_probes(app: &TestApp, count: usize) -> Vec<String> {
             is_sandbox: false,
             steps: 1,
             step_ms: 1,
+            fail: false,
         };
         ids.push(
             app.state
@@ -323,6 +324,7 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         is_sandbox: false,
         steps: 1,
         step_ms: 1,
+        fail: false,
     };
     app.state
         .platform()

@@ -27,6 +27,7 @@ fn probe(tenant: &Tenant) -> Probe {
         is_sandbox: false,
         steps: 1,
         step_ms: 1,
+        fail: false,
     }
 }
 

@@ -18,6 +18,7 @@ fn probe(fixture: &Fixture) -> Probe {
         is_sandbox: false,
         steps: 4,
         step_ms: 250,
+        fail: false,
     }
 }
 

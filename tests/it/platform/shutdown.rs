@@ -69,6 +69,7 @@ async fn push_probe(queue: &JobQueue, fixture: &Fixture, steps: u32, step_ms: u6
         is_sandbox: false,
         steps,
         step_ms,
+        fail: false,
     };
     queue.push(probe, PushOptions::default()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -234,6 +235,7 @@ backend_tests! {
             is_sandbox: false,
             steps: 24,
             step_ms: 250,
+            fail: false,
         };
         let job_id = queue.push(probe, PushOptions::default()).await.unwrap();
         // Heartbeats every second: three missed make a worker dead, far less

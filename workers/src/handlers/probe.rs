@@ -1,6 +1,7 @@
 //! `probe`: the canary operators push to see the fleet work end to end. It
 //! publishes `processing` for each step and `completed` at the end, with the
-//! attempt number, so a re-run after a worker died is visible.
+//! attempt number, so a re-run after a worker died is visible. A probe
+//! enqueued to fail goes dead after its only attempt.
 
 use std::time::Duration;
 
@@ -11,7 +12,17 @@ use storage::StorageError;
 use super::{Handler, JobError, WorkerState};
 
 impl Handler for Probe {
-    /// Runs a probe: one state per step, then `completed`.
+    /// A probe asked to fail has one attempt.
+    fn attempts_allowed(&self) -> usize {
+        if self.fail {
+            1
+        } else {
+            <Self as jobs::Job>::MAX_ATTEMPTS
+        }
+    }
+
+    /// Runs a probe: one state per step, then `completed` (or, asked to
+    /// fail, an error after its steps).
     async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
         match state.store.agencies().get(&self.agency_id).await {
             Err(StorageError::NotFound(_)) => {
@@ -29,6 +40,11 @@ impl Handler for Probe {
                 attempt,
             };
             publish(state, self, step, status).await?;
+        }
+        if self.fail {
+            return Err(JobError(
+                "the probe was enqueued to fail (enqueue-probe --fail)".to_owned(),
+            ));
         }
         let done = JobStatus::Completed {
             steps: Some(steps),

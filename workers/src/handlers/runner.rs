@@ -38,6 +38,12 @@ pub trait Handler: Job {
         attempt: usize,
     ) -> impl Future<Output = Result<(), JobError>> + Send;
 
+    /// How many failed runs this job gets before it is dead: its kind's
+    /// attempts, unless the job itself asks for fewer.
+    fn attempts_allowed(&self) -> usize {
+        Self::MAX_ATTEMPTS
+    }
+
     /// Records a job given up on: its last attempt failed, or its worker
     /// died during each. Best effort (errors are the handler's to log); by
     /// default nothing, since the dead job itself is the record.
@@ -99,10 +105,11 @@ async fn start_and_run<J: Handler>(
     let started = Instant::now();
     let result = job.run(state, attempt).await;
     observe(J::KIND, started, &result);
-    if result.is_err() && attempt >= J::MAX_ATTEMPTS {
+    let allowed = job.attempts_allowed().min(J::MAX_ATTEMPTS);
+    if result.is_err() && attempt >= allowed {
         job.give_up(state).await;
     }
-    settle::<J>(attempt, result)
+    settle::<J>(attempt, allowed, result)
 }
 
 /// Puts a job over its agency's cap back in its queue, due a second later,
@@ -129,10 +136,14 @@ async fn defer<J: Handler>(
 /// retried; the failure of the kind's last attempt kills the job, which makes
 /// it dead (kept for an operator) on every backend: apalis-redis would
 /// otherwise retry any job 25 times whatever its kind allows.
-fn settle<J: Job>(attempt: usize, result: Result<(), JobError>) -> Result<(), BoxDynError> {
+fn settle<J: Job>(
+    attempt: usize,
+    allowed: usize,
+    result: Result<(), JobError>,
+) -> Result<(), BoxDynError> {
     match result {
         Ok(()) => Ok(()),
-        Err(err) if attempt >= J::MAX_ATTEMPTS => {
+        Err(err) if attempt >= allowed => {
             tracing::warn!(kind = J::KIND, attempt, error = %err, "job dead");
             Err(Box::new(AbortError::new(err)))
         }

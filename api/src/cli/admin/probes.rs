@@ -25,6 +25,13 @@ pub struct EnqueueProbe {
     /// Milliseconds per step.
     #[arg(long, default_value_t = 200)]
     step_ms: u64,
+    /// Fail on the only attempt, so each probe is dead at once (dead jobs
+    /// made on purpose, to try the ops console's retry and discard).
+    #[arg(long)]
+    fail: bool,
+    /// How many probes to enqueue (1 to 1000).
+    #[arg(long, default_value_t = 1)]
+    count: u32,
 }
 
 /// `admin enqueue-probe`.
@@ -37,18 +44,35 @@ pub(super) async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminErro
             "--steps must be 1 to 10000",
         ));
     }
-    let operation_id = storage::ids::OperationId::generate();
-    let probe = jobs::kinds::Probe {
-        operation_id: operation_id.clone(),
-        agency_id: agency.clone(),
-        is_sandbox: args.sandbox,
-        steps: args.steps,
-        step_ms: args.step_ms,
-    };
-    let job_id = platform
-        .queue
-        .push(probe, jobs::PushOptions::default())
-        .await
-        .map_err(|err| AdminError::new("server.internal", err.to_string()))?;
-    Ok(json!({"operation_id": operation_id, "job_id": job_id}))
+    if args.count == 0 || args.count > 1_000 {
+        return Err(AdminError::new(
+            "validation.failed",
+            "--count must be 1 to 1000",
+        ));
+    }
+    let mut pushed = Vec::new();
+    for _ in 0..args.count {
+        let operation_id = storage::ids::OperationId::generate();
+        let probe = jobs::kinds::Probe {
+            operation_id: operation_id.clone(),
+            agency_id: agency.clone(),
+            is_sandbox: args.sandbox,
+            steps: args.steps,
+            step_ms: args.step_ms,
+            fail: args.fail,
+        };
+        let job_id = platform
+            .queue
+            .push(probe, jobs::PushOptions::default())
+            .await
+            .map_err(|err| AdminError::new("server.internal", err.to_string()))?;
+        pushed.push(json!({"operation_id": operation_id, "job_id": job_id}));
+    }
+    // The first probe's ids at the top, as before `--count`.
+    let first = pushed[0].clone();
+    Ok(json!({
+        "operation_id": first["operation_id"],
+        "job_id": first["job_id"],
+        "probes": pushed,
+    }))
 }
