@@ -1,8 +1,9 @@
 //! What a process of the platform tells its operators: logs (tracing to
 //! stderr, text or JSON; panics logged through tracing so a request's carry
 //! its request id; keys, secrets and passwords never recorded), Prometheus
-//! metrics (job duration and outcome by kind are recorded by the handlers;
-//! queue depth by queue and state is read at scrape time) and health
+//! metrics (every family described; job duration and outcome by kind are
+//! recorded by the handlers; queue depth and the oldest job's age by queue
+//! and state are read at scrape time) and health
 //! (`/healthz`: the process runs; `/readyz`: its database and queue answer).
 //!
 //! `api serve` mounts these on its ops listener; `workers run` serves them on
@@ -118,12 +119,85 @@ pub fn install_metrics() -> PrometheusHandle {
                     "a metrics recorder was already installed; /metrics shows only what it renders"
                 );
             }
+            describe_metrics();
             handle
         })
         .clone()
 }
 
-/// Refreshes the `queue_depth` gauges and renders every metric as Prometheus text.
+/// Every metric family the platform records, with its `# HELP` text.
+pub const METRIC_FAMILIES: [(&str, &str); 13] = [
+    (
+        "listing_api_build_info",
+        "The running build: its version, always 1.",
+    ),
+    (
+        "http_requests_total",
+        "HTTP requests answered, by method, route template and status.",
+    ),
+    (
+        "http_request_duration_seconds",
+        "Time to answer an HTTP request, by method, route template and status.",
+    ),
+    (
+        "jobs_total",
+        "Job runs (and maintenance tasks) finished, by kind and outcome (succeeded, failed).",
+    ),
+    (
+        "job_duration_seconds",
+        "Time a job run (or maintenance task) took, by kind and outcome.",
+    ),
+    (
+        "jobs_deferred_total",
+        "Jobs put back because their agency was at its concurrency cap, by kind.",
+    ),
+    (
+        "events_dispatched_total",
+        "Committed events fanned out to webhook deliveries, by event type.",
+    ),
+    (
+        "webhook_attempts_total",
+        "Webhook delivery attempts, by outcome.",
+    ),
+    (
+        "webhook_attempt_duration_seconds",
+        "Time a webhook delivery attempt took.",
+    ),
+    (
+        "webhook_deliveries_deferred_total",
+        "Webhook deliveries held back by an endpoint's hourly budget.",
+    ),
+    (
+        "queue_depth",
+        "Jobs waiting or kept, by queue and state (pending, scheduled, running, dead); finished jobs are not depth.",
+    ),
+    (
+        "queue_finished_jobs",
+        "Finished jobs kept until the retention purge, by queue.",
+    ),
+    (
+        "queue_oldest_job_age_seconds",
+        "Seconds since the oldest job of a queue in a state (pending, scheduled, running, dead) was pushed; 0 when there is none.",
+    ),
+];
+
+/// Describes every family (the exposition's `# HELP` lines) and sets the
+/// build's info metric.
+fn describe_metrics() {
+    for (name, help) in METRIC_FAMILIES {
+        if name.ends_with("_seconds") && !name.starts_with("queue_") {
+            metrics::describe_histogram!(name, metrics::Unit::Seconds, help);
+        } else if name.ends_with("_total") {
+            metrics::describe_counter!(name, help);
+        } else {
+            metrics::describe_gauge!(name, help);
+        }
+    }
+    metrics::gauge!("listing_api_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// Refreshes the queue gauges (depth, finished jobs, oldest ages) and renders
+/// every metric as Prometheus text.
 pub async fn scrape(handle: &PrometheusHandle, admin: &QueueAdmin) -> String {
     match admin.depths().await {
         Ok(depths) => {
@@ -132,15 +206,25 @@ pub async fn scrape(handle: &PrometheusHandle, admin: &QueueAdmin) -> String {
                     ("pending", depth.pending),
                     ("scheduled", depth.scheduled),
                     ("running", depth.running),
-                    ("done", depth.done),
                     ("dead", depth.dead),
                 ] {
                     metrics::gauge!("queue_depth", "queue" => depth.queue.clone(), "state" => state)
                         .set(value as f64);
                 }
+                metrics::gauge!("queue_finished_jobs", "queue" => depth.queue.clone())
+                    .set(depth.done as f64);
             }
         }
         Err(err) => tracing::warn!(%err, "queue depth unavailable for /metrics"),
+    }
+    match admin.oldest_jobs().await {
+        Ok(oldest) => {
+            for job in oldest {
+                metrics::gauge!("queue_oldest_job_age_seconds", "queue" => job.queue, "state" => job.state)
+                    .set(job.age_seconds);
+            }
+        }
+        Err(err) => tracing::warn!(%err, "oldest job ages unavailable for /metrics"),
     }
     handle.render()
 }

@@ -4,14 +4,16 @@
 //! storage: the `Jobs` table on SQLite, the per-queue keys on Redis.
 //!
 //! One file per part: the operator's handle (`queue_admin`), depth by state
-//! (`depths`), dead jobs and their retry or discard (`dead`), and the purge
+//! (`depths`), the oldest job's age by state (`ages`), dead jobs and their retry or discard (`dead`), and the purge
 //! of finished jobs (`purge`).
 
+mod ages;
 mod dead;
 mod depths;
 mod purge;
 mod queue_admin;
 
+pub use ages::{AGE_STATES, OldestJob};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
 pub use queue_admin::QueueAdmin;

@@ -69,6 +69,17 @@ async fn dead_jobs_live_and_go(redis: bool) {
         (dead.len() == 2).then_some(dead)
     })
     .await;
+    // The oldest dead job's age counts from its push, on either queue.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let ages = admin.oldest_jobs().await.unwrap();
+    let age = |state: &str| {
+        ages.iter()
+            .find(|oldest| oldest.queue == Probe::KIND && oldest.state == state)
+            .map(|oldest| oldest.age_seconds)
+            .unwrap()
+    };
+    assert!(age("dead") > 0.0, "{ages:?}");
+    assert_eq!(age("pending"), 0.0, "{ages:?}");
     for job in &dead {
         assert!(doomed.contains(&job.id));
         assert_eq!(job.queue, Probe::KIND);

@@ -389,8 +389,12 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         "{text}"
     );
     assert!(
-        has("queue_depth{", &["queue=\"probe\"", "state=\"done\""]),
-        "{text}"
+        has("queue_finished_jobs{", &["queue=\"probe\""]),
+        "finished jobs are counted apart: {text}"
+    );
+    assert!(
+        !has("queue_depth{", &["state=\"done\""]),
+        "finished jobs are not depth: {text}"
     );
     assert!(
         has(
@@ -399,6 +403,57 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
         ),
         "{text}"
     );
+    // Hygiene: every family is described, and the build is named.
+    let described: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# HELP "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    for line in text.lines().filter_map(|line| line.strip_prefix("# TYPE ")) {
+        let family = line.split_whitespace().next().unwrap();
+        assert!(
+            described.contains(&family),
+            "{family} has no # HELP: {text}"
+        );
+    }
+    for (family, _) in workers::telemetry::METRIC_FAMILIES {
+        if text.contains(&format!("{family}{{")) || text.contains(&format!("{family} ")) {
+            assert!(described.contains(&family), "{family}");
+        }
+    }
+    assert!(has("listing_api_build_info{", &["version=\""]), "{text}");
+    for state in ["pending", "scheduled", "running", "dead"] {
+        assert!(
+            has(
+                "queue_oldest_job_age_seconds{",
+                &["queue=\"probe\"", &format!("state=\"{state}\"")]
+            ),
+            "{state}: {text}"
+        );
+    }
+}
+
+/// The oldest dead job's age grows from its push; an empty state reads 0.
+#[tokio::test]
+async fn the_oldest_job_age_counts_from_the_push() {
+    let app = ops_app().await;
+    let ids = dead_probes(&app, 2).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let text = ops_get(&app, "/metrics").await.text().await.unwrap();
+    let age = |state: &str| -> f64 {
+        text.lines()
+            .find(|line| {
+                line.starts_with("queue_oldest_job_age_seconds{")
+                    && line.contains("queue=\"probe\"")
+                    && line.contains(&format!("state=\"{state}\""))
+            })
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {state} age: {text}"))
+    };
+    assert!(age("dead") >= 1.0, "{text}");
+    assert_eq!(age("pending"), 0.0, "{text}");
+    assert_eq!(ids.len(), 2);
 }
 
 #[tokio::test]
@@ -499,4 +554,66 @@ async fn health_probes_answer_without_a_credential() {
     assert_eq!(body["error"]["details"]["component"], "database", "{body}");
     let still_alive = app.client.get(ops(&app, "/healthz")).send().await.unwrap();
     assert_eq!(still_alive.status(), StatusCode::OK);
+}
+
+/// The sample Grafana dashboard (docs/grafana-dashboard.json) queries only
+/// metric families the platform serves, and every family it names is
+/// described.
+#[test]
+fn the_sample_dashboard_uses_only_served_metrics() {
+    let path = tests::services::workspace_root().join("docs/grafana-dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let families: Vec<&str> = workers::telemetry::METRIC_FAMILIES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    let mut used = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            // Grouping labels (`by (…)`) and functions (`name(`) are not metrics.
+            let mut metrics_only = String::new();
+            let mut rest = expr;
+            while let Some(at) = rest.find("by (") {
+                metrics_only.push_str(&rest[..at]);
+                rest = rest[at..].split_once(')').map_or("", |(_, after)| after);
+            }
+            metrics_only.push_str(rest);
+            let mut words = Vec::new();
+            let chars: Vec<char> = metrics_only.chars().collect();
+            let mut index = 0;
+            while index < chars.len() {
+                if chars[index].is_ascii_alphabetic() || chars[index] == '_' {
+                    let start = index;
+                    while index < chars.len()
+                        && (chars[index].is_ascii_alphanumeric() || chars[index] == '_')
+                    {
+                        index += 1;
+                    }
+                    let word: String = chars[start..index].iter().collect();
+                    let next = chars[index..].iter().find(|c| !c.is_whitespace());
+                    if next != Some(&'(') {
+                        words.push(word);
+                    }
+                } else {
+                    index += 1;
+                }
+            }
+            for word in words.iter().filter(|word| word.contains('_')) {
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| word.strip_suffix(suffix))
+                    .unwrap_or(word);
+                assert!(
+                    families.contains(&family),
+                    "{word} in {expr:?} is not a served metric"
+                );
+                used.insert(family.to_owned());
+            }
+        }
+    }
+    assert!(
+        used.len() >= 10,
+        "the dashboard shows most families: {used:?}"
+    );
 }

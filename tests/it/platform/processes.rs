@@ -74,7 +74,9 @@ backend_tests! {
         };
         assert!(has("jobs_total{", &["kind=\"probe\"", "outcome=\"succeeded\""]), "{text}");
         assert!(has("jobs_total{", &["kind=\"outbox_dispatch\"", "outcome=\"succeeded\""]), "{text}");
-        assert!(has("queue_depth{", &["queue=\"probe\"", "state=\"done\""]), "{text}");
+        assert!(has("queue_finished_jobs{", &["queue=\"probe\""]), "{text}");
+        assert!(has("queue_depth{", &["queue=\"probe\"", "state=\"pending\""]), "{text}");
+        assert!(text.contains("# HELP queue_depth "), "{text}");
     }
 }
 
