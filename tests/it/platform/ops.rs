@@ -7,6 +7,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use jobs::PushOptions;
+use jobs::admin::QueueAdmin;
 use jobs::kinds::Probe;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -615,5 +616,55 @@ fn the_sample_dashboard_uses_only_served_metrics() {
     assert!(
         used.len() >= 10,
         "the dashboard shows most families: {used:?}"
+    );
+}
+
+/// apalis-board is read-only on the ops listener: it pushes no job (the
+/// console does, audited), and its unfed Logs page is hidden.
+#[tokio::test]
+async fn the_board_reads_and_never_writes() {
+    let app = ops_app().await;
+    let before = QueueAdmin::new(app.state.platform().queue.clone())
+        .depths()
+        .await
+        .unwrap();
+    let push = app
+        .client
+        .put(ops(&app, "/api/v1/queues/probe/tasks"))
+        .basic_auth(USER, Some(PASSWORD))
+        .json(&json!({"operation_id": "op_x", "agency_id": "agc_x", "is_sandbox": false, "steps": 1, "step_ms": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(push.headers()["allow"], "GET, HEAD");
+    expect_error(
+        push,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "request.method_not_allowed",
+    )
+    .await;
+    let after = QueueAdmin::new(app.state.platform().queue.clone())
+        .depths()
+        .await
+        .unwrap();
+    assert_eq!(before, after, "nothing was pushed");
+    let queues = ops_get(&app, "/api/v1/queues").await;
+    assert_eq!(queues.status(), StatusCode::OK, "reads still work");
+    let page = ops_get(&app, "/").await.text().await.unwrap();
+    assert!(
+        page.contains(r#"a[href="/logs"]"#),
+        "the Logs link is hidden: {page}"
+    );
+    let logs = app
+        .client
+        .get(ops(&app, "/logs"))
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        logs.url().path() == "/" || logs.status().is_redirection(),
+        "{}",
+        logs.url()
     );
 }
