@@ -1,4 +1,4 @@
-//! The `api` command line: `serve`, `migrate` and `admin`. Names, flags and
+//! The `api` command line: `serve`, `migrate`, `admin` and `ops`. Names, flags and
 //! outputs are a contract operators script against.
 
 pub mod admin;
@@ -36,6 +36,13 @@ pub enum Command {
         /// The operator command.
         #[command(subcommand)]
         command: admin::AdminCommand,
+    },
+    /// The job console: queues, jobs by filter, retry, discard, pause and
+    /// resume, against the database and queue directly (the API may be down).
+    Ops {
+        /// The console command.
+        #[command(subcommand)]
+        command: admin::OpsCommand,
     },
 }
 
@@ -75,6 +82,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             // stdout carries exactly one JSON object; logs stay quiet on stderr.
             telemetry::init(cli.log_format, "warn");
             admin::run(command).await
+        }
+        Command::Ops { command } => {
+            telemetry::init(cli.log_format, "warn");
+            admin::run_ops(command).await
         }
     }
 }

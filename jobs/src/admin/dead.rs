@@ -35,7 +35,7 @@ type DeadRow = (String, String, i64, Option<String>, Option<i64>, Vec<u8>);
 
 /// Extracts the error text from apalis's `{"Err": "..."}` result encoding
 /// (without the wrapper name of a last attempt's failure).
-fn error_of(result: Option<&str>) -> Option<String> {
+pub(super) fn error_of(result: Option<&str>) -> Option<String> {
     let result = result?;
     let text = match serde_json::from_str::<Value>(result) {
         Ok(Value::Object(map)) => map

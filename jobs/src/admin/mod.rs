@@ -10,10 +10,12 @@
 mod ages;
 mod dead;
 mod depths;
+mod listing;
 mod purge;
 mod queue_admin;
 
 pub use ages::{AGE_STATES, OldestJob};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
+pub use listing::{JOB_STATES, JobFilter, JobSummary, redacted};
 pub use queue_admin::QueueAdmin;

@@ -9,6 +9,7 @@ mod fairness;
 mod fleet;
 mod lost_pushes;
 mod ops;
+mod ops_cli;
 mod pickup;
 mod priorities;
 mod processes;

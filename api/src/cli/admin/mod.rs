@@ -10,6 +10,7 @@ mod error;
 mod keys;
 mod listings;
 mod open;
+mod ops;
 mod probes;
 mod scheduling;
 mod webhooks;
@@ -23,6 +24,7 @@ pub use agencies::{CreateAgency, CreateUser, SetPassword};
 pub use budgets::SetAgencyBudgets;
 pub use keys::{CreateKey, KeyCommand};
 pub use listings::{RecordPayment, ScheduleShoot, SetCancellationFees};
+pub use ops::OpsCommand;
 pub use probes::EnqueueProbe;
 pub use scheduling::SetWorkingHours;
 pub use webhooks::{EndpointUpdate, WebhookAction, WebhookEndpoints};
@@ -54,11 +56,16 @@ pub enum AdminCommand {
     SetWorkingHours(SetWorkingHours),
     /// Replace an agency's budgets → {"agency_id", "budgets"}.
     SetAgencyBudgets(SetAgencyBudgets),
-    /// Push a canary job that reports its progress → {"operation_id", "job_id"}.
+    /// Push canary jobs that report their progress (or, with --fail, go dead at once) → {"operation_id", "job_id", "probes"}.
     EnqueueProbe(EnqueueProbe),
     /// Manage an agency's webhook endpoints: list, get, update, disable, enable,
     /// rotate-secret, delete, deliveries → {"items"} or {"endpoint"[, "secret"]}.
     WebhookEndpoints(WebhookEndpoints),
+}
+
+/// Runs an `ops` command and prints its result like an admin command's.
+pub async fn run_ops(command: OpsCommand) -> ExitCode {
+    print(ops::run(command).await)
 }
 
 /// Runs an admin command and prints its result.
@@ -79,6 +86,11 @@ pub async fn run(command: AdminCommand) -> ExitCode {
         AdminCommand::RevokeKey(args) => keys::revoke_key(args).await,
         AdminCommand::WebhookEndpoints(args) => webhooks::webhook_endpoints(args).await,
     };
+    print(result)
+}
+
+/// Prints a command's JSON on stdout, or its error on stderr with status 1.
+fn print(result: Result<serde_json::Value, error::AdminError>) -> ExitCode {
     match result {
         Ok(output) => {
             println!("{output}");
