@@ -28,6 +28,7 @@ pub(super) struct KeyRow {
 
 impl KeyRow {
     fn new(key: &ApiKey, now: storage::Timestamp) -> Self {
+        let usable = key.check_usable(now).is_ok();
         Self {
             id: key.id.to_string(),
             name: key.name.clone(),
@@ -46,9 +47,8 @@ impl KeyRow {
             } else {
                 "–".to_owned()
             },
-            usable: key.check_usable(now).is_ok(),
-            active: key.status == storage::api_keys::KeyStatus::Active
-                && key.check_usable(now).is_ok(),
+            usable,
+            active: usable && key.status == storage::api_keys::KeyStatus::Active,
         }
     }
 }

@@ -51,11 +51,9 @@ fn srcset(variants: &[&VariantOut]) -> String {
         .join(", ")
 }
 
-/// A delivered photo's `<picture>`: WebP variants first, JPEG as fallback.
+/// A delivered photo's `<picture>`: WebP variants first, JPEG as fallback
+/// (none for an item without JPEG variants: a video, a PDF).
 fn photo(item: &MediaOut, number: usize, address: &str) -> Option<Photo> {
-    if item.status != "ready" {
-        return None;
-    }
     let mut jpeg: Vec<&VariantOut> = item
         .variants
         .iter()

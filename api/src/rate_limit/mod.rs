@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use storage::Environment;
 use storage::ids::{AgencyId, UserId};
 
-use crate::endpoints::{Endpoint, SANDBOX_BUDGET, SessionEndpoint, UPLOADS};
+use crate::endpoints::{AgencyBudget, Endpoint, SANDBOX_BUDGET, SessionEndpoint, UPLOADS};
 use crate::error::ApiError;
 use crate::principal::Principal;
 
@@ -33,27 +33,34 @@ pub struct Bucket {
     pub limit: u32,
 }
 
+/// The agency bucket of `budget` for `tenant`, an operator's override
+/// replacing its default limit.
+fn agency_bucket(
+    tenant: &storage::Tenant,
+    budget: &AgencyBudget,
+    overrides: &std::collections::BTreeMap<String, u32>,
+) -> Bucket {
+    Bucket {
+        key: format!(
+            "agency:{}:{}:{}",
+            tenant.agency_id,
+            tenant.environment.as_str(),
+            budget.name
+        ),
+        name: budget.name.to_owned(),
+        limit: overrides.get(budget.name).copied().unwrap_or(budget.limit),
+    }
+}
+
 /// The buckets of `endpoint` for `principal`.
 pub fn buckets_for(principal: &Principal, endpoint: &Endpoint) -> Vec<Bucket> {
-    let env = principal.environment.as_str();
-    let agency = principal.agency_id.as_str();
-    let mut buckets = Vec::with_capacity(endpoint.agency_budgets.len() + 2);
+    let tenant = principal.tenant();
     let sandbox = (principal.environment == Environment::Sandbox).then_some(&SANDBOX_BUDGET);
-    for budget in sandbox
+    let mut buckets: Vec<Bucket> = sandbox
         .into_iter()
         .chain(endpoint.agency_budgets.iter().copied())
-    {
-        let limit = principal
-            .agency_rate_limit_overrides
-            .get(budget.name)
-            .copied()
-            .unwrap_or(budget.limit);
-        buckets.push(Bucket {
-            key: format!("agency:{agency}:{env}:{}", budget.name),
-            name: budget.name.to_owned(),
-            limit,
-        });
-    }
+        .map(|budget| agency_bucket(&tenant, budget, &principal.agency_rate_limit_overrides))
+        .collect();
     let key_limit = principal
         .rate_limit_overrides
         .get(endpoint.name)
@@ -82,30 +89,11 @@ pub fn agency_buckets(
     tenant: &storage::Tenant,
     overrides: &std::collections::BTreeMap<String, u32>,
 ) -> Vec<Bucket> {
-    use crate::endpoints::{
-        AVAILABILITY, LISTING_CREATES, LISTING_READS, LISTING_WRITES, USERS, WEBHOOK_CATALOG,
-        WEBHOOK_MANAGEMENT,
-    };
-    let env = tenant.environment.as_str();
-    let agency = tenant.agency_id.as_str();
-    let sandbox = (tenant.environment == Environment::Sandbox).then_some(&SANDBOX_BUDGET);
-    sandbox
-        .into_iter()
-        .chain([
-            &LISTING_CREATES,
-            &LISTING_READS,
-            &LISTING_WRITES,
-            &UPLOADS,
-            &AVAILABILITY,
-            &USERS,
-            &WEBHOOK_CATALOG,
-            &WEBHOOK_MANAGEMENT,
-        ])
-        .map(|budget| Bucket {
-            key: format!("agency:{agency}:{env}:{}", budget.name),
-            name: budget.name.to_owned(),
-            limit: overrides.get(budget.name).copied().unwrap_or(budget.limit),
-        })
+    let sandbox = tenant.environment == Environment::Sandbox;
+    crate::endpoints::AGENCY_BUDGETS
+        .iter()
+        .filter(|budget| sandbox || budget.name != SANDBOX_BUDGET.name)
+        .map(|budget| agency_bucket(tenant, budget, overrides))
         .collect()
 }
 

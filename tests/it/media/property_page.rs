@@ -148,6 +148,21 @@ async fn a_property_page_shows_the_delivered_photos_in_a_browser() {
             "Chromium takes the WebP source: {image}"
         );
     }
+    // The pages a visitor meets when there is no listing to show, or when a
+    // cancel came too late.
+    browser.open(&media.ctx.app.url("/property/NOSUCH1")).await;
+    browser.find("#problem", Duration::from_secs(20)).await;
+    browser.look_at("property-not-found").await;
+    browser
+        .open(
+            &media
+                .ctx
+                .app
+                .url(&format!("/dashboard/listings/{number}/cancel")),
+        )
+        .await;
+    browser.find("main h1", Duration::from_secs(20)).await;
+    browser.look_at("cancel-help").await;
 }
 
 #[tokio::test]

@@ -246,7 +246,6 @@ async fn an_administrator_manages_keys_webhooks_and_the_console_in_the_browser()
     accept_confirmations(&browser).await;
     click(&browser, "button[id^=revoke-]").await;
     browser.wait_for_text("#status", "Revoked", PATIENCE).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
     browser.open(&app.url("/settings/keys")).await;
     assert!(text(&browser, "#keys").await.contains("revoked"));
     let refused = app

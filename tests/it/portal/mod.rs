@@ -5,6 +5,7 @@
 mod browser;
 mod console;
 mod session_webhooks;
+mod sign_in_page;
 
 use std::time::Duration;
 
