@@ -27,6 +27,10 @@ pub enum Resource {
     Listing,
     /// `job_not_found`: no dead job with this id (ops listener).
     DeadJob,
+    /// `job_not_found`: no job with this id in the state an action takes (ops listener).
+    Job,
+    /// `worker_not_found`: no running worker process with this id (ops listener).
+    Worker,
     /// `webhook_endpoint_not_found`.
     WebhookEndpoint,
     /// `webhook_delivery_not_found`.
@@ -56,7 +60,8 @@ impl Resource {
         match self {
             Self::User => "user_not_found",
             Self::Listing => "listing_not_found",
-            Self::DeadJob => "job_not_found",
+            Self::DeadJob | Self::Job => "job_not_found",
+            Self::Worker => "worker_not_found",
             Self::WebhookEndpoint => "webhook_endpoint_not_found",
             Self::WebhookDelivery => "webhook_delivery_not_found",
             Self::ApiKey => "api_key_not_found",
@@ -76,6 +81,8 @@ impl Resource {
             Self::User => "user",
             Self::Listing => "listing",
             Self::DeadJob => "dead job",
+            Self::Job => "job in a state this action takes",
+            Self::Worker => "running worker process",
             Self::WebhookEndpoint => "webhook endpoint",
             Self::WebhookDelivery => "webhook delivery",
             Self::ApiKey => "API key",

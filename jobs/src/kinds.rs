@@ -32,6 +32,17 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {
     fn fairness_key(&self) -> Option<String> {
         None
     }
+
+    /// The agency the job works for, when it names one (the ops console's
+    /// history is broken down by it).
+    fn agency(&self) -> Option<String> {
+        None
+    }
+
+    /// The webhook endpoint the job delivers to, when it is a delivery.
+    fn endpoint(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Fan committed outbox events out to their subscribers and mark them
@@ -120,6 +131,10 @@ impl Job for Probe {
     fn fairness_key(&self) -> Option<String> {
         Some(self.agency_id.to_string())
     }
+
+    fn agency(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
 }
 
 /// Make attempt `attempt` of a webhook delivery. The HTTP retry schedule is
@@ -149,6 +164,10 @@ impl Job for DeliverWebhook {
 
     /// Its endpoint: a slow or busy endpoint does not hold up the others.
     fn fairness_key(&self) -> Option<String> {
+        self.endpoint_id.as_ref().map(ToString::to_string)
+    }
+
+    fn endpoint(&self) -> Option<String> {
         self.endpoint_id.as_ref().map(ToString::to_string)
     }
 }
@@ -197,6 +216,10 @@ impl Job for SeedSandbox {
 
     fn dedupe_key(&self) -> Option<String> {
         Some(format!("sandbox_seed:{}", self.operation_id))
+    }
+
+    fn agency(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
     }
 }
 
@@ -260,6 +283,10 @@ impl Job for ProcessMedia {
     fn fairness_key(&self) -> Option<String> {
         Some(self.agency_id.to_string())
     }
+
+    fn agency(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
 }
 
 /// Pack the originals of an archive operation's media into a ZIP in the
@@ -295,6 +322,10 @@ impl Job for BuildArchive {
 
     /// Its agency: agencies take turns.
     fn fairness_key(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
+
+    fn agency(&self) -> Option<String> {
         Some(self.agency_id.to_string())
     }
 }

@@ -16,6 +16,7 @@ pub mod event_catalog;
 pub mod events;
 pub mod idempotency;
 pub mod ids;
+pub mod job_console;
 pub mod listing_cache;
 pub mod listing_status;
 pub mod listings;

@@ -228,14 +228,22 @@ impl Browser {
     pub async fn wait_for_text(&self, css: &str, wanted: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            let element = self.find(css, timeout).await;
-            let text = self.text(&element).await;
-            if text.contains(wanted) {
-                return text;
+            // Read in one script, so a page that replaces its content
+            // meanwhile (auto-refresh) never leaves a stale element.
+            let text = self
+                .run(
+                    "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;",
+                    json!([css]),
+                )
+                .await;
+            if let Some(text) = text.as_str()
+                && text.contains(wanted)
+            {
+                return text.to_owned();
             }
             assert!(
                 Instant::now() < deadline,
-                "{css} says {text:?}, not {wanted:?}"
+                "{css} says {text}, not {wanted:?}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

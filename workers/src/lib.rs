@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod handlers;
 pub mod mail;
 pub mod media;

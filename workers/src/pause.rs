@@ -1,7 +1,8 @@
 //! Pausing queues. An operator pauses a queue in the database; every worker
 //! process polls the paused set every second and its workers of that queue stop
 //! taking new jobs (jobs already running finish). The heartbeat keeps going, so
-//! a paused worker is not taken for dead.
+//! a paused worker is not taken for dead. An operator's "quiet" closes every
+//! gate of one process the same way.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -57,6 +58,8 @@ impl Gate {
 #[derive(Clone, Debug, Default)]
 pub struct Gates {
     gates: Arc<HashMap<&'static str, Arc<Gate>>>,
+    /// An operator quieted this process: every gate stays closed.
+    quiet: Arc<AtomicBool>,
 }
 
 impl Gates {
@@ -64,7 +67,22 @@ impl Gates {
     pub fn new(queues: &[&'static str]) -> Self {
         Self {
             gates: Arc::new(queues.iter().map(|q| (*q, Arc::default())).collect()),
+            quiet: Arc::default(),
         }
+    }
+
+    /// Closes every gate of this process for good: its workers finish the
+    /// jobs in hand and take no more (an operator's "quiet").
+    pub fn set_quiet(&self) {
+        self.quiet.store(true, Ordering::Release);
+        for gate in self.gates.values() {
+            gate.set(true);
+        }
+    }
+
+    /// Whether this process was quieted.
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Acquire)
     }
 
     /// The gate of `queue`.
@@ -75,8 +93,9 @@ impl Gates {
     /// Reads the paused queues once.
     pub async fn refresh(&self, store: &Store) -> Result<(), storage::StorageError> {
         let paused = store.schedules().paused_queues().await?;
+        let quiet = self.is_quiet();
         for (queue, gate) in self.gates.iter() {
-            gate.set(paused.contains(*queue));
+            gate.set(quiet || paused.contains(*queue));
         }
         Ok(())
     }
@@ -112,6 +131,10 @@ pub struct Pausable<B> {
     held: Option<Box<dyn std::any::Any + Send>>,
     /// The inner stream answered `Pending` last: it may be mid-fetch.
     inner_busy: bool,
+    /// Whether the inner stream waits for its poll strategy (its bell or
+    /// interval) rather than a fetch: then it holds nothing, and a paused
+    /// worker leaves it waiting instead of letting it claim more jobs.
+    idle: Arc<AtomicBool>,
     /// A worker restarted after its queue failed (Redis gone, say) waits
     /// this out before its first call, so an outage is retried a few times
     /// a second rather than in a loop.
@@ -123,7 +146,7 @@ const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(2);
 
 impl<B: Clone> Clone for Pausable<B> {
     fn clone(&self) -> Self {
-        Self::new(self.backend.clone(), self.gate.clone())
+        Self::new(self.backend.clone(), self.gate.clone()).idle_when(self.idle.clone())
     }
 }
 
@@ -145,8 +168,17 @@ impl<B> Pausable<B> {
             gate,
             held: None,
             inner_busy: false,
+            idle: Arc::default(),
             backoff: None,
         }
+    }
+
+    /// The same, told by `idle` when the inner stream waits for its poll
+    /// strategy (`jobs::queue::BellOrInterval::sharing_idle`).
+    #[must_use]
+    pub fn idle_when(mut self, idle: Arc<AtomicBool>) -> Self {
+        self.idle = idle;
+        self
     }
 
     /// The same, for the `restarts`-th start of its worker: from the first
@@ -193,7 +225,7 @@ where
         worker: &WorkerContext,
     ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
         if self.gate.is_paused() {
-            if self.held.is_none() && self.inner_busy {
+            if self.held.is_none() && self.inner_busy && !self.idle.load(Ordering::Acquire) {
                 // Finish what the inner stream started before stopping.
                 match self.backend.poll_next(cx, worker) {
                     Poll::Ready(item) => {

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use apalis::prelude::BackendExt;
@@ -28,6 +29,7 @@ use jobs::kinds::{
 use jobs::queue::{Bell, BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
 
+use crate::console::{AttemptLog, ProcessIdentity, Registry, record_stopped, spawn_registry};
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::{WorkerState, handle};
 use crate::pause::{Gates, Pausable};
@@ -145,14 +147,16 @@ macro_rules! register_worker {
         let concurrency = $concurrency;
         let name = worker_name(<$job>::KIND);
         $monitor.register(move |restarts| {
+            let idle = Arc::new(AtomicBool::new(false));
             WorkerBuilder::new(format!("{name}.{restarts}"))
                 .backend(Releasing::new(
                     Pausable::new(
-                        storage
-                            .clone()
-                            .poll_with_strategy(BellOrInterval::new(bell.clone(), poll)),
+                        storage.clone().poll_with_strategy(
+                            BellOrInterval::new(bell.clone(), poll).sharing_idle(idle.clone()),
+                        ),
                         gate.clone(),
                     )
+                    .idle_when(idle)
                     .restarted(restarts),
                     state.queue.clone(),
                     <$job>::KIND,
@@ -268,7 +272,23 @@ pub async fn run(
         tracing::warn!(%err, "could not read paused queues at start");
     }
     let follower = gates.spawn_follower(state.store.clone());
-    let state = state.with_agency_caps(settings.agency_caps.clone());
+    // The console's view of this process: its runs, and its beat, which
+    // brings back an operator's quiet or stop.
+    let (attempt_log, run_writer) = AttemptLog::spawn(state.store.clone(), ProcessIdentity::new());
+    let registry = Arc::new(Registry {
+        store: state.store.clone(),
+        log: attempt_log.clone(),
+        queues: settings.queues.clone(),
+        every: settings.heartbeat,
+        gates: gates.clone(),
+        started_at: state.store.clock().now(),
+    });
+    let (stop_requested, stop_request) = tokio::sync::oneshot::channel();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let beating = spawn_registry(registry.clone(), stop_requested, stopping.clone());
+    let state = state
+        .with_agency_caps(settings.agency_caps.clone())
+        .with_attempt_log(attempt_log.clone());
     for (queue, concurrency) in &settings.queues {
         state
             .queue
@@ -376,7 +396,11 @@ pub async fn run(
     tracing::info!(queues = ?settings.queues, schedules = settings.schedules, "workers started");
     let (grace_started, grace) = tokio::sync::oneshot::channel();
     let signal = async move {
-        shutdown.await;
+        tokio::select! {
+            () = shutdown => {}
+            Ok(()) = stop_request => {}
+        }
+        stopping.store(true, Ordering::Release);
         tracing::info!("workers stop taking jobs; running jobs get the grace period");
         let _ = grace_started.send(());
         Ok(())
@@ -393,6 +417,15 @@ pub async fn run(
         .await;
     keep_alive.abort();
     follower.abort();
+    beating.abort();
+    attempt_log.close();
+    if tokio::time::timeout(Duration::from_secs(5), run_writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("could not record the last job runs for the console in time");
+    }
+    record_stopped(&registry).await;
     for task in background {
         task.abort();
     }

@@ -169,7 +169,7 @@ pub const METRIC_FAMILIES: [(&str, &str); 13] = [
     ),
     (
         "queue_depth",
-        "Jobs waiting or kept, by queue and state (pending, scheduled, running, dead); finished jobs are not depth.",
+        "Jobs waiting or kept, by queue and state (pending, scheduled, retrying, running, dead); finished jobs are not depth.",
     ),
     (
         "queue_finished_jobs",
@@ -205,6 +205,7 @@ pub async fn scrape(handle: &PrometheusHandle, admin: &QueueAdmin) -> String {
                 for (state, value) in [
                     ("pending", depth.pending),
                     ("scheduled", depth.scheduled),
+                    ("retrying", depth.retrying),
                     ("running", depth.running),
                     ("dead", depth.dead),
                 ] {

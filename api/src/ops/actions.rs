@@ -1,18 +1,36 @@
-//! What apalis-board lacks, as routes: queue depth with pause state, dead jobs
-//! with their last error, retry and discard of a dead job, pause and resume of
-//! a queue; the metrics scrape and readiness.
+//! The job console as JSON routes for scripts: queue depth with pause state,
+//! jobs by filter, one job with its attempts, the actions on one job or on
+//! every job a filter finds, pause and resume, worker processes with quiet
+//! and stop, history and the audit log; the metrics scrape and readiness.
 
-use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
+use axum::{Extension, Json};
 use jobs::admin::{DeadJob, QueueAdmin, QueueDepth};
 use serde::Serialize;
 use serde_json::{Value, json};
 use workers::telemetry;
 
 use super::OpsState;
-use crate::error::ApiError;
+use super::auth::OpsActor;
+use super::console::{Console, ConsoleError, FilterInput, JobAction};
+use super::pages::{range_named, read_history, shown_state, when};
+use crate::error::{ApiError, Resource};
+
+impl From<ConsoleError> for ApiError {
+    fn from(err: ConsoleError) -> Self {
+        match err {
+            ConsoleError::Invalid(field, reason) => ApiError::field(field, reason),
+            ConsoleError::NotFound => ApiError::NotFound(Resource::Job),
+            ConsoleError::Failed(cause) => ApiError::internal(cause),
+        }
+    }
+}
+
+fn console(state: &OpsState) -> Console<'_> {
+    Console::new(state.app.store(), &state.app.platform().queue)
+}
 
 /// A queue as operators see it.
 #[derive(Debug, Serialize)]
@@ -26,14 +44,6 @@ pub struct QueueOut {
 
 fn admin(state: &OpsState) -> QueueAdmin {
     QueueAdmin::new(state.app.platform().queue.clone())
-}
-
-fn known_queue(queue: &str) -> Result<&'static str, ApiError> {
-    jobs::kinds::QUEUES
-        .iter()
-        .copied()
-        .find(|q| *q == queue)
-        .ok_or_else(|| ApiError::field("queue", "is not a queue"))
 }
 
 /// Every queue with its depth and pause state.
@@ -51,32 +61,19 @@ pub(super) async fn queues(State(state): State<OpsState>) -> Result<Json<Vec<Que
     ))
 }
 
-async fn set_paused(state: &OpsState, queue: &str, paused: bool) -> Result<Json<Value>, ApiError> {
-    let queue = known_queue(queue)?;
-    state
-        .app
-        .store()
-        .schedules()
-        .set_paused(queue, paused)
-        .await?;
-    tracing::info!(queue, paused, "queue control changed by an operator");
+/// Pauses or resumes a queue on every worker process.
+pub(super) async fn queue_control(
+    State(state): State<OpsState>,
+    Extension(actor): Extension<OpsActor>,
+    Path((queue, control)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let paused = match control.as_str() {
+        "pause" => true,
+        "resume" => false,
+        _ => return Err(ApiError::field("control", "is pause or resume")),
+    };
+    let queue = console(&state).set_paused(&queue, paused, &actor.0).await?;
     Ok(Json(json!({"queue": queue, "paused": paused})))
-}
-
-/// Pauses a queue on every worker process.
-pub(super) async fn pause(
-    State(state): State<OpsState>,
-    Path(queue): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    set_paused(&state, &queue, true).await
-}
-
-/// Resumes a paused queue.
-pub(super) async fn resume(
-    State(state): State<OpsState>,
-    Path(queue): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    set_paused(&state, &queue, false).await
 }
 
 /// Dead jobs, most recent first, with their last error.
@@ -91,34 +88,207 @@ pub(super) async fn dead_jobs(
     ))
 }
 
-/// Puts a dead job back in its queue.
-pub(super) async fn retry(
+/// The jobs query: a filter and how many to list.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct JobsQuery {
+    #[serde(flatten)]
+    filter: FilterInput,
+    limit: Option<String>,
+}
+
+/// Jobs a filter finds, oldest first: at most `limit` (50; 1 to 1000) of
+/// them, and `count`, every match.
+pub(super) async fn jobs(
+    State(state): State<OpsState>,
+    Query(query): Query<JobsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = match query.limit.as_deref() {
+        None => 50,
+        Some(limit) => limit
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=1_000).contains(l))
+            .ok_or_else(|| ApiError::field("limit", "is a number from 1 to 1000"))?,
+    };
+    let found = console(&state).find(query.filter.checked()?).await?;
+    let count = found.len();
+    let items: Vec<_> = found.into_iter().take(limit).collect();
+    Ok(Json(json!({"items": items, "count": count})))
+}
+
+/// One job with every attempt.
+pub(super) async fn job(
     State(state): State<OpsState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    if admin(&state).retry(&id).await.map_err(ApiError::internal)? {
-        tracing::info!(job = %id, "dead job retried by an operator");
-        Ok(Json(json!({"id": id, "retried": true})))
-    } else {
-        Err(ApiError::NotFound(crate::error::Resource::DeadJob))
+    let job = admin(&state)
+        .find_job(&id)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or(ApiError::NotFound(Resource::Job))?;
+    let runs = state.app.store().job_attempts().of_job(&id).await?;
+    let mut body = json!(job);
+    body["attempt_history"] = runs
+        .into_iter()
+        .map(|run| {
+            json!({
+                "attempt": run.attempt,
+                "worker_id": run.worker_id,
+                "host": run.host,
+                "due_at": run.due_at.map(|at| at.to_rfc3339()),
+                "started_at": run.started_at.to_rfc3339(),
+                "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
+                "outcome": run.outcome,
+                "error": run.error,
+            })
+        })
+        .collect();
+    Ok(Json(body))
+}
+
+/// An action on one job: retry, discard, run-now or cancel.
+pub(super) async fn job_action(
+    State(state): State<OpsState>,
+    Extension(actor): Extension<OpsActor>,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let action = JobAction::parse(&action)
+        .ok_or_else(|| ApiError::field("action", "is retry, discard, run-now or cancel"))?;
+    console(&state).act_on_job(action, &id, &actor.0).await?;
+    Ok(Json(json!({"id": id, action.done(): true})))
+}
+
+/// The bulk action's body: the action and its filter.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct BulkBody {
+    action: Option<String>,
+    #[serde(flatten)]
+    filter: FilterInput,
+}
+
+/// An action on every job a filter finds → `{action, count, ids}`.
+pub(super) async fn bulk(
+    State(state): State<OpsState>,
+    Extension(actor): Extension<OpsActor>,
+    Json(body): Json<BulkBody>,
+) -> Result<Json<Value>, ApiError> {
+    let action = body
+        .action
+        .as_deref()
+        .and_then(JobAction::parse)
+        .ok_or_else(|| ApiError::field("action", "is retry, discard, run-now or cancel"))?;
+    let ids = console(&state)
+        .act_on_filter(action, body.filter.checked()?, &actor.0)
+        .await?;
+    Ok(Json(
+        json!({"action": action.name(), "count": ids.len(), "ids": ids}),
+    ))
+}
+
+/// Every worker process.
+pub(super) async fn workers(State(state): State<OpsState>) -> Result<Json<Value>, ApiError> {
+    let store = state.app.store();
+    let now = store.clock().now();
+    let items: Vec<Value> = store
+        .worker_processes()
+        .list()
+        .await?
+        .iter()
+        .map(|worker| worker_json(worker, now))
+        .collect();
+    Ok(Json(json!({"items": items})))
+}
+
+/// A worker process as JSON (the CLI prints the same).
+pub fn worker_json(worker: &storage::job_console::WorkerProcess, now: storage::Timestamp) -> Value {
+    json!({
+        "id": worker.id,
+        "host": worker.host,
+        "pid": worker.pid,
+        "version": worker.version,
+        "queues": serde_json::from_str::<Value>(&worker.queues).unwrap_or(Value::Null),
+        "in_hand": worker.in_hand,
+        "started_at": worker.started_at.to_rfc3339(),
+        "heartbeat_at": worker.heartbeat_at.to_rfc3339(),
+        "heartbeat_seconds": worker.heartbeat_seconds,
+        "state": shown_state(worker, now),
+        "requested": worker.requested,
+    })
+}
+
+/// Asks a worker process to go quiet or stop.
+pub(super) async fn worker_request(
+    State(state): State<OpsState>,
+    Extension(actor): Extension<OpsActor>,
+    Path((id, request)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let request = storage::job_console::WorkerRequest::parse(&request)
+        .ok_or_else(|| ApiError::field("request", "is quiet or stop"))?;
+    match console(&state).request_worker(&id, request, &actor.0).await {
+        Ok(()) => Ok(Json(json!({"id": id, "requested": request.name()}))),
+        Err(ConsoleError::NotFound) => Err(ApiError::NotFound(Resource::Worker)),
+        Err(err) => Err(err.into()),
     }
 }
 
-/// Throws a dead job away.
-pub(super) async fn discard(
+/// The history query.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct HistoryQuery {
+    range: Option<String>,
+    queue: Option<String>,
+}
+
+/// Finished runs per bucket over a period (`hour`, `day`, `month`), with
+/// the breakdowns by agency and endpoint.
+pub(super) async fn history(
     State(state): State<OpsState>,
-    Path(id): Path<String>,
+    Query(query): Query<HistoryQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    if admin(&state)
-        .discard(&id)
-        .await
-        .map_err(ApiError::internal)?
-    {
-        tracing::info!(job = %id, "dead job discarded by an operator");
-        Ok(Json(json!({"id": id, "discarded": true})))
-    } else {
-        Err(ApiError::NotFound(crate::error::Resource::DeadJob))
-    }
+    let range = range_named(query.range.as_deref())
+        .ok_or_else(|| ApiError::field("range", "is hour, day or month"))?;
+    let queue = match query.queue.as_deref().filter(|q| !q.is_empty()) {
+        Some(queue) => Some(super::console::known_queue(queue)?),
+        None => None,
+    };
+    let history = read_history(state.app.store(), range, queue).await?;
+    let buckets: Vec<Value> = history
+        .buckets
+        .iter()
+        .map(|(bucket, point)| {
+            let mut item = json!(point);
+            item["bucket"] = json!(bucket);
+            item
+        })
+        .collect();
+    Ok(Json(json!({
+        "range": range.name,
+        "bucket_seconds": range.resolution.seconds(),
+        "queue": queue,
+        "totals": history.totals,
+        "buckets": buckets,
+        "agencies": history.agencies,
+        "endpoints": history.endpoints,
+    })))
+}
+
+/// The latest operator actions.
+pub(super) async fn audit(State(state): State<OpsState>) -> Result<Json<Value>, ApiError> {
+    let entries = state.app.store().ops_audit().recent(200).await?;
+    let items: Vec<Value> = entries
+        .into_iter()
+        .map(|entry| {
+            json!({
+                "id": entry.id,
+                "at": entry.at.to_rfc3339(),
+                "at_utc": when(entry.at),
+                "actor": entry.actor,
+                "action": entry.action,
+                "target": serde_json::from_str::<Value>(&entry.target).unwrap_or(Value::Null),
+                "count": entry.count,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"items": items})))
 }
 
 /// Prometheus text: queue depth is read now, the rest is what was recorded.

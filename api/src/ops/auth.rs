@@ -72,17 +72,24 @@ fn presented_key(headers: &HeaderMap) -> Option<String> {
         .filter(|k| key_shape(k).is_some())
 }
 
-async fn is_platform_key(app: &AppState, key: &str) -> bool {
+/// The operator a platform administrator's key stands for, if it is one.
+async fn platform_key_actor(app: &AppState, key: &str) -> Option<OpsActor> {
     let store = app.store();
     let hash = store.derived_keys().hash_api_key(key);
     let Ok(Some(credential)) = store.api_keys().find_by_hash(&hash).await else {
-        return false;
+        return None;
     };
-    credential.key.check_usable(store.clock().now()).is_ok()
+    let platform = credential.key.check_usable(store.clock().now()).is_ok()
         && credential
             .creator_role
-            .is_some_and(|role| role.is_platform())
+            .is_some_and(|role| role.is_platform());
+    platform.then(|| OpsActor(format!("key {}", credential.key.id)))
 }
+
+/// Who an ops request acts for, as the audit log records it: the operator
+/// account (`ops:<user>`) or a platform administrator's key (`key <id>`).
+#[derive(Clone, Debug)]
+pub struct OpsActor(pub String);
 
 fn challenge() -> Response {
     let mut response = ApiError::MissingKey(
@@ -127,17 +134,23 @@ pub(super) async fn require(State(guard): State<Guard>, request: Request, next: 
         )
         .into_response();
     }
-    let allowed = match presented_basic(headers) {
-        Some((user, password)) => guard.auth.basic_matches(&user, &password),
+    let actor = match presented_basic(headers) {
+        Some((user, password)) => guard
+            .auth
+            .basic_matches(&user, &password)
+            .then(|| OpsActor(format!("ops:{user}"))),
         None => match presented_key(headers) {
-            Some(key) => is_platform_key(&guard.app, &key).await,
-            None => false,
+            Some(key) => platform_key_actor(&guard.app, &key).await,
+            None => None,
         },
     };
-    if allowed {
-        next.run(request).await
-    } else {
-        challenge()
+    match actor {
+        Some(actor) => {
+            let mut request = request;
+            request.extensions_mut().insert(actor);
+            next.run(request).await
+        }
+        None => challenge(),
     }
 }
 

@@ -1,14 +1,17 @@
 //! The operators' listener: its own port (loopback by default), behind the ops
-//! credential. It serves the apalis-board dashboard (UI at `/`, its API at
-//! `/api/v1`, paths its prebuilt UI has compiled in), what the board lacks as
-//! routes and a page (`/ops/`: dead jobs with retry and discard, pausing and
-//! resuming queues), and Prometheus metrics at `/metrics`; `/healthz` and
-//! `/readyz` answer without a credential. The public listener exposes none of it.
+//! credential. It serves the job console (`/ops/`: jobs by state with search
+//! and bulk actions, one job with its attempts, worker processes with quiet
+//! and stop, history charts, the audit log; the same as JSON under
+//! `/ops/api/`), the read-only apalis-board dashboard (UI at `/`, its API at
+//! `/api/v1`, paths its prebuilt UI has compiled in), and Prometheus metrics
+//! at `/metrics`; `/healthz` and `/readyz` answer without a credential. The
+//! public listener exposes none of it.
 
 mod actions;
 mod auth;
 mod board;
-mod page;
+pub(crate) mod console;
+mod pages;
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -16,6 +19,7 @@ use axum::response::Redirect;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 
+pub use actions::worker_json;
 pub use auth::OpsAuth;
 
 use crate::TransportPolicy;
@@ -47,13 +51,34 @@ pub fn router(
     let routes = Router::new()
         .route("/metrics", get(actions::metrics))
         .route("/ops", get(|| async { Redirect::permanent("/ops/") }))
-        .route("/ops/", get(page::page))
+        .route("/ops/", get(pages::jobs_page))
+        .route("/ops/assets/{name}", get(pages::asset))
+        .route("/ops/jobs/confirm", get(pages::confirm_page))
+        .route("/ops/jobs/bulk", post(pages::bulk))
+        .route("/ops/jobs/{id}", get(pages::job_page))
+        .route("/ops/jobs/{id}/{action}", post(pages::job_action))
+        .route("/ops/queues/{queue}/{control}", post(pages::queue_control))
+        .route("/ops/workers", get(pages::workers_page))
+        .route("/ops/workers/{id}/{request}", post(pages::worker_request))
+        .route("/ops/history", get(pages::history_page))
+        .route("/ops/audit", get(pages::audit_page))
         .route("/ops/api/queues", get(actions::queues))
-        .route("/ops/api/queues/{queue}/pause", post(actions::pause))
-        .route("/ops/api/queues/{queue}/resume", post(actions::resume))
+        .route(
+            "/ops/api/queues/{queue}/{control}",
+            post(actions::queue_control),
+        )
+        .route("/ops/api/jobs", get(actions::jobs))
+        .route("/ops/api/jobs/bulk", post(actions::bulk))
         .route("/ops/api/jobs/dead", get(actions::dead_jobs))
-        .route("/ops/api/jobs/{id}/retry", post(actions::retry))
-        .route("/ops/api/jobs/{id}/discard", post(actions::discard))
+        .route("/ops/api/jobs/{id}", get(actions::job))
+        .route("/ops/api/jobs/{id}/{action}", post(actions::job_action))
+        .route("/ops/api/workers", get(actions::workers))
+        .route(
+            "/ops/api/workers/{id}/{request}",
+            post(actions::worker_request),
+        )
+        .route("/ops/api/history", get(actions::history))
+        .route("/ops/api/audit", get(actions::audit))
         .with_state(state);
     let dashboard = board::router(&app.platform().queue);
     // Orchestrators probe health without a credential; it reveals nothing.

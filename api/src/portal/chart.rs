@@ -33,6 +33,17 @@ impl Columns {
     /// Draws `slots` (label, values per series) with series classes
     /// `classes` (CSS classes fill them).
     pub fn new(slots: &[(String, Vec<u64>)], classes: &[&'static str], names: &[&str]) -> Self {
+        Self::labelled_every(slots, classes, names, 3)
+    }
+
+    /// The same, with a label under every `every`-th column only (many
+    /// narrow columns: a day by the minute).
+    pub fn labelled_every(
+        slots: &[(String, Vec<u64>)],
+        classes: &[&'static str],
+        names: &[&str],
+        every: usize,
+    ) -> Self {
         let column = 24;
         let gap = 6;
         let width = u32::try_from(slots.len()).unwrap_or(0) * (column + gap) + gap;
@@ -67,7 +78,7 @@ impl Columns {
                     ),
                 });
             }
-            if index % 3 == 0 {
+            if index % every.max(1) == 0 {
                 ticks.push(Tick {
                     x: x + column / 2,
                     label: label.clone(),

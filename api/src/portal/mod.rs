@@ -8,7 +8,7 @@
 //! exactly the API's rules. The pages are not in the OpenAPI document.
 
 mod account;
-mod chart;
+pub(crate) mod chart;
 mod console;
 mod keys;
 mod public;

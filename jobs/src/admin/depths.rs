@@ -16,8 +16,10 @@ pub struct QueueDepth {
     pub queue: String,
     /// Ready to run.
     pub pending: u64,
-    /// Waiting for their `run_at` (or a retry).
+    /// Waiting for their `run_at`.
     pub scheduled: u64,
+    /// Failed, waiting for their next attempt.
+    pub retrying: u64,
     /// Taken by a worker.
     pub running: u64,
     /// Finished.
@@ -38,6 +40,18 @@ for _, worker in ipairs(redis.call('zrange', KEYS[1], 0, -1)) do
     running = running + redis.call('scard', ARGV[1] .. ':' .. worker)
 end
 return running
+";
+
+/// Jobs of a queue's scheduled set (not parked) that failed and wait for a
+/// retry. KEYS: the scheduled set. ARGV: `PARKED_AT`, the meta key prefix.
+const REDIS_RETRYING: &str = r"
+local retrying = 0
+for _, id in ipairs(redis.call('zrangebyscore', KEYS[1], '-inf', '(' .. ARGV[1])) do
+    if redis.call('hget', ARGV[2] .. id, 'status') == 'Failed' then
+        retrying = retrying + 1
+    end
+end
+return retrying
 ";
 
 impl QueueAdmin {
@@ -74,7 +88,7 @@ impl QueueAdmin {
                         _ if dead => depth.dead += count,
                         "Done" => depth.done += count,
                         "Queued" | "Running" => depth.running += count,
-                        // Pending, or Failed with attempts left (an immediate retry).
+                        "Failed" => depth.retrying += count,
                         _ if future => depth.scheduled += count,
                         _ => depth.pending += count,
                     }
@@ -94,10 +108,17 @@ impl QueueAdmin {
                         .zcount(format!("{queue}:scheduled"), PARKED_AT, "+inf")
                         .await?;
                     let pending = ready + fair + parked;
+                    let retrying: u64 = redis::Script::new(REDIS_RETRYING)
+                        .key(format!("{queue}:scheduled"))
+                        .arg(PARKED_AT)
+                        .arg(format!("{queue}:meta:"))
+                        .invoke_async(&mut connection)
+                        .await?;
                     let scheduled = connection
                         .zcard::<_, u64>(format!("{queue}:scheduled"))
                         .await?
-                        .saturating_sub(parked);
+                        .saturating_sub(parked)
+                        .saturating_sub(retrying);
                     let done: u64 = connection.scard(format!("{queue}:done")).await?;
                     let dead: u64 = connection.scard(format!("{queue}:dead")).await?;
                     let running: u64 = redis::Script::new(REDIS_RUNNING)
@@ -109,6 +130,7 @@ impl QueueAdmin {
                         queue: queue.to_owned(),
                         pending,
                         scheduled,
+                        retrying,
                         running,
                         done,
                         dead,

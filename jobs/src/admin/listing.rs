@@ -26,8 +26,12 @@ pub struct JobFilter {
     pub queue: Option<String>,
     /// Only jobs whose payload names this agency.
     pub agency: Option<String>,
-    /// Only jobs whose id, payload or last error contains this text.
+    /// Only jobs whose id, payload or last error contains this text (or,
+    /// when `related` is not empty, whose payload names one of those ids).
     pub search: Option<String>,
+    /// Ids the search text stands for (a listing number stands for its
+    /// listing, media, events and deliveries): a job naming any matches.
+    pub related: Vec<String>,
 }
 
 /// A job as an operator sees it in a list.
@@ -82,6 +86,10 @@ fn matches(filter: &JobFilter, id: &str, payload: &Value, last_error: Option<&st
         id.to_lowercase().contains(&search)
             || text.to_lowercase().contains(&search)
             || last_error.is_some_and(|error| error.to_lowercase().contains(&search))
+            || filter
+                .related
+                .iter()
+                .any(|related| text.contains(&format!("\"{related}\"")))
     });
     agency && search
 }
@@ -256,6 +264,7 @@ mod tests {
             queue: None,
             agency: agency.map(str::to_owned),
             search: search.map(str::to_owned),
+            related: Vec::new(),
         };
         assert!(matches(&filter(Some("agc_1"), None), "01J", &payload, None));
         assert!(!matches(
@@ -280,6 +289,18 @@ mod tests {
             &filter(None, Some("nothing")),
             "01J",
             &payload,
+            None
+        ));
+        let dispatch = json!({"event_ids": ["evt_1", "evt_2"]});
+        let by_listing = JobFilter {
+            related: vec!["evt_2".into()],
+            ..filter(None, Some("QX7ABC"))
+        };
+        assert!(matches(&by_listing, "01J", &dispatch, None));
+        assert!(!matches(
+            &by_listing,
+            "01J",
+            &json!({"event_ids": ["evt_20"]}),
             None
         ));
     }

@@ -4,10 +4,13 @@
 //! storage: the `Jobs` table on SQLite, the per-queue keys on Redis.
 //!
 //! One file per part: the operator's handle (`queue_admin`), depth by state
-//! (`depths`), the oldest job's age by state (`ages`), dead jobs and their retry or discard (`dead`), and the purge
-//! of finished jobs (`purge`).
+//! (`depths`), the oldest job's age by state (`ages`), dead jobs and their
+//! retry or discard (`dead`), jobs found by filter (`listing`), one job and
+//! the actions on waiting ones (`controls`), and the purge of finished jobs
+//! (`purge`).
 
 mod ages;
+mod controls;
 mod dead;
 mod depths;
 mod listing;
@@ -15,6 +18,7 @@ mod purge;
 mod queue_admin;
 
 pub use ages::{AGE_STATES, OldestJob};
+pub use controls::{CANCELLED, JobDetail};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
 pub use listing::{JOB_STATES, JobFilter, JobSummary, redacted};

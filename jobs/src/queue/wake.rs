@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -169,11 +169,12 @@ pub struct BellOrInterval {
     seen: u64,
     interval: Duration,
     timer: Option<Pin<Box<Sleep>>>,
+    idle: Arc<AtomicBool>,
 }
 
 impl Clone for BellOrInterval {
     fn clone(&self) -> Self {
-        Self::new(self.bell.clone(), self.interval)
+        Self::new(self.bell.clone(), self.interval).sharing_idle(self.idle.clone())
     }
 }
 
@@ -185,7 +186,17 @@ impl BellOrInterval {
             bell,
             interval,
             timer: None,
+            idle: Arc::default(),
         }
+    }
+
+    /// The same, telling `idle` whether its worker waits for the bell or the
+    /// interval (true) or is fetching (false): a worker that waits holds
+    /// nothing, and can be left waiting by whoever stops it taking jobs.
+    #[must_use]
+    pub fn sharing_idle(mut self, idle: Arc<AtomicBool>) -> Self {
+        self.idle = idle;
+        self
     }
 }
 
@@ -202,6 +213,7 @@ impl PollStrategy for BellOrInterval {
             timer.as_mut().reset(Instant::now() + interval);
             due = true;
         }
+        self.idle.store(!due, Ordering::Release);
         if due {
             Poll::Ready(Some(()))
         } else {

@@ -10,6 +10,7 @@ mod fleet;
 mod lost_pushes;
 mod ops;
 mod ops_cli;
+mod ops_console;
 mod pickup;
 mod priorities;
 mod processes;

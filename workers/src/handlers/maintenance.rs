@@ -41,6 +41,9 @@ pub enum Maintenance {
     PurgeProgressHistory,
     /// E-mail the owners of agencies calling a deprecated route before its removal.
     RemovalNotices,
+    /// Roll finished job runs up into the console's per-minute and per-hour
+    /// history, and forget runs and worker processes past keeping.
+    RollUpJobHistory,
 }
 
 /// A delivery attempt this far past due is pushed again by the sweep.
@@ -64,7 +67,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 11] = [
+    pub const ALL: [Maintenance; 12] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -76,6 +79,7 @@ impl Maintenance {
         Self::SweepMedia,
         Self::PurgeProgressHistory,
         Self::RemovalNotices,
+        Self::RollUpJobHistory,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -92,6 +96,7 @@ impl Maintenance {
             Self::SweepMedia => "media_sweep",
             Self::PurgeProgressHistory => "progress_history_purge",
             Self::RemovalNotices => "route_removal_notices",
+            Self::RollUpJobHistory => "job_history_rollup",
         }
     }
 
@@ -109,6 +114,7 @@ impl Maintenance {
             Self::SweepMedia => "10 * * * * *",
             Self::PurgeProgressHistory => "25 42 * * * *",
             Self::RemovalNotices => "5 17 * * * *",
+            Self::RollUpJobHistory => "3 * * * * *",
         }
     }
 
@@ -211,6 +217,14 @@ impl Maintenance {
                     }
                 }
                 count
+            }
+            Self::RollUpJobHistory => {
+                let written = store.job_history().roll_up(now).await?;
+                if now.as_unix_seconds() % 3_600 < 60 {
+                    store.job_attempts().purge(now).await?;
+                    store.worker_processes().purge(now).await?;
+                }
+                written
             }
             Self::PurgeTickClaims => {
                 store

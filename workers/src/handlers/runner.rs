@@ -7,7 +7,10 @@ use std::future::Future;
 use std::time::Instant;
 
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data, TaskId};
+use apalis_core::task::Task;
+use apalis_core::task::from_request::FromRequest;
 use jobs::{Job, PushOptions};
+use storage::Timestamp;
 
 use super::state::WorkerState;
 
@@ -52,6 +55,47 @@ pub trait Handler: Job {
     }
 }
 
+/// When a task was due to run (Unix seconds), as its queue says: the
+/// `run_at` it was pushed or retried with. Fair jobs parked on Redis carry
+/// their parking score instead, which is not a time.
+#[derive(Clone, Copy, Debug)]
+pub struct DueAt(Option<u64>);
+
+impl<Args: Sync> FromRequest<Task<Args>> for DueAt {
+    type Error = std::convert::Infallible;
+
+    async fn from_request(task: &Task<Args>) -> Result<Self, Self::Error> {
+        Ok(Self(
+            task.ctx()
+                .run_at()
+                .filter(|at| *at < jobs::queue::PARKED_AT),
+        ))
+    }
+}
+
+impl DueAt {
+    /// When run `attempt` of task `task_id` came due: its `run_at` if later
+    /// than its push; the push for a first run; unknown for a retry whose
+    /// queue kept no due time.
+    fn of(self, task_id: &TaskId, attempt: usize) -> Option<Timestamp> {
+        let pushed = ulid::Ulid::from_string(&task_id.to_string())
+            .ok()
+            .map(|id| {
+                Timestamp::from_micros(i64::try_from(id.timestamp_ms()).unwrap_or(0) * 1_000)
+            });
+        let run_at = self
+            .0
+            .and_then(|at| i64::try_from(at).ok())
+            .map(|at| Timestamp::from_micros(at * 1_000_000));
+        match (pushed, run_at) {
+            (Some(pushed), Some(run_at)) if run_at > pushed => Some(run_at),
+            (Some(pushed), _) if attempt <= 1 => Some(pushed),
+            (None, run_at) => run_at,
+            _ => None,
+        }
+    }
+}
+
 /// The apalis handler of every kind: start, run, observe, settle. A fair
 /// job holds one of this process's worker slots of its queue while it is
 /// here; once it lets go, the freed slot is fed the queue's next tag.
@@ -60,12 +104,13 @@ pub async fn handle<J: Handler>(
     state: Data<WorkerState>,
     task_id: TaskId,
     attempt: Attempt,
+    due: DueAt,
 ) -> Result<(), BoxDynError> {
     let slot = match job.fairness_key() {
         Some(_) => state.queue.start_fair_job(J::KIND),
         None => None,
     };
-    let settled = start_and_run(job, &state, &task_id, attempt).await;
+    let settled = start_and_run(job, &state, &task_id, attempt, due).await;
     if let Some(slot) = slot {
         drop(slot);
         state.queue.after_fair_job(J::KIND).await;
@@ -78,6 +123,7 @@ async fn start_and_run<J: Handler>(
     state: &WorkerState,
     task_id: &TaskId,
     attempt: Attempt,
+    due: DueAt,
 ) -> Result<(), BoxDynError> {
     let attempt = state
         .queue
@@ -102,9 +148,24 @@ async fn start_and_run<J: Handler>(
         }
         _ => None,
     };
+    let running = state.attempt_log.as_ref().map(|log| {
+        let run = crate::console::RunOf {
+            job_id: task_id.to_string(),
+            queue: J::KIND,
+            attempt,
+            agency_id: job.agency(),
+            endpoint_id: job.endpoint(),
+            due_at: due.of(task_id, attempt),
+        };
+        log.started(run, state.store.clock().now())
+    });
     let started = Instant::now();
     let result = job.run(state, attempt).await;
     observe(J::KIND, started, &result);
+    if let (Some(log), Some(running)) = (&state.attempt_log, running) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        log.finished(running, state.store.clock().now(), error);
+    }
     let allowed = job.attempts_allowed().min(J::MAX_ATTEMPTS);
     if result.is_err() && attempt >= allowed {
         job.give_up(state).await;

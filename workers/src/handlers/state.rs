@@ -30,6 +30,9 @@ pub struct WorkerState {
     pub media: Option<crate::media::stores::MediaStores>,
     /// Per-agency caps of the fair queues (none unless configured).
     pub agency_caps: Arc<super::agency_caps::AgencyCaps>,
+    /// Where this process's runs are recorded for the ops console (set by
+    /// the worker runtime; none elsewhere).
+    pub attempt_log: Option<crate::console::AttemptLog>,
 }
 
 /// The webhook client and the retry schedule's pace.
@@ -81,6 +84,7 @@ impl WorkerState {
             mailer: None,
             media: None,
             agency_caps: Arc::default(),
+            attempt_log: None,
         })
     }
 
@@ -103,6 +107,12 @@ impl WorkerState {
         caps: std::collections::BTreeMap<&'static str, usize>,
     ) -> Self {
         self.agency_caps = Arc::new(super::agency_caps::AgencyCaps::new(caps));
+        self
+    }
+
+    /// The same state recording its runs in `log`.
+    pub fn with_attempt_log(mut self, log: crate::console::AttemptLog) -> Self {
+        self.attempt_log = Some(log);
         self
     }
 

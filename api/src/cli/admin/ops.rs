@@ -1,16 +1,18 @@
 //! `api ops …`: the job console from the terminal. Like the admin commands,
 //! each takes the storage settings of `serve`, acts on the database and the
 //! queue directly (so it works while the API is down) and prints one JSON
-//! object. Retry and discard act on one job (`--job`) or on every dead job
-//! a filter finds, never on one page of them.
+//! object. Actions take one job (`--job`) or every job a filter finds, never
+//! one page of them, and are recorded in the console's audit log as the
+//! terminal's user on this host.
 
 use clap::{Args, Subcommand};
-use jobs::admin::{JOB_STATES, JobFilter, QueueAdmin};
 use serde_json::{Value, json};
+use storage::job_console::WorkerRequest;
 
 use super::error::AdminError;
 use super::open::open_platform;
 use crate::config::StorageArgs;
+use crate::ops::console::{Console, ConsoleError, FilterInput, JobAction};
 
 /// The console's commands.
 #[derive(Debug, Subcommand)]
@@ -19,14 +21,28 @@ pub enum OpsCommand {
     Queues(StorageOnly),
     /// The jobs a filter finds, oldest first → {"items", "count"}.
     Jobs(JobsArgs),
+    /// One job with every attempt → the job, with "attempt_history".
+    Job(JobArgs),
     /// Put dead jobs back in their queue with fresh attempts → {"retried", "ids"}.
     Retry(ActionArgs),
     /// Throw dead jobs away → {"discarded", "ids"}.
     Discard(ActionArgs),
+    /// Make scheduled or retrying jobs due now → {"run_now", "ids"}.
+    RunNow(ActionArgs),
+    /// Take queued jobs out of their queue; they go dead as cancelled → {"cancelled", "ids"}.
+    Cancel(ActionArgs),
     /// Stop every worker taking a queue's jobs → {"queue", "paused"}.
     Pause(QueueArgs),
     /// Let workers take a paused queue's jobs again → {"queue", "paused"}.
     Resume(QueueArgs),
+    /// Every worker process: host, queues, jobs in hand, last heartbeat → {"items"}.
+    Workers(StorageOnly),
+    /// Ask a worker process to finish its jobs in hand and take no more → {"id", "requested"}.
+    Quiet(WorkerArgs),
+    /// Ask a worker process to finish its jobs in hand and exit → {"id", "requested"}.
+    Stop(WorkerArgs),
+    /// The latest operator actions, newest first → {"items"}.
+    Audit(StorageOnly),
 }
 
 /// Only the storage settings.
@@ -48,9 +64,20 @@ pub struct Filter {
     /// Only jobs of this agency (agc_…).
     #[arg(long)]
     agency: Option<String>,
-    /// Only jobs whose id, payload (event id, listing number, …) or last error contains this text.
+    /// Only jobs whose id, payload (event id, …) or last error contains this text, or of this listing number.
     #[arg(long)]
     search: Option<String>,
+}
+
+impl Filter {
+    fn input(self) -> FilterInput {
+        FilterInput {
+            state: self.state,
+            queue: self.queue,
+            agency: self.agency,
+            search: self.search,
+        }
+    }
 }
 
 /// `ops jobs`.
@@ -65,7 +92,17 @@ pub struct JobsArgs {
     limit: usize,
 }
 
-/// `ops retry` and `ops discard`: one job, or every dead job a filter finds.
+/// `ops job`.
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The job.
+    #[arg(long)]
+    job: String,
+}
+
+/// `ops retry|discard|run-now|cancel`: one job, or every job a filter finds.
 #[derive(Debug, Args)]
 pub struct ActionArgs {
     #[command(flatten)]
@@ -86,50 +123,42 @@ pub struct QueueArgs {
     queue: String,
 }
 
-fn known_queue(queue: &str) -> Result<&'static str, AdminError> {
-    jobs::kinds::QUEUES
-        .iter()
-        .copied()
-        .find(|known| *known == queue)
-        .ok_or_else(|| {
-            AdminError::new(
-                "validation.failed",
-                format!("{queue} is not a queue: {}", jobs::kinds::QUEUES.join(", ")),
-            )
-        })
+/// `ops quiet` and `ops stop`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// The worker process (wrk_…, as `ops workers` lists it).
+    worker: String,
 }
 
-/// The job filter of `filter`, checked.
-fn job_filter(filter: Filter) -> Result<JobFilter, AdminError> {
-    let state = filter.state.ok_or_else(|| {
-        AdminError::new(
-            "validation.failed",
-            "--state is required (or --job for one job)",
-        )
-    })?;
-    let state = match state.as_str() {
-        "pending" => "queued".to_owned(),
-        other if JOB_STATES.contains(&other) => other.to_owned(),
-        other => {
-            return Err(AdminError::new(
-                "validation.failed",
-                format!("--state {other}: use one of {}", JOB_STATES.join(", ")),
-            ));
+impl From<ConsoleError> for AdminError {
+    fn from(err: ConsoleError) -> Self {
+        match err {
+            ConsoleError::Invalid(field, reason) => {
+                AdminError::new("validation.failed", format!("--{field} {reason}"))
+            }
+            ConsoleError::NotFound => AdminError::new(
+                "not_found",
+                "no job in a state this action takes has this id",
+            ),
+            ConsoleError::Failed(cause) => AdminError::new("server.internal", cause),
         }
-    };
-    if let Some(queue) = &filter.queue {
-        known_queue(queue)?;
     }
-    Ok(JobFilter {
-        state,
-        queue: filter.queue,
-        agency: filter.agency,
-        search: filter.search.filter(|text| !text.is_empty()),
-    })
 }
 
-fn queue_error(err: jobs::QueueError) -> AdminError {
-    AdminError::new("server.internal", err.to_string())
+/// Who the terminal acts as, for the audit log.
+fn actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("cli:{user}@{host}")
 }
 
 /// Runs one console command.
@@ -137,8 +166,12 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
     match command {
         OpsCommand::Queues(args) => {
             let platform = open_platform(&args.storage).await?;
-            let admin = QueueAdmin::new(platform.queue.clone());
-            let depths = admin.depths().await.map_err(queue_error)?;
+            let console = Console::new(&platform.store, &platform.queue);
+            let depths = console
+                .admin()
+                .depths()
+                .await
+                .map_err(|err| AdminError::new("server.internal", err.to_string()))?;
             let paused = platform.store.schedules().paused_queues().await?;
             let items: Vec<Value> = depths
                 .into_iter()
@@ -158,81 +191,134 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
                     "--limit must be 1 to 1000",
                 ));
             }
-            let filter = job_filter(args.filter)?;
+            let filter = args.filter.input().checked()?;
             let platform = open_platform(&args.storage).await?;
-            let found = QueueAdmin::new(platform.queue.clone())
-                .find_jobs(&filter)
-                .await
-                .map_err(queue_error)?;
+            let found = Console::new(&platform.store, &platform.queue)
+                .find(filter)
+                .await?;
             let count = found.len();
             let items: Vec<_> = found.into_iter().take(args.limit).collect();
             Ok(json!({ "items": items, "count": count }))
         }
-        OpsCommand::Retry(args) => act(args, Action::Retry).await,
-        OpsCommand::Discard(args) => act(args, Action::Discard).await,
+        OpsCommand::Job(args) => {
+            let platform = open_platform(&args.storage).await?;
+            let console = Console::new(&platform.store, &platform.queue);
+            let job = console
+                .admin()
+                .find_job(&args.job)
+                .await
+                .map_err(|err| AdminError::new("server.internal", err.to_string()))?
+                .ok_or_else(|| AdminError::new("not_found", "no queue holds a job with this id"))?;
+            let runs = platform.store.job_attempts().of_job(&args.job).await?;
+            let mut body = json!(job);
+            body["attempt_history"] = runs
+                .into_iter()
+                .map(|run| {
+                    json!({
+                        "attempt": run.attempt,
+                        "worker_id": run.worker_id,
+                        "host": run.host,
+                        "started_at": run.started_at.to_rfc3339(),
+                        "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
+                        "outcome": run.outcome,
+                        "error": run.error,
+                    })
+                })
+                .collect();
+            Ok(body)
+        }
+        OpsCommand::Retry(args) => act(args, JobAction::Retry).await,
+        OpsCommand::Discard(args) => act(args, JobAction::Discard).await,
+        OpsCommand::RunNow(args) => act(args, JobAction::RunNow).await,
+        OpsCommand::Cancel(args) => act(args, JobAction::Cancel).await,
         OpsCommand::Pause(args) => set_paused(args, true).await,
         OpsCommand::Resume(args) => set_paused(args, false).await,
+        OpsCommand::Workers(args) => {
+            let platform = open_platform(&args.storage).await?;
+            let now = platform.store.clock().now();
+            let items: Vec<Value> = platform
+                .store
+                .worker_processes()
+                .list()
+                .await?
+                .iter()
+                .map(|worker| crate::ops::worker_json(worker, now))
+                .collect();
+            Ok(json!({ "items": items }))
+        }
+        OpsCommand::Quiet(args) => request_worker(args, WorkerRequest::Quiet).await,
+        OpsCommand::Stop(args) => request_worker(args, WorkerRequest::Stop).await,
+        OpsCommand::Audit(args) => {
+            let platform = open_platform(&args.storage).await?;
+            let items: Vec<Value> = platform
+                .store
+                .ops_audit()
+                .recent(200)
+                .await?
+                .into_iter()
+                .map(|entry| {
+                    json!({
+                        "id": entry.id,
+                        "at": entry.at.to_rfc3339(),
+                        "actor": entry.actor,
+                        "action": entry.action,
+                        "target": serde_json::from_str::<Value>(&entry.target).unwrap_or(Value::Null),
+                        "count": entry.count,
+                    })
+                })
+                .collect();
+            Ok(json!({ "items": items }))
+        }
     }
 }
 
-#[derive(Clone, Copy)]
-enum Action {
-    Retry,
-    Discard,
-}
-
-async fn act(args: ActionArgs, action: Action) -> Result<Value, AdminError> {
-    let (verb, done) = match action {
-        Action::Retry => ("retry", "retried"),
-        Action::Discard => ("discard", "discarded"),
+async fn act(args: ActionArgs, action: JobAction) -> Result<Value, AdminError> {
+    let filter = match args.job {
+        Some(_) => None,
+        None => Some(args.filter.input().checked().map_err(|err| match err {
+            ConsoleError::Invalid("state", _) => AdminError::new(
+                "validation.failed",
+                format!(
+                    "--state is required (or --job for one job): {} takes {} jobs",
+                    action.name(),
+                    action.takes().join(" or ")
+                ),
+            ),
+            other => other.into(),
+        })?),
     };
     let platform = open_platform(&args.storage).await?;
-    let admin = QueueAdmin::new(platform.queue.clone());
-    let one_job = args.job.is_some();
-    let ids = match args.job {
-        Some(id) => vec![id],
-        None => {
-            let filter = job_filter(args.filter)?;
-            if filter.state != "dead" {
-                return Err(AdminError::new(
-                    "validation.failed",
-                    format!("{verb} takes dead jobs: use --state dead"),
-                ));
-            }
-            admin
-                .find_jobs(&filter)
-                .await
-                .map_err(queue_error)?
-                .into_iter()
-                .map(|job| job.id)
-                .collect()
+    let console = Console::new(&platform.store, &platform.queue);
+    let ids = match (args.job, filter) {
+        (Some(id), _) => {
+            console.act_on_job(action, &id, &actor()).await?;
+            vec![id]
         }
+        (None, Some(filter)) => console.act_on_filter(action, filter, &actor()).await?,
+        (None, None) => Vec::new(),
     };
-    let mut touched = Vec::new();
-    for id in ids {
-        let acted = match action {
-            Action::Retry => admin.retry(&id).await,
-            Action::Discard => admin.discard(&id).await,
-        }
-        .map_err(queue_error)?;
-        if acted {
-            touched.push(id);
-        }
-    }
-    if one_job && touched.is_empty() {
-        return Err(AdminError::new("not_found", "no dead job has this id"));
-    }
-    tracing::warn!(
-        action = verb,
-        count = touched.len(),
-        "jobs changed from the command line"
-    );
-    Ok(json!({ done: touched.len(), "ids": touched }))
+    Ok(json!({ action.done(): ids.len(), "ids": ids }))
 }
 
 async fn set_paused(args: QueueArgs, paused: bool) -> Result<Value, AdminError> {
-    let queue = known_queue(&args.queue)?;
     let platform = open_platform(&args.storage).await?;
-    platform.store.schedules().set_paused(queue, paused).await?;
+    let queue = Console::new(&platform.store, &platform.queue)
+        .set_paused(&args.queue, paused, &actor())
+        .await?;
     Ok(json!({ "queue": queue, "paused": paused }))
+}
+
+async fn request_worker(args: WorkerArgs, request: WorkerRequest) -> Result<Value, AdminError> {
+    let platform = open_platform(&args.storage).await?;
+    match Console::new(&platform.store, &platform.queue)
+        .request_worker(&args.worker, request, &actor())
+        .await
+    {
+        Ok(()) => Ok(json!({ "id": args.worker, "requested": request.name() })),
+        Err(ConsoleError::NotFound) => Err(AdminError::new(
+            "not_found",
+            "no running worker process has this id (see api ops workers)",
+        )),
+        Err(err) => Err(err.into()),
+    }
 }

@@ -1,0 +1,364 @@
+//! The job console's actions, shared by the ops listener's pages and routes
+//! and by `api ops` on the command line, so both read filters the same way,
+//! act on every job a filter finds (never one page of them), and leave the
+//! same audit record: who, what, on which job or filter, how many.
+
+use jobs::JobQueue;
+use jobs::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
+use serde_json::{Value, json};
+use storage::Store;
+use storage::job_console::WorkerRequest;
+
+/// Why a console action was refused or failed.
+#[derive(Debug)]
+pub enum ConsoleError {
+    /// A filter or action that does not make sense: the field and why.
+    Invalid(&'static str, String),
+    /// No job (or worker) the action applies to.
+    NotFound,
+    /// The database or the queue failed.
+    Failed(String),
+}
+
+impl From<storage::StorageError> for ConsoleError {
+    fn from(err: storage::StorageError) -> Self {
+        Self::Failed(err.to_string())
+    }
+}
+
+impl From<jobs::QueueError> for ConsoleError {
+    fn from(err: jobs::QueueError) -> Self {
+        Self::Failed(err.to_string())
+    }
+}
+
+/// What can be done to jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobAction {
+    /// A dead job back in its queue with fresh attempts.
+    Retry,
+    /// A dead job thrown away.
+    Discard,
+    /// A scheduled or retrying job due now.
+    RunNow,
+    /// A queued job taken out, dead as cancelled.
+    Cancel,
+}
+
+impl JobAction {
+    /// Every action.
+    pub const ALL: [JobAction; 4] = [Self::Retry, Self::Discard, Self::RunNow, Self::Cancel];
+
+    /// Its name in routes, the audit log and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Discard => "discard",
+            Self::RunNow => "run_now",
+            Self::Cancel => "cancel",
+        }
+    }
+
+    /// The action named `name` (`run-now` as well as `run_now`).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|action| action.name() == name.replace('-', "_"))
+    }
+
+    /// What the action's result calls the jobs it touched.
+    pub const fn done(self) -> &'static str {
+        match self {
+            Self::Retry => "retried",
+            Self::Discard => "discarded",
+            Self::RunNow => "run_now",
+            Self::Cancel => "cancelled",
+        }
+    }
+
+    /// The states of the jobs it takes.
+    pub const fn takes(self) -> &'static [&'static str] {
+        match self {
+            Self::Retry | Self::Discard => &["dead"],
+            Self::RunNow => &["scheduled", "retrying"],
+            Self::Cancel => &["queued"],
+        }
+    }
+
+    /// Whether it takes jobs in `state`.
+    pub fn takes_state(self, state: &str) -> bool {
+        self.takes().contains(&state)
+    }
+
+    async fn apply(self, admin: &QueueAdmin, id: &str) -> Result<bool, jobs::QueueError> {
+        match self {
+            Self::Retry => admin.retry(id).await,
+            Self::Discard => admin.discard(id).await,
+            Self::RunNow => admin.run_now(id).await,
+            Self::Cancel => admin.cancel(id).await,
+        }
+    }
+}
+
+/// A filter as given: every part optional and unchecked.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct FilterInput {
+    /// queued, scheduled, running, retrying, dead or done (`pending` for queued).
+    pub state: Option<String>,
+    /// A queue.
+    pub queue: Option<String>,
+    /// An agency (`agc_…`).
+    pub agency: Option<String>,
+    /// Free text: a job id, event id, listing number or error text.
+    pub search: Option<String>,
+}
+
+fn present(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+impl FilterInput {
+    /// The filter checked, its state required.
+    pub fn checked(self) -> Result<JobFilter, ConsoleError> {
+        let state = present(self.state).ok_or_else(|| {
+            ConsoleError::Invalid(
+                "state",
+                format!("is required: one of {}", JOB_STATES.join(", ")),
+            )
+        })?;
+        let state = match state.as_str() {
+            "pending" => "queued".to_owned(),
+            other if JOB_STATES.contains(&other) => other.to_owned(),
+            other => {
+                return Err(ConsoleError::Invalid(
+                    "state",
+                    format!(
+                        "{other} is not a state: use one of {}",
+                        JOB_STATES.join(", ")
+                    ),
+                ));
+            }
+        };
+        let queue = present(self.queue);
+        if let Some(queue) = &queue {
+            known_queue(queue)?;
+        }
+        let search = present(self.search);
+        if search.as_ref().is_some_and(|s| s.chars().count() > 200) {
+            return Err(ConsoleError::Invalid(
+                "search",
+                "is longer than 200 characters".into(),
+            ));
+        }
+        Ok(JobFilter {
+            state,
+            queue,
+            agency: present(self.agency),
+            search,
+            related: Vec::new(),
+        })
+    }
+}
+
+/// The queue named `queue`.
+pub fn known_queue(queue: &str) -> Result<&'static str, ConsoleError> {
+    jobs::kinds::QUEUES
+        .iter()
+        .copied()
+        .find(|known| *known == queue)
+        .ok_or_else(|| {
+            ConsoleError::Invalid(
+                "queue",
+                format!(
+                    "{queue} is not a queue: use one of {}",
+                    jobs::kinds::QUEUES.join(", ")
+                ),
+            )
+        })
+}
+
+/// A filter as the audit log keeps it.
+fn filter_json(filter: &JobFilter) -> Value {
+    json!({
+        "state": filter.state,
+        "queue": filter.queue,
+        "agency": filter.agency,
+        "search": filter.search,
+    })
+}
+
+/// The console over a store and a queue.
+pub struct Console<'a> {
+    store: &'a Store,
+    admin: QueueAdmin,
+}
+
+impl<'a> Console<'a> {
+    /// The console of `store` and `queue`.
+    pub fn new(store: &'a Store, queue: &JobQueue) -> Self {
+        Self {
+            store,
+            admin: QueueAdmin::new(queue.clone()),
+        }
+    }
+
+    /// The queue administration underneath.
+    pub fn admin(&self) -> &QueueAdmin {
+        &self.admin
+    }
+
+    /// Every job `filter` finds, oldest first; a search that is a listing
+    /// number also finds the jobs of its listing, media, events and deliveries.
+    pub async fn find(&self, mut filter: JobFilter) -> Result<Vec<JobSummary>, ConsoleError> {
+        if let Some(search) = &filter.search {
+            filter.related = self.store.job_search().related_ids(search).await?;
+        }
+        Ok(self.admin.find_jobs(&filter).await?)
+    }
+
+    /// Applies `action` to job `id` on behalf of `actor`.
+    pub async fn act_on_job(
+        &self,
+        action: JobAction,
+        id: &str,
+        actor: &str,
+    ) -> Result<(), ConsoleError> {
+        if !action.apply(&self.admin, id).await? {
+            return Err(ConsoleError::NotFound);
+        }
+        self.store
+            .ops_audit()
+            .record(actor, action.name(), &json!({ "job": id }).to_string(), 1)
+            .await?;
+        tracing::info!(action = action.name(), job = %id, actor, "job changed by an operator");
+        Ok(())
+    }
+
+    /// Applies `action` to every job `filter` finds, on behalf of `actor`;
+    /// returns the ids it touched (jobs that left the state meanwhile are not).
+    pub async fn act_on_filter(
+        &self,
+        action: JobAction,
+        filter: JobFilter,
+        actor: &str,
+    ) -> Result<Vec<String>, ConsoleError> {
+        if !action.takes_state(&filter.state) {
+            return Err(ConsoleError::Invalid(
+                "state",
+                format!(
+                    "{} takes {} jobs, not {}",
+                    action.name(),
+                    action.takes().join(" or "),
+                    filter.state
+                ),
+            ));
+        }
+        let target = filter_json(&filter);
+        let found = self.find(filter).await?;
+        let mut touched = Vec::new();
+        for job in found {
+            if action.apply(&self.admin, &job.id).await? {
+                touched.push(job.id);
+            }
+        }
+        self.store
+            .ops_audit()
+            .record(
+                actor,
+                action.name(),
+                &target.to_string(),
+                touched.len() as u64,
+            )
+            .await?;
+        tracing::warn!(
+            action = action.name(),
+            count = touched.len(),
+            actor,
+            "jobs changed by an operator, by filter"
+        );
+        Ok(touched)
+    }
+
+    /// Pauses or resumes `queue` on every worker process.
+    pub async fn set_paused(
+        &self,
+        queue: &str,
+        paused: bool,
+        actor: &str,
+    ) -> Result<&'static str, ConsoleError> {
+        let queue = known_queue(queue)?;
+        self.store.schedules().set_paused(queue, paused).await?;
+        let action = if paused { "pause" } else { "resume" };
+        self.store
+            .ops_audit()
+            .record(actor, action, &json!({ "queue": queue }).to_string(), 1)
+            .await?;
+        tracing::info!(queue, paused, actor, "queue control changed by an operator");
+        Ok(queue)
+    }
+
+    /// Asks worker process `id` to go quiet or stop.
+    pub async fn request_worker(
+        &self,
+        id: &str,
+        request: WorkerRequest,
+        actor: &str,
+    ) -> Result<(), ConsoleError> {
+        if !self.store.worker_processes().request(id, request).await? {
+            return Err(ConsoleError::NotFound);
+        }
+        self.store
+            .ops_audit()
+            .record(
+                actor,
+                request.name(),
+                &json!({ "worker": id }).to_string(),
+                1,
+            )
+            .await?;
+        tracing::info!(request = request.name(), worker = %id, actor, "worker process asked by an operator");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_take_the_states_they_name() {
+        assert_eq!(JobAction::parse("run-now"), Some(JobAction::RunNow));
+        assert_eq!(JobAction::parse("run_now"), Some(JobAction::RunNow));
+        assert_eq!(JobAction::parse("explode"), None);
+        assert!(JobAction::Retry.takes_state("dead"));
+        assert!(!JobAction::Retry.takes_state("queued"));
+        assert!(JobAction::RunNow.takes_state("retrying"));
+        assert!(JobAction::Cancel.takes_state("queued"));
+    }
+
+    #[test]
+    fn filters_are_checked() {
+        let filter = |state: &str, queue: Option<&str>| FilterInput {
+            state: Some(state.into()),
+            queue: queue.map(str::to_owned),
+            agency: Some(" ".into()),
+            search: Some("  QX7 ".into()),
+        };
+        let checked = filter("pending", Some("probe")).checked().ok();
+        assert_eq!(checked.as_ref().map(|f| f.state.as_str()), Some("queued"));
+        assert_eq!(checked.as_ref().and_then(|f| f.agency.clone()), None);
+        assert_eq!(checked.and_then(|f| f.search), Some("QX7".into()));
+        assert!(matches!(
+            filter("lost", None).checked(),
+            Err(ConsoleError::Invalid("state", _))
+        ));
+        assert!(matches!(
+            filter("dead", Some("nope")).checked(),
+            Err(ConsoleError::Invalid("queue", _))
+        ));
+        assert!(matches!(
+            FilterInput::default().checked(),
+            Err(ConsoleError::Invalid("state", _))
+        ));
+    }
+}

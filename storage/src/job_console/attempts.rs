@@ -1,0 +1,119 @@
+//! Every run of a job: which worker process ran it, on which host, when it
+//! came due, started and finished, and how it ended. A run is written when
+//! it starts and again when it ends, in small batches (a process's workers
+//! hand their records to one writer), so a crash loses at most a batch of
+//! this history, never a job.
+
+use crate::db::{bookkeeping_transaction, on_pool};
+use crate::{Result, Store, Timestamp};
+
+/// How long runs stay (the longest a dead job is kept, and then some).
+pub const ATTEMPTS_KEPT_SECONDS: i64 = 31 * 86_400;
+
+/// One run of a job.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct AttemptRecord {
+    /// The job (a ULID).
+    pub job_id: String,
+    /// Which run, from 1.
+    pub attempt: i64,
+    /// The job's queue.
+    pub queue: String,
+    /// The worker process that ran it (`wrk_…`).
+    pub worker_id: String,
+    /// That process's host.
+    pub host: String,
+    /// The agency the job works for, when it names one.
+    pub agency_id: Option<String>,
+    /// The webhook endpoint it delivers to, when it is a delivery.
+    pub endpoint_id: Option<String>,
+    /// When the job came due for this run, when known.
+    pub due_at: Option<Timestamp>,
+    /// When the run started.
+    pub started_at: Timestamp,
+    /// When it ended; none while it runs (or if its worker died).
+    pub finished_at: Option<Timestamp>,
+    /// `succeeded` or `failed` once ended.
+    pub outcome: Option<String>,
+    /// The handler's error, when it failed.
+    pub error: Option<String>,
+}
+
+/// Runs of jobs.
+pub struct JobAttempts<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Runs of jobs.
+    pub fn job_attempts(&self) -> JobAttempts<'_> {
+        JobAttempts { store: self }
+    }
+}
+
+impl JobAttempts<'_> {
+    /// Writes `records`, each replacing what was written of the same run
+    /// (the same job started at the same instant).
+    pub async fn record(&self, records: &[AttemptRecord]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            for run in records {
+                sqlx::query(
+                    "insert into job_attempts (job_id, attempt, queue, worker_id, host, agency_id,
+                         endpoint_id, due_at, started_at, finished_at, outcome, error)
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     on conflict (job_id, started_at) do update set
+                         worker_id = excluded.worker_id, host = excluded.host,
+                         attempt = excluded.attempt, due_at = excluded.due_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
+                         error = excluded.error",
+                )
+                .bind(&run.job_id)
+                .bind(run.attempt)
+                .bind(&run.queue)
+                .bind(&run.worker_id)
+                .bind(&run.host)
+                .bind(&run.agency_id)
+                .bind(&run.endpoint_id)
+                .bind(run.due_at)
+                .bind(run.started_at)
+                .bind(run.finished_at)
+                .bind(&run.outcome)
+                .bind(&run.error)
+                .execute(&mut *tx)
+                .await?;
+            }
+        });
+        Ok(())
+    }
+
+    /// Every run of `job_id`, first first (a retried dead job's attempts
+    /// count from 1 again; its runs are all here).
+    pub async fn of_job(&self, job_id: &str) -> Result<Vec<AttemptRecord>> {
+        on_pool!(self.store.db(), pool => {
+            Ok(sqlx::query_as(
+                "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id, due_at,
+                        started_at, finished_at, outcome, error
+                 from job_attempts where job_id = $1 order by started_at",
+            )
+            .bind(job_id)
+            .fetch_all(pool)
+            .await?)
+        })
+    }
+
+    /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before `now`.
+    pub async fn purge(&self, now: Timestamp) -> Result<u64> {
+        let before = now.plus_seconds(-ATTEMPTS_KEPT_SECONDS);
+        let mut deleted = 0;
+        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+            deleted = sqlx::query("delete from job_attempts where started_at < $1")
+                .bind(before)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        });
+        Ok(deleted)
+    }
+}
