@@ -5,9 +5,9 @@
 //! (take no more jobs, finish what is in hand) or stop (quiet, then end the
 //! runtime as on a shutdown signal).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use storage::job_console::{AttemptRecord, WorkerBeat, WorkerRequest};
@@ -58,6 +58,8 @@ pub struct AttemptLog {
     identity: Arc<ProcessIdentity>,
     sender: mpsc::UnboundedSender<AttemptRecord>,
     in_hand: Arc<AtomicI64>,
+    /// The ids of the jobs running here now.
+    running: Arc<Mutex<HashSet<String>>>,
     closing: Arc<Notify>,
 }
 
@@ -96,6 +98,7 @@ impl AttemptLog {
                 identity: Arc::new(identity),
                 sender,
                 in_hand: Arc::default(),
+                running: Arc::default(),
                 closing,
             },
             writer,
@@ -112,9 +115,21 @@ impl AttemptLog {
         self.in_hand.load(Ordering::Acquire)
     }
 
+    /// The ids of the jobs running here now.
+    pub fn running(&self) -> HashSet<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Records that `run` started at `now`.
     pub fn started(&self, run: RunOf, now: Timestamp) -> Running {
         self.in_hand.fetch_add(1, Ordering::AcqRel);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run.job_id.clone());
         let record = AttemptRecord {
             job_id: run.job_id,
             attempt: i64::try_from(run.attempt).unwrap_or(i64::MAX),
@@ -136,6 +151,10 @@ impl AttemptLog {
     /// Records that `running` ended at `now`, failed with `error` or not.
     pub fn finished(&self, running: Running, now: Timestamp, error: Option<String>) {
         self.in_hand.fetch_sub(1, Ordering::AcqRel);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&running.record.job_id);
         let mut record = running.record;
         record.finished_at = Some(now);
         record.outcome = Some(
@@ -218,6 +237,11 @@ pub struct Registry {
     pub gates: Gates,
     /// When it started.
     pub started_at: Timestamp,
+    /// The queue its workers take jobs from.
+    pub queue: jobs::JobQueue,
+    /// Its workers' names: what they fetched and never started goes back
+    /// once it is quiet.
+    pub holders: crate::release::Holders,
 }
 
 /// Beats for the process until aborted; once an operator asks it to stop,
@@ -230,6 +254,10 @@ pub fn spawn_registry(
     tokio::spawn(async move {
         let queues = serde_json::to_string(&registry.queues).unwrap_or_else(|_| "{}".to_owned());
         let mut stop = Some(stop);
+        // Quiet since the previous beat: whatever its workers fetched in
+        // the moment the gates closed went to them before it, and is handed
+        // back now, so a quiet process holds nothing it will not run.
+        let mut quiet_since_last_beat = false;
         let mut interval = tokio::time::interval(registry.every);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -241,6 +269,24 @@ pub fn spawn_registry(
             } else {
                 "running"
             };
+            if quiet_since_last_beat {
+                let running = registry.log.running();
+                match registry
+                    .queue
+                    .hand_back_unstarted(&registry.holders.all(), &running)
+                    .await
+                {
+                    Ok(0) => {}
+                    Ok(count) => tracing::info!(
+                        count,
+                        "a quiet worker process handed back jobs it had not started"
+                    ),
+                    Err(err) => {
+                        tracing::warn!(%err, "could not hand back the jobs of a quiet worker process")
+                    }
+                }
+            }
+            quiet_since_last_beat = registry.gates.is_quiet();
             let beat = beat_of(&registry, &queues, state);
             match registry.store.worker_processes().beat(&beat).await {
                 Ok(Some(request)) => {

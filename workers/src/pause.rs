@@ -131,10 +131,6 @@ pub struct Pausable<B> {
     held: Option<Box<dyn std::any::Any + Send>>,
     /// The inner stream answered `Pending` last: it may be mid-fetch.
     inner_busy: bool,
-    /// Whether the inner stream waits for its poll strategy (its bell or
-    /// interval) rather than a fetch: then it holds nothing, and a paused
-    /// worker leaves it waiting instead of letting it claim more jobs.
-    idle: Arc<AtomicBool>,
     /// A worker restarted after its queue failed (Redis gone, say) waits
     /// this out before its first call, so an outage is retried a few times
     /// a second rather than in a loop.
@@ -146,7 +142,7 @@ const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(2);
 
 impl<B: Clone> Clone for Pausable<B> {
     fn clone(&self) -> Self {
-        Self::new(self.backend.clone(), self.gate.clone()).idle_when(self.idle.clone())
+        Self::new(self.backend.clone(), self.gate.clone())
     }
 }
 
@@ -168,17 +164,8 @@ impl<B> Pausable<B> {
             gate,
             held: None,
             inner_busy: false,
-            idle: Arc::default(),
             backoff: None,
         }
-    }
-
-    /// The same, told by `idle` when the inner stream waits for its poll
-    /// strategy (`jobs::queue::BellOrInterval::sharing_idle`).
-    #[must_use]
-    pub fn idle_when(mut self, idle: Arc<AtomicBool>) -> Self {
-        self.idle = idle;
-        self
     }
 
     /// The same, for the `restarts`-th start of its worker: from the first
@@ -225,7 +212,7 @@ where
         worker: &WorkerContext,
     ) -> Poll<Option<Result<Self::Task, Self::Error>>> {
         if self.gate.is_paused() {
-            if self.held.is_none() && self.inner_busy && !self.idle.load(Ordering::Acquire) {
+            if self.held.is_none() && self.inner_busy {
                 // Finish what the inner stream started before stopping.
                 match self.backend.poll_next(cx, worker) {
                     Poll::Ready(item) => {

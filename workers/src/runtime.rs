@@ -147,16 +147,14 @@ macro_rules! register_worker {
         let concurrency = $concurrency;
         let name = worker_name(<$job>::KIND);
         $monitor.register(move |restarts| {
-            let idle = Arc::new(AtomicBool::new(false));
             WorkerBuilder::new(format!("{name}.{restarts}"))
                 .backend(Releasing::new(
                     Pausable::new(
-                        storage.clone().poll_with_strategy(
-                            BellOrInterval::new(bell.clone(), poll).sharing_idle(idle.clone()),
-                        ),
+                        storage
+                            .clone()
+                            .poll_with_strategy(BellOrInterval::new(bell.clone(), poll)),
                         gate.clone(),
                     )
-                    .idle_when(idle)
                     .restarted(restarts),
                     state.queue.clone(),
                     <$job>::KIND,
@@ -275,6 +273,7 @@ pub async fn run(
     // The console's view of this process: its runs, and its beat, which
     // brings back an operator's quiet or stop.
     let (attempt_log, run_writer) = AttemptLog::spawn(state.store.clone(), ProcessIdentity::new());
+    let holders = Holders::default();
     let registry = Arc::new(Registry {
         store: state.store.clone(),
         log: attempt_log.clone(),
@@ -282,6 +281,8 @@ pub async fn run(
         every: settings.heartbeat,
         gates: gates.clone(),
         started_at: state.store.clock().now(),
+        queue: state.queue.clone(),
+        holders: holders.clone(),
     });
     let (stop_requested, stop_request) = tokio::sync::oneshot::channel();
     let stopping = Arc::new(AtomicBool::new(false));
@@ -318,7 +319,6 @@ pub async fn run(
             settings.poll,
         )),
     }
-    let holders = Holders::default();
     // A worker whose queue fails (Redis restarted, a connection reset) ends
     // with an error; it is started again, under a new name, after a short
     // backoff (`Pausable::restarted`), however often that happens: a queue

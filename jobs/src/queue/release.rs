@@ -50,6 +50,20 @@ end
 return #held
 ";
 
+/// Moves one job from a worker's in-flight set to the head of the active
+/// list, if it is still there. KEYS: in-flight set, active list, signal
+/// list. ARGV: meta hash prefix, job id.
+const REDIS_HAND_BACK: &str = r"
+if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+local meta = ARGV[1] .. ':' .. ARGV[2]
+redis.call('HSET', meta, 'status', 'Pending')
+redis.call('HDEL', meta, 'locked_at', 'locked_by')
+redis.call('DEL', KEYS[3])
+redis.call('LPUSH', KEYS[3], 1)
+return 1
+";
+
 /// The names of `workers` as one JSON array, which SQLite expands with `json_each`.
 fn worker_names(workers: &[HeldBy]) -> Result<String, QueueError> {
     let names: Vec<&str> = workers.iter().map(|w| w.worker.as_str()).collect();
@@ -97,6 +111,55 @@ impl JobQueue {
                     released += count;
                 }
                 Ok(released)
+            }
+        }
+    }
+
+    /// Hands back to their queues the jobs `workers` (live workers of this
+    /// process that take no more jobs: a quiet process) fetched and have not
+    /// started, keeping their attempts, so other processes run them; jobs in
+    /// `running` (started here) stay. Returns how many went back.
+    pub async fn hand_back_unstarted(
+        &self,
+        workers: &[HeldBy],
+        running: &std::collections::HashSet<String>,
+    ) -> Result<u64, QueueError> {
+        if workers.is_empty() {
+            return Ok(0);
+        }
+        match &self.backend {
+            QueueBackend::Sqlite(pool) => {
+                let names = worker_names(workers)?;
+                Ok(sqlx::query(SQLITE_RELEASE[0])
+                    .bind(&names)
+                    .execute(pool)
+                    .await?
+                    .rows_affected())
+            }
+            QueueBackend::Redis(connection) => {
+                let mut connection = connection.clone();
+                let script = redis::Script::new(REDIS_HAND_BACK);
+                let mut handed = 0;
+                for held in workers {
+                    let queue = held.queue;
+                    let inflight = format!("{queue}:inflight:{}", held.worker);
+                    let ids: Vec<String> = redis::cmd("SMEMBERS")
+                        .arg(&inflight)
+                        .query_async(&mut connection)
+                        .await?;
+                    for id in ids.iter().filter(|id| !running.contains(*id)) {
+                        let count: u64 = script
+                            .key(&inflight)
+                            .key(format!("{queue}:active"))
+                            .key(format!("{queue}:signal"))
+                            .arg(format!("{queue}:meta"))
+                            .arg(id)
+                            .invoke_async(&mut connection)
+                            .await?;
+                        handed += count;
+                    }
+                }
+                Ok(handed)
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::db::{bookkeeping_transaction, on_pool};
+use crate::db::{in_transaction, on_pool};
 use crate::{Result, Store, Timestamp};
 
 /// Minute rows are kept this long (a day is shown, and the hour rollup of
@@ -195,7 +195,8 @@ impl JobHistory<'_> {
         };
         let hours_from = from.div_euclid(3_600) * 3_600;
         let mut written = 0;
-        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
+        // Durable: once a minute, and read back by the console at once.
+        in_transaction!(self.store.db(), |tx| {
             sqlx::query("delete from job_history where resolution = 'minute' and bucket >= $1 and bucket < $2")
                 .bind(from)
                 .bind(to)

@@ -7,6 +7,7 @@ mod compose;
 mod dead_jobs;
 mod fairness;
 mod fleet;
+mod job_history;
 mod lost_pushes;
 mod ops;
 mod ops_cli;

@@ -630,3 +630,247 @@ async fn the_board_reads_and_never_writes() {
         logs.url()
     );
 }
+
+async fn ops_send(
+    app: &TestApp,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .request(method, ops(app, path))
+        .basic_auth(USER, Some(PASSWORD));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_console_routes_act_by_filter_and_refuse_what_makes_no_sense() {
+    let app = ops_app().await;
+    let ids = dead_probes(&app, 2).await;
+    use reqwest::Method;
+
+    // A bulk retry by filter takes both dead probes, and is on record.
+    let retried = ops_send(
+        &app,
+        Method::POST,
+        "/ops/api/jobs/bulk",
+        Some(json!({"action": "retry", "state": "dead", "queue": "probe"})),
+    )
+    .await;
+    assert_eq!(retried.status(), StatusCode::OK);
+    let retried: Value = retried.json().await.unwrap();
+    assert_eq!(retried["count"], 2, "{retried}");
+    let audit: Value = ops_get(&app, "/ops/api/audit").await.json().await.unwrap();
+    assert_eq!(audit["items"][0]["action"], "retry", "{audit}");
+    assert_eq!(audit["items"][0]["count"], 2, "{audit}");
+    assert_eq!(audit["items"][0]["actor"], "ops:ops", "{audit}");
+    assert_eq!(audit["items"][0]["target"]["state"], "dead", "{audit}");
+    eventually(PATIENCE, "dead again", || async {
+        let dead: Value = ops_get(&app, "/ops/api/jobs?state=dead&queue=probe")
+            .await
+            .json()
+            .await
+            .unwrap();
+        (dead["count"] == 2).then_some(())
+    })
+    .await;
+    let job: Value = ops_get(&app, &format!("/ops/api/jobs/{}", ids[0]))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(job["state"], "dead", "{job}");
+
+    for (method, path, body, status, code) in [
+        (
+            Method::GET,
+            "/ops/api/jobs",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/jobs?state=sleeping",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/jobs?state=dead&limit=0",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/jobs?state=dead&queue=nope",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/jobs/01M8NOSUCHJOB0000000000000",
+            None,
+            StatusCode::NOT_FOUND,
+            "job_not_found",
+        ),
+        (
+            Method::POST,
+            "/ops/api/jobs/01M8NOSUCHJOB0000000000000/explode",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::POST,
+            "/ops/api/jobs/01M8NOSUCHJOB0000000000000/run-now",
+            None,
+            StatusCode::NOT_FOUND,
+            "job_not_found",
+        ),
+        (
+            Method::POST,
+            "/ops/api/jobs/bulk",
+            Some(json!({"action": "retry", "state": "queued"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::POST,
+            "/ops/api/jobs/bulk",
+            Some(json!({"state": "dead"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::POST,
+            "/ops/api/jobs/bulk",
+            Some(json!({"action": "cancel"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::POST,
+            "/ops/api/workers/wrk_01M8NOSUCHWORKER000000000/quiet",
+            None,
+            StatusCode::NOT_FOUND,
+            "worker_not_found",
+        ),
+        (
+            Method::POST,
+            "/ops/api/workers/wrk_01M8NOSUCHWORKER000000000/explode",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::POST,
+            "/ops/api/queues/probe/explode",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/history?range=year",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+        (
+            Method::GET,
+            "/ops/api/history?queue=nope",
+            None,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation.failed",
+        ),
+    ] {
+        let response = ops_send(&app, method.clone(), path, body).await;
+        expect_error(response, status, code).await;
+    }
+    let history: Value = ops_get(&app, "/ops/api/history?range=day&queue=probe")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history["buckets"].as_array().unwrap().len(), 1_440);
+    assert!(
+        history["totals"]["failed"].as_u64().unwrap() >= 4,
+        "{history}"
+    );
+
+    // The pages: a bad filter says so and shows dead jobs; an unknown job is a
+    // 404 page saying where to look; a bad bulk action goes back with the problem.
+    let page = ops_get(&app, "/ops/?state=sleeping").await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await.unwrap().contains("id=\"filter-error\""));
+    let missing = ops_get(&app, "/ops/jobs/01M8NOSUCHJOB0000000000000").await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert!(missing.text().await.unwrap().contains("Jobs page"));
+    let no_redirects = tests::app::base_client()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let bogus = no_redirects
+        .post(ops(&app, "/ops/jobs/bulk"))
+        .basic_auth(USER, Some(PASSWORD))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("action=explode&state=dead")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bogus.status(), StatusCode::SEE_OTHER);
+    assert!(
+        bogus.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("problem=")
+    );
+    let wrong_state = no_redirects
+        .post(ops(&app, "/ops/jobs/bulk"))
+        .basic_auth(USER, Some(PASSWORD))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("action=retry&state=queued")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        wrong_state.headers()["location"]
+            .to_str()
+            .unwrap()
+            .contains("problem=")
+    );
+    let cross_site = no_redirects
+        .post(ops(&app, "/ops/jobs/bulk"))
+        .basic_auth(USER, Some(PASSWORD))
+        .header("Sec-Fetch-Site", "cross-site")
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("action=discard&state=dead")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    let still: Value = ops_get(&app, "/ops/api/jobs?state=dead&queue=probe")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(still["count"], 2, "nothing was discarded from another site");
+    let back = no_redirects
+        .post(ops(&app, "/ops/queues/probe/pause"))
+        .basic_auth(USER, Some(PASSWORD))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("back=https%3A%2F%2Fevil.example%2F")
+        .send()
+        .await
+        .unwrap();
+    let location = back.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with("/ops/?notice="), "{location}");
+}

@@ -1,6 +1,8 @@
 //! `api ops …` from the terminal, with no API process running at all: queues,
 //! jobs by state, queue, agency and text, retry and discard of every dead job
-//! a filter finds (not one page), pause and resume; on both queues.
+//! a filter finds (not one page), pause and resume, cancel and run-now of
+//! waiting jobs, one job with its attempts, worker processes quieted and
+//! stopped, and the audit log; on both queues.
 
 use std::time::Duration;
 
@@ -183,4 +185,213 @@ async fn the_console_works_from_the_terminal_on_the_embedded_queue() {
 #[tokio::test]
 async fn the_console_works_from_the_terminal_on_the_redis_queue() {
     the_console_works_from_the_terminal(Deployment::with_redis(Backend::Postgres).await).await;
+}
+
+/// The one worker process `ops workers` lists.
+fn the_worker(deployment: &Deployment) -> Value {
+    let workers = ok(deployment, &["workers"]);
+    let items = workers["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{workers}");
+    items[0].clone()
+}
+
+async fn waiting_jobs_and_worker_processes_from_the_terminal(deployment: Deployment) {
+    let agency = deployment.admin_ok(&["create-agency", "--name", "Console waits"]);
+    let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+    let probes = |count: &str| {
+        deployment.admin_ok(&[
+            "enqueue-probe",
+            "--agency",
+            &agency_id,
+            "--count",
+            count,
+            "--steps",
+            "1",
+            "--step-ms",
+            "1",
+        ])
+    };
+
+    // No worker runs yet: probes wait, queued. Cancelled, they go dead, on record.
+    let pushed = probes("3");
+    let ids: Vec<String> = pushed["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|probe| probe["job_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        count(&deployment, &["--state", "queued", "--queue", "probe"]),
+        3
+    );
+    assert_eq!(
+        ok(&deployment, &["cancel", "--job", &ids[0]])["cancelled"],
+        1
+    );
+    let cancelled = ok(&deployment, &["job", "--job", &ids[0]]);
+    assert_eq!(cancelled["state"], "dead", "{cancelled}");
+    assert_eq!(cancelled["last_error"], "cancelled by an operator");
+    let rest = ok(
+        &deployment,
+        &["cancel", "--state", "queued", "--queue", "probe"],
+    );
+    assert_eq!(rest["cancelled"], 2, "{rest}");
+    refused(&deployment, &["cancel", "--job", &ids[0]], "not_found");
+    refused(
+        &deployment,
+        &["cancel", "--state", "dead"],
+        "validation.failed",
+    );
+    refused(
+        &deployment,
+        &["run-now", "--state", "queued"],
+        "validation.failed",
+    );
+    refused(
+        &deployment,
+        &["job", "--job", "01M8NOSUCHJOB0000000000000"],
+        "not_found",
+    );
+
+    // A probe due in an hour is scheduled; run-now makes it due.
+    let queue = jobs::JobQueue::connect(&deployment.queue_target())
+        .await
+        .unwrap();
+    let store = deployment.store().await;
+    let mut options = jobs::PushOptions::default();
+    options.run_at = Some(store.clock().now().plus_seconds(3_600));
+    let scheduled = queue
+        .push(
+            jobs::kinds::Probe {
+                operation_id: storage::ids::OperationId::generate(),
+                agency_id: storage::ids::AgencyId::parse(&agency_id).unwrap(),
+                is_sandbox: false,
+                steps: 1,
+                step_ms: 1,
+                fail: false,
+            },
+            options,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&deployment, &["--state", "scheduled", "--queue", "probe"]),
+        1
+    );
+    assert_eq!(
+        ok(&deployment, &["run-now", "--job", &scheduled])["run_now"],
+        1
+    );
+    refused(&deployment, &["run-now", "--job", &scheduled], "not_found");
+
+    // A worker process with a one-second heartbeat runs it, and is listed.
+    let mut workers = deployment.spawn_workers(&["--heartbeat-seconds", "1"]);
+    let ran = eventually(PATIENCE, "the scheduled probe run now", || async {
+        let job = ok(&deployment, &["job", "--job", &scheduled]);
+        (job["state"] == "done").then_some(job)
+    })
+    .await;
+    let worker = the_worker(&deployment);
+    let worker_id = worker["id"].as_str().unwrap().to_owned();
+    assert!(worker_id.starts_with("wrk_"), "{worker}");
+    assert_eq!(worker["state"], "running", "{worker}");
+    assert_eq!(worker["pid"], workers.id(), "{worker}");
+    assert!(worker["queues"]["probe"].as_u64().unwrap() >= 1, "{worker}");
+    let history = eventually(PATIENCE, "the run on record", || async {
+        let job = ok(&deployment, &["job", "--job", &scheduled]);
+        let runs = job["attempt_history"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        runs.iter()
+            .any(|run| run["outcome"] == "succeeded")
+            .then_some(runs)
+    })
+    .await;
+    assert_eq!(history.len(), 1, "{ran}");
+    assert_eq!(history[0]["worker_id"], worker_id.as_str());
+
+    // Quiet: it takes no more jobs, within a heartbeat.
+    assert_eq!(
+        ok(&deployment, &["quiet", &worker_id])["requested"],
+        "quiet"
+    );
+    eventually(PATIENCE, "the worker quiet", || async {
+        (the_worker(&deployment)["state"] == "quiet").then_some(())
+    })
+    .await;
+    let waiting = probes("1")["job_id"].as_str().unwrap().to_owned();
+    let first_beat = the_worker(&deployment)["heartbeat_at"].clone();
+    let second_beat = eventually(PATIENCE, "another heartbeat", || async {
+        let beat = the_worker(&deployment)["heartbeat_at"].clone();
+        (beat != first_beat).then_some(beat)
+    })
+    .await;
+    eventually(PATIENCE, "a third heartbeat", || async {
+        (the_worker(&deployment)["heartbeat_at"] != second_beat).then_some(())
+    })
+    .await;
+    let untouched = ok(&deployment, &["job", "--job", &waiting]);
+    assert_eq!(
+        untouched["state"], "queued",
+        "a quiet worker took it: {untouched}"
+    );
+
+    // Stop: the process exits by itself; the job it never took still waits.
+    assert_eq!(ok(&deployment, &["stop", &worker_id])["requested"], "stop");
+    let status = eventually(PATIENCE, "the worker process exited", || {
+        let status = workers.try_wait();
+        async move { status }
+    })
+    .await;
+    assert!(status.success(), "{status:?}\n{}", workers.log_text());
+    assert_eq!(the_worker(&deployment)["state"], "stopped");
+    assert_eq!(
+        ok(&deployment, &["job", "--job", &waiting])["state"],
+        "queued"
+    );
+    refused(&deployment, &["quiet", &worker_id], "not_found");
+    refused(
+        &deployment,
+        &["stop", "wrk_01M8NOSUCHWORKER000000000"],
+        "not_found",
+    );
+
+    // Every action is on record, as the terminal's user.
+    let audit = ok(&deployment, &["audit"]);
+    let entries = audit["items"].as_array().unwrap();
+    for (action, touched) in [
+        ("cancel", 2),
+        ("cancel", 1),
+        ("run_now", 1),
+        ("quiet", 1),
+        ("stop", 1),
+    ] {
+        assert!(
+            entries
+                .iter()
+                .any(|entry| entry["action"] == action && entry["count"] == touched),
+            "{action} × {touched}: {audit}"
+        );
+    }
+    assert!(
+        entries
+            .iter()
+            .all(|entry| entry["actor"].as_str().unwrap().starts_with("cli:")),
+        "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn waiting_jobs_and_worker_processes_from_the_terminal_on_the_embedded_queue() {
+    waiting_jobs_and_worker_processes_from_the_terminal(Deployment::new(Backend::Sqlite).await)
+        .await;
+}
+
+#[tokio::test]
+async fn waiting_jobs_and_worker_processes_from_the_terminal_on_the_redis_queue() {
+    waiting_jobs_and_worker_processes_from_the_terminal(
+        Deployment::with_redis(Backend::Postgres).await,
+    )
+    .await;
 }

@@ -156,11 +156,15 @@ async fn the_job_console_works_in_the_browser(app: TestApp) {
     let search = browser.find("#search", PATIENCE).await;
     browser.type_into(&search, &number).await;
     click(&browser, "#apply-filters").await;
+    eventually(PATIENCE, "the search's page", || async {
+        browser.url().await.contains(&number).then_some(())
+    })
+    .await;
     let found = browser
         .wait_for_text("#jobs tbody", "outbox_dispatch", PATIENCE)
         .await;
     assert!(!found.contains("No done jobs match"), "{found}");
-    assert!(browser.url().await.contains(&number));
+    assert!(!found.contains("probe"), "only the listing's jobs: {found}");
     browser
         .open(&ops(&app, "/ops/?state=done&search=ZZ99ZZ99"))
         .await;
