@@ -258,8 +258,10 @@ async fn waiting_jobs_and_worker_processes_from_the_terminal(deployment: Deploym
         .await
         .unwrap();
     let store = deployment.store().await;
-    let mut options = jobs::PushOptions::default();
-    options.run_at = Some(store.clock().now().plus_seconds(3_600));
+    let options = jobs::PushOptions {
+        run_at: Some(store.clock().now().plus_seconds(3_600)),
+        ..Default::default()
+    };
     let scheduled = queue
         .push(
             jobs::kinds::Probe {
