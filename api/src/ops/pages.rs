@@ -87,9 +87,21 @@ pub(super) async fn asset(Path(name): Path<String>) -> Response {
 
 /// A link back into the console, and never out of it.
 fn console_path(back: Option<&str>) -> String {
-    back.filter(|b| b.starts_with("/ops/") && !b.starts_with("/ops//") && !b.contains('\\'))
-        .unwrap_or("/ops/")
-        .to_owned()
+    back.filter(|b| {
+        b.starts_with("/ops/")
+            && !b.starts_with("/ops//")
+            && !b.contains('\\')
+            && b.chars().all(|c| c.is_ascii_graphic())
+    })
+    .unwrap_or("/ops/")
+    .to_owned()
+}
+
+/// The page of job `id`, its id encoded (a path segment never carries a
+/// header's line break into the redirect).
+fn job_path(id: &str) -> String {
+    let encoded: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
+    format!("/ops/jobs/{encoded}")
 }
 
 /// `path` with `key=value` added to its query.
@@ -657,7 +669,7 @@ pub(super) async fn job_action(
     Path((id, action)): Path<(String, String)>,
 ) -> Response {
     let app = &state.app;
-    let page = format!("/ops/jobs/{id}");
+    let page = job_path(&id);
     let Some(action) = JobAction::parse(&action) else {
         return Redirect::to(&with_param(&page, "problem", "No such action.")).into_response();
     };
@@ -1141,6 +1153,8 @@ mod tests {
         assert_eq!(console_path(Some("//evil.example/ops/")), "/ops/");
         assert_eq!(console_path(Some("/ops//evil.example")), "/ops/");
         assert_eq!(console_path(None), "/ops/");
+        assert_eq!(console_path(Some("/ops/?a=1\r\nSet-Cookie: x")), "/ops/");
+        assert_eq!(job_path("01J\r\nX: y"), "/ops/jobs/01J%0D%0AX%3A+y");
     }
 
     #[test]

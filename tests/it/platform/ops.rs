@@ -873,4 +873,18 @@ async fn the_console_routes_act_by_filter_and_refuse_what_makes_no_sense() {
         .unwrap();
     let location = back.headers()["location"].to_str().unwrap().to_owned();
     assert!(location.starts_with("/ops/?notice="), "{location}");
+    // A line break in a job id never reaches a header.
+    let broken = no_redirects
+        .post(ops(&app, "/ops/jobs/01J%0D%0ASet-Cookie:%20x/retry"))
+        .basic_auth(USER, Some(PASSWORD))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status(), StatusCode::SEE_OTHER);
+    assert!(broken.headers().get("set-cookie").is_none());
+    let location = broken.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.starts_with("/ops/jobs/01J%0D%0ASet-Cookie"),
+        "{location}"
+    );
 }
