@@ -140,6 +140,37 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     }
 }
 
+/// A JSON body that may be left out: `None` for an empty body (with or
+/// without a content type) or `null`, else parsed as [`ApiJson`] would.
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = is_json_content_type(&request);
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge
+                } else {
+                    ApiError::MalformedBody(rejection.body_text())
+                }
+            })?;
+        if bytes.is_empty() {
+            return Ok(Self(None));
+        }
+        if !json {
+            return Err(ApiError::UnsupportedMediaType(
+                "The request body must be JSON, sent with Content-Type: application/json.".into(),
+            ));
+        }
+        // `null` is no body too.
+        ApiJson::<Option<T>>::parse(&bytes).map(Self)
+    }
+}
+
 /// Query parameters that parsed into `T`, or an envelope error.
 pub struct ApiQuery<T>(pub T);
 

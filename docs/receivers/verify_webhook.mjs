@@ -20,13 +20,20 @@ export function verify(secret, headers, rawBody, now = Math.floor(Date.now() / 1
   const h = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), String(v).trim()]));
   const signature = h["x-webhook-signature"] || h["x-mediaagency-signature"];
   if (!signature) throw new Rejected("missing_signature");
-  if (!/^sha256=[0-9a-f]{64}$/.test(signature)) throw new Rejected("malformed_signature");
+  // One signature, or several during a secret rotation's overlap:
+  // "sha256=<new>, sha256=<old>"; any one that verifies will do.
+  const parts = signature.split(",").map((part) => part.replace(/^ +| +$/g, ""));
+  if (parts.length > 4 || !parts.every((part) => /^sha256=[0-9a-f]{64}$/.test(part))) {
+    throw new Rejected("malformed_signature");
+  }
   const timestamp = h["x-webhook-timestamp"];
   if (!timestamp) throw new Rejected("missing_timestamp");
   if (!/^[0-9]{1,15}$/.test(timestamp)) throw new Rejected("malformed_timestamp");
-  const given = Buffer.from(signature.slice(7), "hex");
-  const matches = (s) =>
-    timingSafeEqual(createHmac("sha256", s).update(`${timestamp}.`).update(rawBody).digest(), given);
+  const tags = parts.map((part) => Buffer.from(part.slice(7), "hex"));
+  const matches = (s) => {
+    const expected = createHmac("sha256", s).update(`${timestamp}.`).update(rawBody).digest();
+    return tags.some((tag) => timingSafeEqual(expected, tag));
+  };
   if (![secret].flat().some(matches)) throw new Rejected("signature_mismatch");
   if (Math.abs(now - Number(timestamp)) > TOLERANCE) throw new Rejected("timestamp_out_of_tolerance");
   let envelope;

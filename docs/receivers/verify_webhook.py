@@ -22,7 +22,10 @@ def verify(secret, headers, raw_body, now=None):
     signature = h.get("x-webhook-signature") or h.get("x-mediaagency-signature")
     if not signature:
         raise Rejected("missing_signature")
-    if not re.fullmatch(r"sha256=[0-9a-f]{64}", signature):
+    # One signature, or several during a secret rotation's overlap:
+    # "sha256=<new>, sha256=<old>"; any one that verifies will do.
+    given = [part.strip(" ") for part in signature.split(",")]
+    if len(given) > 4 or not all(re.fullmatch(r"sha256=[0-9a-f]{64}", g) for g in given):
         raise Rejected("malformed_signature")
     timestamp = h.get("x-webhook-timestamp")
     if not timestamp:
@@ -32,7 +35,7 @@ def verify(secret, headers, raw_body, now=None):
     signed = timestamp.encode() + b"." + raw_body
     secrets = [secret] if isinstance(secret, str) else secret
     expected = [hmac.new(s.encode(), signed, hashlib.sha256).hexdigest() for s in secrets]
-    if not any(hmac.compare_digest(signature[7:], e) for e in expected):
+    if not any(hmac.compare_digest(g[7:], e) for g in given for e in expected):
         raise Rejected("signature_mismatch")
     if abs(now - int(timestamp)) > TOLERANCE:
         raise Rejected("timestamp_out_of_tolerance")

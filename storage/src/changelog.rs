@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 18] = [
+pub static ENTRIES: [&Entry; 19] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -337,6 +337,19 @@ pub static ENTRIES: [&Entry; 18] = [
             "GET /api/v1/webhooks/endpoints/{endpoint_id}/deliveries",
             "POST /api/v1/webhooks/deliveries/{delivery_id}/replay",
             "POST /api/v1/webhooks/endpoints/{endpoint_id}/test",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_secret_rotation_overlap",
+        date: "2026-11-26",
+        change_type: ChangeType::Changed,
+        title: "Rotating a webhook signing secret keeps the old one signing for a day",
+        description: "POST /webhooks/endpoints/{endpoint_id}/rotate-secret takes an optional previous_secret_expires_in (seconds, 0 to 604800, default 86400). Until the endpoint's new previous_secret_expires_at, each delivery's X-Webhook-Signature carries the new secret's signature and then the old one's, separated by a comma and a space; accept a delivery if any one verifies. Send 0 to end the old secret at once.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints/{endpoint_id}/rotate-secret",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}",
         ],
         migration: None,
         removal_date: None,

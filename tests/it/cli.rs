@@ -128,7 +128,11 @@ backend_tests! {
         let enabled = deployment.admin_ok(&["webhook-endpoints", "enable", "--agency", &agency_id, "--endpoint", &id]);
         assert_eq!(enabled["endpoint"]["status"], "enabled");
         let rotated = deployment.admin_ok(&["webhook-endpoints", "rotate-secret", "--agency", &agency_id, "--endpoint", &id]);
-        let new_secret = rotated["secret"].as_str().unwrap();
+        assert!(rotated["endpoint"]["previous_secret_expires_at"].is_string(), "a day's overlap by default: {rotated}");
+        let at_once = deployment.admin_ok(&["webhook-endpoints", "rotate-secret", "--agency", &agency_id, "--endpoint", &id, "--previous-secret-expires-in", "0"]);
+        assert!(at_once["endpoint"]["previous_secret_expires_at"].is_null(), "{at_once}");
+        deployment.admin_err(&["webhook-endpoints", "rotate-secret", "--agency", &agency_id, "--endpoint", &id, "--previous-secret-expires-in", "604801"], "validation.failed");
+        let new_secret = at_once["secret"].as_str().unwrap();
         assert!(new_secret.starts_with("whsec_") && new_secret != secret);
         let deliveries = deployment.admin_ok(&["webhook-endpoints", "deliveries", "--agency", &agency_id, "--endpoint", &id]);
         assert_eq!(deliveries["total"], 0);

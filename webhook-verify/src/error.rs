@@ -10,7 +10,9 @@ pub enum VerifyError {
     #[error("no X-Webhook-Signature or X-MediaAgency-Signature header")]
     MissingSignature,
     /// The signature header is not `sha256=` followed by 64 lowercase hex digits.
-    #[error("the signature header is not `sha256=` followed by 64 lowercase hex digits")]
+    #[error(
+        "the signature header is not `sha256=` followed by 64 lowercase hex digits (several separated by commas)"
+    )]
     MalformedSignature,
     /// No configured secret produces this signature over the timestamp and body.
     #[error("the signature does not match the timestamp and body under any configured secret")]

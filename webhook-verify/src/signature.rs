@@ -53,6 +53,24 @@ impl SigningKey {
     }
 }
 
+/// Most signatures one header carries (the sender sends two at most: the
+/// current secret's and, while a rotation's overlap runs, the replaced one's).
+const MAX_SIGNATURES: usize = 4;
+
+/// Parses a signature header: one `sha256=<64 lowercase hex>`, or several
+/// separated by commas (`sha256=<new>, sha256=<old>` during a secret
+/// rotation's overlap), each strictly.
+pub(crate) fn parse_signatures(value: &str) -> Result<Vec<[u8; DIGEST_LEN]>, VerifyError> {
+    let parts: Vec<&str> = value
+        .split(',')
+        .map(|part| part.trim_matches(' '))
+        .collect();
+    if parts.len() > MAX_SIGNATURES {
+        return Err(VerifyError::MalformedSignature);
+    }
+    parts.into_iter().map(parse_signature).collect()
+}
+
 /// Parses `sha256=<64 lowercase hex>` strictly: the sender never produces anything else.
 pub(crate) fn parse_signature(value: &str) -> Result<[u8; DIGEST_LEN], VerifyError> {
     let hex_digits = value
@@ -105,22 +123,34 @@ mod tests {
     fn parse_rejects_anything_else() {
         let hex = &EXPECTED[7..];
         for bad in [
-            hex.to_string(),                          // no scheme
-            format!("sha1={hex}"),                    // other scheme
-            format!("SHA256={hex}"),                  // scheme case
-            format!("sha256={}", hex.to_uppercase()), // uppercase hex
-            format!("sha256={}", &hex[..62]),         // short
-            format!("sha256={hex}00"),                // long
-            format!("sha256={}zz", &hex[..62]),       // not hex
-            format!("sha256= {hex}"),                 // inner space
-            format!("sha256={hex},sha256={hex}"),     // several
+            hex.to_string(),                             // no scheme
+            format!("sha1={hex}"),                       // other scheme
+            format!("SHA256={hex}"),                     // scheme case
+            format!("sha256={}", hex.to_uppercase()),    // uppercase hex
+            format!("sha256={}", &hex[..62]),            // short
+            format!("sha256={hex}00"),                   // long
+            format!("sha256={}zz", &hex[..62]),          // not hex
+            format!("sha256= {hex}"),                    // inner space
+            format!("sha256={hex},"),                    // an empty second
+            format!("sha256={hex}, sha1={hex}"),         // a bad second
+            vec![format!("sha256={hex}"); 5].join(", "), // too many
             "sha256=".to_string(),
             String::new(),
         ] {
             assert_eq!(
-                parse_signature(&bad),
+                parse_signatures(&bad),
                 Err(VerifyError::MalformedSignature),
                 "{bad:?}"
+            );
+        }
+        for several in [
+            format!("sha256={hex}, sha256={hex}"),
+            format!("sha256={hex},sha256={hex}"),
+        ] {
+            assert_eq!(
+                parse_signatures(&several).map(|tags| tags.len()),
+                Ok(2),
+                "{several:?}"
             );
         }
     }

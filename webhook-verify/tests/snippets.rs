@@ -121,6 +121,15 @@ fn cases() -> Vec<(&'static str, Case)> {
     let not_an_envelope = good().body(|_| "[]".to_owned()).resign();
     let mut wrong_secret = good();
     wrong_secret.secret = "whsec_b3RoZXItc2VjcmV0";
+    // A rotation's overlap: the new secret's signature first, the old one's
+    // after; a receiver that knows either one accepts.
+    let signed = good().headers[1].1.clone();
+    let other = sign("whsec_bmV3LXNlY3JldA", NOW, &good().body);
+    let third = sign("whsec_dGhpcmQtc2VjcmV0", NOW, &good().body);
+    let overlap_old_known = good().set("X-Webhook-Signature", &format!("{other}, {signed}"));
+    let overlap_new_known = good().set("X-Webhook-Signature", &format!("{signed}, {other}"));
+    let overlap_neither = good().set("X-Webhook-Signature", &format!("{other}, {third}"));
+    let overlap_malformed = good().set("X-Webhook-Signature", &format!("{signed}, sha1=00"));
     let uppercase_hex = good().headers[1]
         .1
         .to_uppercase()
@@ -137,6 +146,10 @@ fn cases() -> Vec<(&'static str, Case)> {
         ("accepted", good().without("X-MediaAgency-Signature")),
         ("accepted", good().names(str::to_uppercase)),
         ("accepted", good().names(str::to_lowercase)),
+        ("accepted", overlap_old_known),
+        ("accepted", overlap_new_known),
+        ("signature_mismatch", overlap_neither),
+        ("malformed_signature", overlap_malformed),
         ("signature_mismatch", tampered),
         ("signature_mismatch", wrong_secret),
         (

@@ -46,6 +46,8 @@ pub(super) struct EndpointRow {
     pub enabled: bool,
     pub failures: i32,
     pub disabled_reason: String,
+    /// When the replaced secret stops signing, while the overlap runs.
+    pub overlap_until: String,
 }
 
 impl From<&WebhookEndpoint> for EndpointRow {
@@ -63,6 +65,10 @@ impl From<&WebhookEndpoint> for EndpointRow {
             enabled: endpoint.status.as_str() == "enabled",
             failures: endpoint.consecutive_failures,
             disabled_reason: endpoint.disabled_reason.clone().unwrap_or_default(),
+            overlap_until: endpoint
+                .overlap_until(storage::Timestamp::from(chrono::Utc::now()))
+                .map(|until| until.to_rfc3339())
+                .unwrap_or_default(),
         }
     }
 }

@@ -840,7 +840,7 @@ fn add_webhooks(doc: &mut Value) {
                     "operationId": format!("webhook_{}", entry.event_type.replace('.', "_")),
                     "tags": ["webhooks"],
                     "parameters": [
-                        {"name": "X-Webhook-Signature", "in": "header", "required": true, "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}, "description": "HMAC-SHA256 of `<X-Webhook-Timestamp>.<raw body>` keyed with the endpoint's secret"},
+                        {"name": "X-Webhook-Signature", "in": "header", "required": true, "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}(, sha256=[0-9a-f]{64})*$"}, "description": "HMAC-SHA256 of `<X-Webhook-Timestamp>.<raw body>` keyed with the endpoint's secret; while a rotated secret's overlap runs, one more signature follows, keyed with it (`sha256=<new>, sha256=<old>`): accept the delivery if any one verifies"},
                         {"name": "X-Webhook-Timestamp", "in": "header", "required": true, "schema": {"type": "string"}, "description": "Unix seconds; reject one older than 5 minutes"},
                         {"name": "X-Webhook-Event-Type", "in": "header", "required": true, "schema": {"type": "string"}, "description": "The event type"},
                         {"name": "X-Event-Id", "in": "header", "required": true, "schema": {"type": "string"}, "description": "The event's id; deduplicate on it"}

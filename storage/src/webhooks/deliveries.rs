@@ -8,7 +8,7 @@ use super::Webhooks;
 use super::delivery_record::{
     Attempt, DELIVERY_COLUMNS, Delivery, DeliveryKind, DeliveryRow, DeliveryStatus, DeliveryTarget,
 };
-use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointWithSecret, WebhookEndpoint};
+use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointWithSecret, WebhookEndpoint};
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::page::{Page, Position};
@@ -152,10 +152,10 @@ impl Webhooks<'_> {
         let delivery_sql =
             format!("select {DELIVERY_COLUMNS} from webhook_deliveries d where d.id = $1");
         let endpoint_sql = format!(
-            "select {ENDPOINT_COLUMNS}, secret_sealed from webhook_endpoints
+            "select {ENDPOINT_COLUMNS}, secret_sealed, previous_secret_sealed from webhook_endpoints
              where id = $1 and deleted_at is null"
         );
-        let found: Option<(DeliveryRow, Option<(EndpointRow, String)>)> = on_pool!(self.store.db(), pool => {
+        let found: Option<(DeliveryRow, Option<EndpointWithSecret>)> = on_pool!(self.store.db(), pool => {
             let delivery: Option<DeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
                 .bind(delivery_id)
                 .fetch_optional(pool)
@@ -167,7 +167,7 @@ impl Webhooks<'_> {
                         .bind(&delivery.endpoint_id)
                         .fetch_optional(pool)
                         .await?;
-                    Some((delivery, endpoint.map(|e| (e.endpoint, e.secret_sealed))))
+                    Some((delivery, endpoint))
                 }
             }
         });
@@ -175,27 +175,32 @@ impl Webhooks<'_> {
             return Ok(None);
         };
         let delivery = Delivery::try_from(delivery)?;
-        let (endpoint, secret) = match endpoint {
-            None => (None, None),
-            Some((row, sealed)) => {
-                let endpoint = WebhookEndpoint::try_from(row)?;
-                let secret = self
-                    .store
-                    .derived_keys()
-                    .open(&sealed, endpoint.id.as_str());
+        let now = self.store.clock().now();
+        let (endpoint, secret, previous_secret) = match endpoint {
+            None => (None, None, None),
+            Some(row) => {
+                let endpoint = WebhookEndpoint::try_from(row.endpoint)?;
+                let keys = self.store.derived_keys();
+                let secret = keys.open(&row.secret_sealed, endpoint.id.as_str());
                 if secret.is_none() {
                     return Err(StorageError::Corrupt(format!(
                         "the signing secret of {} does not open",
                         endpoint.id
                     )));
                 }
-                (Some(endpoint), secret)
+                // The replaced secret signs too while the overlap runs.
+                let previous = match (&row.previous_secret_sealed, endpoint.overlap_until(now)) {
+                    (Some(sealed), Some(_)) => keys.open(sealed, endpoint.id.as_str()),
+                    _ => None,
+                };
+                (Some(endpoint), secret, previous)
             }
         };
         Ok(Some(DeliveryTarget {
             delivery,
             endpoint,
             secret,
+            previous_secret,
         }))
     }
 }

@@ -273,4 +273,17 @@ pub struct DeliveryTarget {
     pub endpoint: Option<WebhookEndpoint>,
     /// The endpoint's signing secret.
     pub secret: Option<String>,
+    /// The secret its last rotation replaced, while the overlap runs.
+    pub previous_secret: Option<String>,
+}
+
+impl DeliveryTarget {
+    /// Every secret that signs an attempt now: the current one first.
+    pub fn signing_secrets(&self) -> Vec<String> {
+        self.secret
+            .iter()
+            .chain(self.previous_secret.iter())
+            .cloned()
+            .collect()
+    }
 }

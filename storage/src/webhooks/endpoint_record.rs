@@ -74,6 +74,10 @@ impl EndpointStatus {
 pub const AUTO_DISABLED_REASON: &str = "auto_disabled_consecutive_failures";
 /// Why an owner's own disable is recorded.
 pub const MANUALLY_DISABLED_REASON: &str = "disabled_by_owner";
+/// How long a rotated signing secret keeps signing by default: a day.
+pub const DEFAULT_SECRET_OVERLAP_SECONDS: i64 = 86_400;
+/// The longest overlap a rotation may ask for: 7 days.
+pub const MAX_SECRET_OVERLAP_SECONDS: i64 = 7 * 86_400;
 /// Consecutive failed deliveries that disable an endpoint.
 pub const AUTO_DISABLE_AFTER: i32 = 50;
 
@@ -109,9 +113,17 @@ pub struct WebhookEndpoint {
     pub created_at: Timestamp,
     /// Last change.
     pub updated_at: Timestamp,
+    /// Until when the secret replaced by the last rotation still signs
+    /// deliveries too (none: no overlap).
+    pub previous_secret_expires_at: Option<Timestamp>,
 }
 
 impl WebhookEndpoint {
+    /// The end of the rotation overlap, if it is still running at `now`.
+    pub fn overlap_until(&self, now: Timestamp) -> Option<Timestamp> {
+        self.previous_secret_expires_at.filter(|until| *until > now)
+    }
+
     /// Whether an event of this type and environment is delivered here.
     pub fn subscribes_to(&self, event_type: &str, environment: Environment) -> bool {
         let pool_allows = self.pool == Environment::Live || environment == Environment::Sandbox;
@@ -140,10 +152,12 @@ pub(super) struct EndpointRow {
     created_by: Option<UserId>,
     created_at: Timestamp,
     updated_at: Timestamp,
+    previous_secret_expires_at: Option<Timestamp>,
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str = "id, agency_id, is_sandbox, name, url, event_types, environment, status, \
-     disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at";
+     disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at, \
+     previous_secret_expires_at";
 
 impl TryFrom<EndpointRow> for WebhookEndpoint {
     type Error = StorageError;
@@ -172,6 +186,7 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             created_by: row.created_by,
             created_at: row.created_at,
             updated_at: row.updated_at,
+            previous_secret_expires_at: row.previous_secret_expires_at,
         })
     }
 }
@@ -217,4 +232,5 @@ pub(super) struct EndpointWithSecret {
     #[sqlx(flatten)]
     pub(super) endpoint: EndpointRow,
     pub(super) secret_sealed: String,
+    pub(super) previous_secret_sealed: Option<String>,
 }

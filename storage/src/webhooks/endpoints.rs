@@ -181,17 +181,25 @@ impl Webhooks<'_> {
         row.map(WebhookEndpoint::try_from).transpose()
     }
 
-    /// Replaces the signing secret at once; returns the new one (shown once).
+    /// Replaces the signing secret; returns the new one (shown once). The
+    /// replaced secret keeps signing deliveries alongside the new one for
+    /// `overlap_seconds` (none when 0); a rotation during an overlap ends
+    /// the older one.
     pub async fn rotate_secret(
         &self,
         tenant: &Tenant,
         id: &WebhookEndpointId,
+        overlap_seconds: i64,
     ) -> Result<Option<(WebhookEndpoint, String)>> {
         let secret = generate_secret();
         let sealed = self.store.derived_keys().seal(&secret, id.as_str());
         let now = self.store.clock().now();
+        let overlap_until = (overlap_seconds > 0).then(|| now.plus_seconds(overlap_seconds));
         let sql = format!(
-            "update webhook_endpoints set secret_sealed = $4, updated_at = $5
+            "update webhook_endpoints set
+                 previous_secret_sealed = case when $6 is null then null else secret_sealed end,
+                 previous_secret_expires_at = $6,
+                 secret_sealed = $4, updated_at = $5
              where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
              returning {ENDPOINT_COLUMNS}"
         );
@@ -202,6 +210,7 @@ impl Webhooks<'_> {
                 .bind(tenant.environment.is_sandbox())
                 .bind(&sealed)
                 .bind(now)
+                .bind(overlap_until)
                 .fetch_optional(&mut *tx)
                 .await?
         });

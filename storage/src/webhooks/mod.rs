@@ -29,8 +29,9 @@ pub use delivery_record::{
     DeliveryTarget, DueAttempt, FanOut,
 };
 pub use endpoint_record::{
-    AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, EndpointChanges, EndpointEnvironment, EndpointStatus,
-    MANUALLY_DISABLED_REASON, NewEndpoint, WebhookEndpoint, generate_secret,
+    AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_SECRET_OVERLAP_SECONDS, EndpointChanges,
+    EndpointEnvironment, EndpointStatus, MANUALLY_DISABLED_REASON, MAX_SECRET_OVERLAP_SECONDS,
+    NewEndpoint, WebhookEndpoint, generate_secret,
 };
 pub use notification_record::Notification;
 

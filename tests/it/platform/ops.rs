@@ -801,9 +801,22 @@ async fn the_console_routes_act_by_filter_and_refuse_what_makes_no_sense() {
         .await
         .unwrap();
     assert_eq!(history["buckets"].as_array().unwrap().len(), 1_440);
+    let now = app.store.clock().now();
+    let direct = app
+        .store
+        .job_history()
+        .series(
+            storage::job_console::Resolution::Minute,
+            now.plus_seconds(-86_400),
+            now,
+            Some("probe"),
+        )
+        .await
+        .unwrap();
     assert!(
         history["totals"]["failed"].as_u64().unwrap() >= 4,
-        "{history}"
+        "direct {direct:?}; totals {}; now {now:?}",
+        history["totals"],
     );
 
     // The pages: a bad filter says so and shows dead jobs; an unknown job is a

@@ -15,6 +15,7 @@ mod receivers;
 mod replay;
 mod retry_schedule;
 mod retry_timing;
+mod rotation;
 mod signing;
 mod ssrf;
 

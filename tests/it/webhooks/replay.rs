@@ -19,7 +19,8 @@ backend_tests! {
         let first = ctx.receiver.wait_for(1, Duration::from_secs(20)).await.remove(0);
         let original_id = ctx.deliveries(&endpoint_id).await[0]["id"].as_str().unwrap().to_owned();
 
-        let rotated = expect_ok(ctx.post(&format!("/api/v1/webhooks/endpoints/{endpoint_id}/rotate-secret"), &json!({})).await).await;
+        // No overlap: the old secret stops at once.
+        let rotated = expect_ok(ctx.post(&format!("/api/v1/webhooks/endpoints/{endpoint_id}/rotate-secret"), &json!({ "previous_secret_expires_in": 0 })).await).await;
         let new_secret = rotated["secret"].as_str().unwrap();
 
         let response = ctx.post(&format!("/api/v1/webhooks/deliveries/{original_id}/replay"), &json!({})).await;

@@ -10,7 +10,7 @@ use crate::headers::{
     EVENT_ID_HEADER, HeaderLookup, LEGACY_SIGNATURE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
 };
 use crate::rules::TIMESTAMP_TOLERANCE_SECS;
-use crate::signature::{SigningKey, parse_signature};
+use crate::signature::{SigningKey, parse_signatures};
 use crate::store::{MemoryReplayStore, ReplayStore, Seen};
 
 /// The JSON body of every delivery.
@@ -140,7 +140,8 @@ impl<S: ReplayStore> Verifier<S> {
         let signature = present(headers, SIGNATURE_HEADER)
             .or_else(|| present(headers, LEGACY_SIGNATURE_HEADER))
             .ok_or(VerifyError::MissingSignature)?;
-        let tag = parse_signature(signature)?;
+        // Several during a secret rotation's overlap: any one that verifies will do.
+        let tags = parse_signatures(signature)?;
         let timestamp_text =
             present(headers, TIMESTAMP_HEADER).ok_or(VerifyError::MissingTimestamp)?;
         let signed_at = parse_timestamp(timestamp_text)?;
@@ -148,7 +149,10 @@ impl<S: ReplayStore> Verifier<S> {
         let secret_index = self
             .keys
             .iter()
-            .position(|key| key.matches(timestamp_text, raw_body, &tag))
+            .position(|key| {
+                tags.iter()
+                    .any(|tag| key.matches(timestamp_text, raw_body, tag))
+            })
             .ok_or(VerifyError::SignatureMismatch)?;
         // Checked after the signature, so that a clock problem is reported as such only
         // for deliveries that are otherwise authentic.

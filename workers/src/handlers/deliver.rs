@@ -29,12 +29,13 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         // Purged by retention.
         return Ok(());
     };
+    let secrets = target.signing_secrets();
     let delivery = target.delivery;
     let number = i32::try_from(job.attempt).unwrap_or(i32::MAX);
     if delivery.status.is_final() || delivery.attempts >= number {
         return Ok(());
     }
-    let (Some(endpoint), Some(secret)) = (target.endpoint, target.secret) else {
+    let (Some(endpoint), Some(_)) = (target.endpoint, target.secret) else {
         webhooks.abandon(&delivery.id).await?;
         return Ok(());
     };
@@ -69,12 +70,12 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         return Ok(());
     }
 
-    let (attempt, report) = webhooks::attempt(
+    let (attempt, report) = webhooks::attempt_signed_by(
         store,
         &state.webhooks.client,
         &delivery,
         &endpoint.url,
-        &secret,
+        &secrets,
         number,
     )
     .await;

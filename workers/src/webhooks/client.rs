@@ -81,12 +81,26 @@ pub struct SignedRequest {
     pub nonce: String,
 }
 
+/// How several signatures share the signature header: `sha256=<new>, sha256=<old>`
+/// while a rotated secret's overlap runs (the current secret's first).
+pub const SIGNATURE_SEPARATOR: &str = ", ";
+
 impl SignedRequest {
     /// Signs an attempt of `delivery` to `url` with `secret` at `now_unix`.
     pub fn new(delivery: &Delivery, url: &str, secret: &str, now_unix: i64) -> Self {
+        Self::signed_by(delivery, url, &[secret.to_owned()], now_unix)
+    }
+
+    /// Signs an attempt with each of `secrets` (the current one first, then a
+    /// rotated one whose overlap runs): one signature each in the header.
+    pub fn signed_by(delivery: &Delivery, url: &str, secrets: &[String], now_unix: i64) -> Self {
         let nonce = ulid::Ulid::generate().to_string();
         let body = envelope_body(delivery, &nonce);
-        let signature = signature(secret, now_unix, &body);
+        let signature = secrets
+            .iter()
+            .map(|secret| signature(secret, now_unix, &body))
+            .collect::<Vec<_>>()
+            .join(SIGNATURE_SEPARATOR);
         let mut headers = HeaderMap::new();
         let mut put = |name: &'static str, value: &str| {
             if let Ok(value) = HeaderValue::from_str(value) {

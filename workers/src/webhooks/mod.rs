@@ -27,8 +27,21 @@ pub async fn attempt(
     secret: &str,
     number: i32,
 ) -> (Attempt, AttemptReport) {
+    attempt_signed_by(store, client, delivery, url, &[secret.to_owned()], number).await
+}
+
+/// The same, signed with each of `secrets` (the endpoint's current secret,
+/// then the one its last rotation replaced while the overlap runs).
+pub async fn attempt_signed_by(
+    store: &Store,
+    client: &WebhookClient,
+    delivery: &Delivery,
+    url: &str,
+    secrets: &[String],
+    number: i32,
+) -> (Attempt, AttemptReport) {
     let started_at = store.clock().now();
-    let request = SignedRequest::new(delivery, url, secret, started_at.as_unix_seconds());
+    let request = SignedRequest::signed_by(delivery, url, secrets, started_at.as_unix_seconds());
     let nonce = request.nonce.clone();
     let report = client.send(request).await;
     let attempt = Attempt {

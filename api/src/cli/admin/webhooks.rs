@@ -54,6 +54,10 @@ pub struct WebhookEndpoints {
     /// What `update` changes.
     #[command(flatten)]
     update: EndpointUpdate,
+    /// `rotate-secret`: seconds the replaced secret keeps signing deliveries
+    /// alongside the new one (0: it stops at once; at most 604800, 7 days).
+    #[arg(long, default_value_t = storage::webhooks::DEFAULT_SECRET_OVERLAP_SECONDS)]
+    previous_secret_expires_in: i64,
 }
 
 /// The flags of `admin webhook-endpoints update`; other actions refuse them.
@@ -132,6 +136,7 @@ fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
         "disabled_reason": endpoint.disabled_reason,
         "consecutive_failures": endpoint.consecutive_failures,
         "created_at": endpoint.created_at.to_rfc3339(),
+        "previous_secret_expires_at": endpoint.previous_secret_expires_at.map(|at| at.to_rfc3339()),
     })
 }
 
@@ -204,8 +209,15 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
             json!({ "endpoint": endpoint_json(&endpoint) })
         }
         WebhookAction::RotateSecret => {
+            let overlap = args.previous_secret_expires_in;
+            if !(0..=storage::webhooks::MAX_SECRET_OVERLAP_SECONDS).contains(&overlap) {
+                return Err(AdminError::new(
+                    "validation.failed",
+                    "--previous-secret-expires-in must be 0 to 604800 seconds (7 days)",
+                ));
+            }
             let (endpoint, secret) = webhooks
-                .rotate_secret(&tenant, &id)
+                .rotate_secret(&tenant, &id, overlap)
                 .await?
                 .ok_or_else(not_found)?;
             json!({ "endpoint": endpoint_json(&endpoint), "secret": secret })

@@ -35,15 +35,15 @@ pub(super) async fn deliver_now(
         .target(&delivery.id)
         .await?
         .ok_or_else(|| ApiError::internal("a delivery just created is gone"))?;
-    let secret = target
-        .secret
-        .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
-    let (attempt, report) = workers::webhooks::attempt(
+    if target.secret.is_none() {
+        return Err(ApiError::NotFound(Resource::WebhookEndpoint));
+    }
+    let (attempt, report) = workers::webhooks::attempt_signed_by(
         state.store(),
         &state.platform().webhooks.client,
         &delivery,
         &endpoint.url,
-        &secret,
+        &target.signing_secrets(),
         1,
     )
     .await;

@@ -32,6 +32,10 @@ pub struct EndpointOut {
     pub created_at: String,
     /// Last change.
     pub updated_at: String,
+    /// Until when the secret replaced by the last rotation still signs
+    /// deliveries alongside the current one (a past time: the overlap has
+    /// ended; `null`: the last rotation had none).
+    pub previous_secret_expires_at: Option<String>,
 }
 
 impl From<WebhookEndpoint> for EndpointOut {
@@ -48,6 +52,7 @@ impl From<WebhookEndpoint> for EndpointOut {
             consecutive_failures: endpoint.consecutive_failures,
             created_at: endpoint.created_at.to_rfc3339(),
             updated_at: endpoint.updated_at.to_rfc3339(),
+            previous_secret_expires_at: endpoint.previous_secret_expires_at.map(|t| t.to_rfc3339()),
         }
     }
 }
