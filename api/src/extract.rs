@@ -107,6 +107,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// The request body, or the envelope error of a body too large or cut short.
+async fn body_bytes<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::MalformedBody(rejection.body_text())
+            }
+        })
+}
+
 /// A JSON request body, read but not yet parsed: for handlers that must check
 /// the path (a section name, say) before judging the body.
 pub struct JsonBody(pub Bytes);
@@ -127,15 +140,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "The request body must be JSON, sent with Content-Type: application/json.".into(),
             ));
         }
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge
-                } else {
-                    ApiError::MalformedBody(rejection.body_text())
-                }
-            })?;
+        let bytes = body_bytes(request, state).await?;
         Ok(JsonBody(bytes))
     }
 }
@@ -149,15 +154,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let json = is_json_content_type(&request);
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge
-                } else {
-                    ApiError::MalformedBody(rejection.body_text())
-                }
-            })?;
+        let bytes = body_bytes(request, state).await?;
         if bytes.is_empty() {
             return Ok(Self(None));
         }

@@ -21,6 +21,15 @@ const BATCH: usize = 500;
 /// How long the writer gathers runs before writing them.
 const GATHER: Duration = Duration::from_millis(200);
 
+/// This host's name: `$HOSTNAME`, else `/etc/hostname`.
+pub fn host_name() -> Option<String> {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 /// Who this process is, as the console lists it.
 #[derive(Clone, Debug)]
 pub struct ProcessIdentity {
@@ -33,15 +42,9 @@ pub struct ProcessIdentity {
 impl ProcessIdentity {
     /// A fresh identity on this host.
     pub fn new() -> Self {
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-            .map(|h| h.trim().to_owned())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "worker".to_owned());
         Self {
             id: format!("wrk_{}", ulid::Ulid::generate()),
-            host,
+            host: host_name().unwrap_or_else(|| "worker".to_owned()),
         }
     }
 }

@@ -65,12 +65,7 @@ const MISSED_HEARTBEATS: usize = 3;
 /// A name unique to this worker and this start (apalis refuses a name that
 /// heartbeated recently, so a restarted process must not reuse one).
 fn worker_name(queue: &str) -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "worker".to_owned());
+    let host = crate::console::host_name().unwrap_or_else(|| "worker".to_owned());
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 

@@ -15,7 +15,7 @@ use workers::telemetry;
 use super::OpsState;
 use super::auth::OpsActor;
 use super::console::{Console, ConsoleError, FilterInput, JobAction};
-use super::pages::{range_named, read_history, shown_state, when};
+use super::pages::{range_named, read_history, shown_state};
 use crate::error::{ApiError, Resource};
 
 impl From<ConsoleError> for ApiError {
@@ -121,29 +121,11 @@ pub(super) async fn job(
     State(state): State<OpsState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let job = admin(&state)
-        .find_job(&id)
-        .await
-        .map_err(ApiError::internal)?
-        .ok_or(ApiError::NotFound(Resource::Job))?;
-    let runs = state.app.store().job_attempts().of_job(&id).await?;
-    let mut body = json!(job);
-    body["attempt_history"] = runs
-        .into_iter()
-        .map(|run| {
-            json!({
-                "attempt": run.attempt,
-                "worker_id": run.worker_id,
-                "host": run.host,
-                "due_at": run.due_at.map(|at| at.to_rfc3339()),
-                "started_at": run.started_at.to_rfc3339(),
-                "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
-                "outcome": run.outcome,
-                "error": run.error,
-            })
-        })
-        .collect();
-    Ok(Json(body))
+    console(&state)
+        .job_json(&id)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound(Resource::Job))
 }
 
 /// An action on one job: retry, discard, run-now or cancel.
@@ -273,22 +255,7 @@ pub(super) async fn history(
 
 /// The latest operator actions.
 pub(super) async fn audit(State(state): State<OpsState>) -> Result<Json<Value>, ApiError> {
-    let entries = state.app.store().ops_audit().recent(200).await?;
-    let items: Vec<Value> = entries
-        .into_iter()
-        .map(|entry| {
-            json!({
-                "id": entry.id,
-                "at": entry.at.to_rfc3339(),
-                "at_utc": when(entry.at),
-                "actor": entry.actor,
-                "action": entry.action,
-                "target": serde_json::from_str::<Value>(&entry.target).unwrap_or(Value::Null),
-                "count": entry.count,
-            })
-        })
-        .collect();
-    Ok(Json(json!({"items": items})))
+    Ok(Json(console(&state).audit_json().await?))
 }
 
 /// Prometheus text: queue depth is read now, the rest is what was recorded.

@@ -216,6 +216,53 @@ impl<'a> Console<'a> {
         Ok(self.admin.find_jobs(&filter).await?)
     }
 
+    /// Job `id` as JSON with every run (`attempt_history`), if a queue holds it.
+    pub async fn job_json(&self, id: &str) -> Result<Option<Value>, ConsoleError> {
+        let Some(job) = self.admin.find_job(id).await? else {
+            return Ok(None);
+        };
+        let runs = self.store.job_attempts().of_job(id).await?;
+        let mut body = json!(job);
+        body["attempt_history"] = runs
+            .into_iter()
+            .map(|run| {
+                json!({
+                    "attempt": run.attempt,
+                    "worker_id": run.worker_id,
+                    "host": run.host,
+                    "due_at": run.due_at.map(|at| at.to_rfc3339()),
+                    "started_at": run.started_at.to_rfc3339(),
+                    "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
+                    "outcome": run.outcome,
+                    "error": run.error,
+                })
+            })
+            .collect();
+        Ok(Some(body))
+    }
+
+    /// The latest 200 operator actions as JSON, newest first (`{"items"}`).
+    pub async fn audit_json(&self) -> Result<Value, ConsoleError> {
+        let items: Vec<Value> = self
+            .store
+            .ops_audit()
+            .recent(200)
+            .await?
+            .into_iter()
+            .map(|entry| {
+                json!({
+                    "id": entry.id,
+                    "at": entry.at.to_rfc3339(),
+                    "actor": entry.actor,
+                    "action": entry.action,
+                    "target": serde_json::from_str::<Value>(&entry.target).unwrap_or(Value::Null),
+                    "count": entry.count,
+                })
+            })
+            .collect();
+        Ok(json!({ "items": items }))
+    }
+
     /// Applies `action` to job `id` on behalf of `actor`.
     pub async fn act_on_job(
         &self,

@@ -384,11 +384,26 @@ pub(super) struct BulkForm {
     filter: FilterInput,
 }
 
-fn bulk_action(form: &BulkForm) -> Result<JobAction, String> {
-    form.action
-        .as_deref()
-        .and_then(JobAction::parse)
-        .ok_or_else(|| "Choose an action: retry, discard, run now or cancel.".to_owned())
+impl BulkForm {
+    /// The action and its checked filter, or the way back to the jobs page
+    /// saying what is wrong (or the problem page when the platform failed).
+    fn read(self) -> Result<(JobAction, JobFilter), Box<Response>> {
+        let back = |problem: &str| {
+            Box::new(Redirect::to(&with_param("/ops/", "problem", problem)).into_response())
+        };
+        let action = self
+            .action
+            .as_deref()
+            .and_then(JobAction::parse)
+            .ok_or_else(|| back("Choose an action: retry, discard, run now or cancel."))?;
+        match self.filter.checked() {
+            Ok(filter) => Ok((action, filter)),
+            Err(ConsoleError::Invalid(field, reason)) => {
+                Err(back(&format!("The filter's {field} {reason}.")))
+            }
+            Err(err) => Err(Box::new(unavailable(&err))),
+        }
+    }
 }
 
 /// `GET /ops/jobs/confirm`: how many jobs a bulk action would touch, and the
@@ -398,23 +413,9 @@ pub(super) async fn confirm_page(
     Query(form): Query<BulkForm>,
 ) -> Response {
     let app = &state.app;
-    let action = match bulk_action(&form) {
-        Ok(action) => action,
-        Err(problem) => {
-            return Redirect::to(&with_param("/ops/", "problem", &problem)).into_response();
-        }
-    };
-    let filter = match form.filter.checked() {
-        Ok(filter) => filter,
-        Err(ConsoleError::Invalid(field, reason)) => {
-            return Redirect::to(&with_param(
-                "/ops/",
-                "problem",
-                &format!("The filter's {field} {reason}."),
-            ))
-            .into_response();
-        }
-        Err(err) => return unavailable(&err),
+    let (action, filter) = match form.read() {
+        Ok(read) => read,
+        Err(response) => return *response,
     };
     let view = FilterView::of(&filter);
     if !action.takes_state(&filter.state) {
@@ -464,23 +465,9 @@ pub(super) async fn bulk(
     Form(form): Form<BulkForm>,
 ) -> Response {
     let app = &state.app;
-    let action = match bulk_action(&form) {
-        Ok(action) => action,
-        Err(problem) => {
-            return Redirect::to(&with_param("/ops/", "problem", &problem)).into_response();
-        }
-    };
-    let filter = match form.filter.checked() {
-        Ok(filter) => filter,
-        Err(ConsoleError::Invalid(field, reason)) => {
-            return Redirect::to(&with_param(
-                "/ops/",
-                "problem",
-                &format!("The filter's {field} {reason}."),
-            ))
-            .into_response();
-        }
-        Err(err) => return unavailable(&err),
+    let (action, filter) = match form.read() {
+        Ok(read) => read,
+        Err(response) => return *response,
     };
     let view = FilterView::of(&filter);
     match Console::new(app.store(), &app.platform().queue)

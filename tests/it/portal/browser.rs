@@ -227,6 +227,19 @@ async fn an_administrator_manages_keys_webhooks_and_the_console_in_the_browser()
     browser.find("#deliveries", PATIENCE).await;
     browser.look_at("endpoint-log").await;
 
+    // Rotating the secret: the new one is shown once, and the page says how
+    // long the old one keeps signing.
+    accept_confirmations(&browser).await;
+    click(&browser, "#rotate-secret").await;
+    browser
+        .wait_for_text("#status", "Secret rotated", PATIENCE)
+        .await;
+    browser.open(&endpoint_page).await;
+    browser
+        .wait_for_text("#secret-overlap", "still signs deliveries too", PATIENCE)
+        .await;
+    browser.look_at("endpoint-rotated").await;
+
     // The filter narrows the log to a status and a type.
     browser
         .open(&format!("{endpoint_page}?status=failed"))

@@ -134,6 +134,24 @@ async fn rotation_keeps_the_old_secret_signing_for_the_overlap(redis: bool, back
         )
         .await;
     }
+    // A body that is not sent as JSON is refused as such.
+    let text = ctx
+        .app
+        .client
+        .post(ctx.app.url(&format!("{path}/rotate-secret")))
+        .header("X-API-Key", &ctx.key)
+        .header("X-Idempotency-Key", tests::idempotency_key())
+        .header("Content-Type", "text/plain")
+        .body("previous_secret_expires_in=0")
+        .send()
+        .await
+        .unwrap();
+    expect_error(
+        text,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "request.unsupported_media_type",
+    )
+    .await;
     // `null` or no body at all: the default overlap of a day.
     let null = expect_ok(
         ctx.post(&format!("{path}/rotate-secret"), &Value::Null)

@@ -152,12 +152,7 @@ fn actor() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned());
+    let host = workers::console::host_name().unwrap_or_else(|| "localhost".to_owned());
     format!("cli:{user}@{host}")
 }
 
@@ -202,30 +197,10 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
         }
         OpsCommand::Job(args) => {
             let platform = open_platform(&args.storage).await?;
-            let console = Console::new(&platform.store, &platform.queue);
-            let job = console
-                .admin()
-                .find_job(&args.job)
-                .await
-                .map_err(|err| AdminError::new("server.internal", err.to_string()))?
-                .ok_or_else(|| AdminError::new("not_found", "no queue holds a job with this id"))?;
-            let runs = platform.store.job_attempts().of_job(&args.job).await?;
-            let mut body = json!(job);
-            body["attempt_history"] = runs
-                .into_iter()
-                .map(|run| {
-                    json!({
-                        "attempt": run.attempt,
-                        "worker_id": run.worker_id,
-                        "host": run.host,
-                        "started_at": run.started_at.to_rfc3339(),
-                        "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
-                        "outcome": run.outcome,
-                        "error": run.error,
-                    })
-                })
-                .collect();
-            Ok(body)
+            Console::new(&platform.store, &platform.queue)
+                .job_json(&args.job)
+                .await?
+                .ok_or_else(|| AdminError::new("not_found", "no queue holds a job with this id"))
         }
         OpsCommand::Retry(args) => act(args, JobAction::Retry).await,
         OpsCommand::Discard(args) => act(args, JobAction::Discard).await,
@@ -250,24 +225,9 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
         OpsCommand::Stop(args) => request_worker(args, WorkerRequest::Stop).await,
         OpsCommand::Audit(args) => {
             let platform = open_platform(&args.storage).await?;
-            let items: Vec<Value> = platform
-                .store
-                .ops_audit()
-                .recent(200)
-                .await?
-                .into_iter()
-                .map(|entry| {
-                    json!({
-                        "id": entry.id,
-                        "at": entry.at.to_rfc3339(),
-                        "actor": entry.actor,
-                        "action": entry.action,
-                        "target": serde_json::from_str::<Value>(&entry.target).unwrap_or(Value::Null),
-                        "count": entry.count,
-                    })
-                })
-                .collect();
-            Ok(json!({ "items": items }))
+            Ok(Console::new(&platform.store, &platform.queue)
+                .audit_json()
+                .await?)
         }
     }
 }
