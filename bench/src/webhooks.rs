@@ -274,7 +274,7 @@ pub async fn run_sender(args: SenderArgs) -> anyhow::Result<()> {
                     url: format!("{}/{i}", args.receiver_url),
                     event_types: Some(vec!["listing.created".to_owned()]),
                     environment: EndpointEnvironment::Live,
-                    created_by: None,
+                    ..Default::default()
                 },
             )
             .await?;

@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 19] = [
+pub static ENTRIES: [&Entry; 20] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -349,6 +349,20 @@ pub static ENTRIES: [&Entry; 19] = [
         description: "POST /webhooks/endpoints/{endpoint_id}/rotate-secret takes an optional previous_secret_expires_in (seconds, 0 to 604800, default 86400). Until the endpoint's new previous_secret_expires_at, each delivery's X-Webhook-Signature carries the new secret's signature and then the old one's, separated by a comma and a space; accept a delivery if any one verifies. Send 0 to end the old secret at once.",
         routes: &[
             "POST /api/v1/webhooks/endpoints/{endpoint_id}/rotate-secret",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_standard_webhooks",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Webhook endpoints can be signed the Standard Webhooks way",
+        description: "Endpoints take signature_scheme: spec (the default, X-Webhook-Signature) or standard_webhooks, which sends webhook-id, webhook-timestamp and webhook-signature (v1,<base64>) so receivers can verify with a Standard Webhooks library. New signing secrets are whsec_ followed by standard base64; rotate an older endpoint's secret when moving it to standard_webhooks.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints",
+            "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",
             "GET /api/v1/webhooks/endpoints/{endpoint_id}",
         ],
         migration: None,

@@ -405,6 +405,7 @@ fn new_endpoint(url: &str, environment: EndpointEnvironment) -> NewEndpoint {
         event_types: Some(vec!["listing.created".into()]),
         environment,
         created_by: None,
+        ..Default::default()
     }
 }
 

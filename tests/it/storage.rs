@@ -255,6 +255,7 @@ backend_tests! {
                 event_types,
                 environment: EndpointEnvironment::Live,
                 created_by: Some(owner.id.clone()),
+                ..Default::default()
             };
             let (enabled, _) = store.webhooks().create(&tenant, endpoint.clone()).await.unwrap();
             let (disabled, _) = store.webhooks().create(&tenant, endpoint).await.unwrap();

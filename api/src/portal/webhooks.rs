@@ -48,6 +48,8 @@ pub(super) struct EndpointRow {
     pub disabled_reason: String,
     /// When the replaced secret stops signing, while the overlap runs.
     pub overlap_until: String,
+    /// `spec` or `standard_webhooks`.
+    pub signature_scheme: &'static str,
 }
 
 impl From<&WebhookEndpoint> for EndpointRow {
@@ -69,6 +71,7 @@ impl From<&WebhookEndpoint> for EndpointRow {
                 .overlap_until(storage::Timestamp::from(chrono::Utc::now()))
                 .map(|until| until.to_rfc3339())
                 .unwrap_or_default(),
+            signature_scheme: endpoint.signature_scheme.as_str(),
         }
     }
 }

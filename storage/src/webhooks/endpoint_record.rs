@@ -70,6 +70,45 @@ impl EndpointStatus {
     }
 }
 
+/// How an endpoint's deliveries are signed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SignatureScheme {
+    /// The specification's headers: `X-Webhook-Signature: sha256=<hex>` over
+    /// `<timestamp>.<body>`, keyed with the secret string's bytes.
+    #[default]
+    Spec,
+    /// Standard Webhooks (standardwebhooks.com): `webhook-id`,
+    /// `webhook-timestamp` and `webhook-signature: v1,<base64>` over
+    /// `<id>.<timestamp>.<body>`, keyed with the secret's base64-decoded bytes,
+    /// so receivers can verify with a Standard Webhooks library.
+    StandardWebhooks,
+}
+
+impl SignatureScheme {
+    /// The wire and column value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Spec => "spec",
+            Self::StandardWebhooks => "standard_webhooks",
+        }
+    }
+
+    /// Parses a wire value (`spec`, `standard_webhooks`; case and `-` or
+    /// space for `_` do not matter).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['-', ' '], "_")
+            .as_str()
+        {
+            "spec" => Some(Self::Spec),
+            "standard_webhooks" | "standardwebhooks" => Some(Self::StandardWebhooks),
+            _ => None,
+        }
+    }
+}
+
 /// Why the platform disabled an endpoint after consecutive failed deliveries.
 pub const AUTO_DISABLED_REASON: &str = "auto_disabled_consecutive_failures";
 /// Why an owner's own disable is recorded.
@@ -116,6 +155,8 @@ pub struct WebhookEndpoint {
     /// Until when the secret replaced by the last rotation still signs
     /// deliveries too (none: no overlap).
     pub previous_secret_expires_at: Option<Timestamp>,
+    /// How its deliveries are signed.
+    pub signature_scheme: SignatureScheme,
 }
 
 impl WebhookEndpoint {
@@ -153,11 +194,12 @@ pub(super) struct EndpointRow {
     created_at: Timestamp,
     updated_at: Timestamp,
     previous_secret_expires_at: Option<Timestamp>,
+    signature_scheme: String,
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str = "id, agency_id, is_sandbox, name, url, event_types, environment, status, \
      disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at, \
-     previous_secret_expires_at";
+     previous_secret_expires_at, signature_scheme";
 
 impl TryFrom<EndpointRow> for WebhookEndpoint {
     type Error = StorageError;
@@ -171,6 +213,12 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             "disabled" => EndpointStatus::Disabled,
             other => return Err(StorageError::Corrupt(format!("endpoint status {other}"))),
         };
+        let signature_scheme = SignatureScheme::parse(&row.signature_scheme).ok_or_else(|| {
+            StorageError::Corrupt(format!(
+                "endpoint signature scheme {}",
+                row.signature_scheme
+            ))
+        })?;
         Ok(Self {
             id: row.id,
             agency_id: row.agency_id,
@@ -187,6 +235,7 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             created_at: row.created_at,
             updated_at: row.updated_at,
             previous_secret_expires_at: row.previous_secret_expires_at,
+            signature_scheme,
         })
     }
 }
@@ -202,8 +251,25 @@ pub struct NewEndpoint {
     pub event_types: Option<Vec<String>>,
     /// Which events it hears.
     pub environment: EndpointEnvironment,
+    /// How its deliveries are signed.
+    pub signature_scheme: SignatureScheme,
     /// The acting user.
     pub created_by: Option<UserId>,
+}
+
+impl Default for NewEndpoint {
+    /// No label, every event type, live events, the default options, no URL
+    /// yet (set one).
+    fn default() -> Self {
+        Self {
+            name: None,
+            url: String::new(),
+            event_types: None,
+            environment: EndpointEnvironment::Live,
+            signature_scheme: SignatureScheme::default(),
+            created_by: None,
+        }
+    }
 }
 
 /// A partial update; `None` leaves a field as it is.
@@ -217,13 +283,33 @@ pub struct EndpointChanges {
     pub event_types: Option<Option<Vec<String>>>,
     /// New environment.
     pub environment: Option<EndpointEnvironment>,
+    /// New signature scheme.
+    pub signature_scheme: Option<SignatureScheme>,
 }
 
-/// A new signing secret: `whsec_` + 32 random bytes, base64url.
+/// A new signing secret: `whsec_` + 32 random bytes in standard base64 (the
+/// form Standard Webhooks libraries decode).
 pub fn generate_secret() -> String {
+    use base64::Engine;
     let mut bytes = [0u8; 32];
     rand::fill(&mut bytes[..]);
-    format!("whsec_{}", crate::secrets::encode_token(&bytes))
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
+}
+
+/// The HMAC key of a secret under Standard Webhooks: the bytes its text after
+/// `whsec_` encodes in base64 (standard, or the base64url of secrets issued
+/// before 2026-11-26), or the text's own bytes when it is neither.
+pub fn standard_webhooks_key(secret: &str) -> Vec<u8> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    STANDARD
+        .decode(encoded)
+        .or_else(|_| URL_SAFE_NO_PAD.decode(encoded))
+        .unwrap_or_else(|_| secret.as_bytes().to_vec())
 }
 
 #[derive(sqlx::FromRow)]

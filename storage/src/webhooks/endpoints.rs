@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::Webhooks;
 use super::endpoint_record::{
     ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow, NewEndpoint,
-    WebhookEndpoint, generate_secret,
+    SignatureScheme, WebhookEndpoint, generate_secret,
 };
 use crate::db::{in_transaction, on_pool};
 use crate::ids::WebhookEndpointId;
@@ -26,8 +26,9 @@ impl Webhooks<'_> {
         let now = self.store.clock().now();
         let sql = format!(
             "insert into webhook_endpoints (id, agency_id, is_sandbox, name, url, event_types,
-                 environment, secret_sealed, status, consecutive_failures, created_by, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10)
+                 environment, secret_sealed, status, consecutive_failures, created_by, created_at, updated_at,
+                 signature_scheme)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10, $11)
              returning {ENDPOINT_COLUMNS}"
         );
         let row: EndpointRow = in_transaction!(self.store.db(), |tx| {
@@ -42,6 +43,7 @@ impl Webhooks<'_> {
                 .bind(&sealed)
                 .bind(&new.created_by)
                 .bind(now)
+                .bind(new.signature_scheme.as_str())
                 .fetch_one(&mut *tx)
                 .await?
         });
@@ -123,6 +125,7 @@ impl Webhooks<'_> {
                  url = coalesce($6, url),
                  event_types = case when $7 then $8 else event_types end,
                  environment = coalesce($9, environment),
+                 signature_scheme = coalesce($11, signature_scheme),
                  updated_at = $10
              where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
              returning {ENDPOINT_COLUMNS}"
@@ -139,6 +142,7 @@ impl Webhooks<'_> {
                 .bind(changes.event_types.clone().flatten().map(Json))
                 .bind(changes.environment.map(EndpointEnvironment::as_str))
                 .bind(now)
+                .bind(changes.signature_scheme.map(SignatureScheme::as_str))
                 .fetch_optional(&mut *tx)
                 .await?
         });

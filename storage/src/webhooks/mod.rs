@@ -31,7 +31,7 @@ pub use delivery_record::{
 pub use endpoint_record::{
     AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_SECRET_OVERLAP_SECONDS, EndpointChanges,
     EndpointEnvironment, EndpointStatus, MANUALLY_DISABLED_REASON, MAX_SECRET_OVERLAP_SECONDS,
-    NewEndpoint, WebhookEndpoint, generate_secret,
+    NewEndpoint, SignatureScheme, WebhookEndpoint, generate_secret, standard_webhooks_key,
 };
 pub use notification_record::Notification;
 

@@ -61,6 +61,7 @@ backend_tests! {
                 event_types: None,
                 environment: EndpointEnvironment::Live,
                 created_by: Some(owner.id.clone()),
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -79,6 +79,7 @@ async fn attempts_whose_sweep_could_not_push_are_offered_at_the_next_sweep() {
                 event_types: None,
                 environment: EndpointEnvironment::Live,
                 created_by: None,
+                ..Default::default()
             },
         )
         .await

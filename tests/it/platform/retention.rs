@@ -71,6 +71,7 @@ backend_tests! {
                 event_types: None,
                 environment: EndpointEnvironment::Live,
                 created_by: None,
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -18,6 +18,7 @@ mod retry_timing;
 mod rotation;
 mod signing;
 mod ssrf;
+mod standard_webhooks;
 
 use std::time::Duration;
 
@@ -187,6 +188,11 @@ impl Ctx {
 
     pub async fn post(&self, path: &str, body: &Value) -> Response {
         self.send(reqwest::Method::POST, path, &self.key, Some(body))
+            .await
+    }
+
+    pub async fn patch(&self, path: &str, body: &Value) -> Response {
+        self.send(reqwest::Method::PATCH, path, &self.key, Some(body))
             .await
     }
 

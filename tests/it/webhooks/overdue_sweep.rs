@@ -20,6 +20,7 @@ backend_tests! {
                 event_types: None,
                 environment: storage::webhooks::EndpointEnvironment::Live,
                 created_by: None,
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -74,6 +74,7 @@ async fn a_delivery_to_an_address_that_became_internal_is_refused_at_connect_tim
                 event_types: None,
                 environment: EndpointEnvironment::Live,
                 created_by: None,
+                ..Default::default()
             },
         )
         .await
@@ -203,6 +204,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery() 
                 event_types: Some(vec!["listing.created".into()]),
                 environment: EndpointEnvironment::Live,
                 created_by: None,
+                ..Default::default()
             },
         )
         .await

@@ -75,7 +75,10 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         &state.webhooks.client,
         &delivery,
         &endpoint.url,
-        &secrets,
+        webhooks::Signing {
+            secrets: &secrets,
+            scheme: endpoint.signature_scheme,
+        },
         number,
     )
     .await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use serde::Serialize;
 use serde_json::Value;
-use storage::webhooks::{AttemptOutcome, Delivery};
+use storage::webhooks::{AttemptOutcome, Delivery, SignatureScheme};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +25,14 @@ pub const TIMESTAMP_HEADER: &str = "X-Webhook-Timestamp";
 pub const EVENT_TYPE_HEADER: &str = "X-Webhook-Event-Type";
 /// The event id header.
 pub const EVENT_ID_HEADER: &str = "X-Event-Id";
+/// Standard Webhooks: the message id header (the event id, the same on
+/// every attempt, for the receiver's idempotency).
+pub const STANDARD_ID_HEADER: &str = "webhook-id";
+/// Standard Webhooks: the signing time header (Unix seconds).
+pub const STANDARD_TIMESTAMP_HEADER: &str = "webhook-timestamp";
+/// Standard Webhooks: the signature header, `v1,<base64>` for each secret,
+/// space-separated.
+pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 /// How long a receiver has to answer.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// How much of a receiver's answer is kept with the attempt.
@@ -68,6 +76,20 @@ pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     )
 }
 
+/// `v1,<base64 HMAC-SHA256 over "<id>.<timestamp>.<body>">`, keyed with the
+/// bytes the secret encodes (Standard Webhooks).
+pub fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    use base64::Engine;
+    let mut signed = format!("{id}.{timestamp}.").into_bytes();
+    signed.extend_from_slice(body);
+    let key = storage::webhooks::standard_webhooks_key(secret);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD
+            .encode(storage::secrets::hmac_sha256(&key, &signed))
+    )
+}
+
 /// One attempt, ready to send.
 #[derive(Clone, Debug)]
 pub struct SignedRequest {
@@ -86,30 +108,59 @@ pub struct SignedRequest {
 pub const SIGNATURE_SEPARATOR: &str = ", ";
 
 impl SignedRequest {
-    /// Signs an attempt of `delivery` to `url` with `secret` at `now_unix`.
+    /// Signs an attempt of `delivery` to `url` with `secret` at `now_unix`
+    /// under the specification's scheme.
     pub fn new(delivery: &Delivery, url: &str, secret: &str, now_unix: i64) -> Self {
-        Self::signed_by(delivery, url, &[secret.to_owned()], now_unix)
+        Self::signed_by(
+            delivery,
+            url,
+            &[secret.to_owned()],
+            SignatureScheme::Spec,
+            now_unix,
+        )
     }
 
     /// Signs an attempt with each of `secrets` (the current one first, then a
-    /// rotated one whose overlap runs): one signature each in the header.
-    pub fn signed_by(delivery: &Delivery, url: &str, secrets: &[String], now_unix: i64) -> Self {
+    /// rotated one whose overlap runs) under `scheme`: one signature each in
+    /// the scheme's signature header.
+    pub fn signed_by(
+        delivery: &Delivery,
+        url: &str,
+        secrets: &[String],
+        scheme: SignatureScheme,
+        now_unix: i64,
+    ) -> Self {
         let nonce = ulid::Ulid::generate().to_string();
         let body = envelope_body(delivery, &nonce);
-        let signature = secrets
-            .iter()
-            .map(|secret| signature(secret, now_unix, &body))
-            .collect::<Vec<_>>()
-            .join(SIGNATURE_SEPARATOR);
         let mut headers = HeaderMap::new();
         let mut put = |name: &'static str, value: &str| {
             if let Ok(value) = HeaderValue::from_str(value) {
                 headers.insert(name, value);
             }
         };
-        put(SIGNATURE_HEADER, &signature);
-        put(LEGACY_SIGNATURE_HEADER, &signature);
-        put(TIMESTAMP_HEADER, &now_unix.to_string());
+        match scheme {
+            SignatureScheme::Spec => {
+                let signature = secrets
+                    .iter()
+                    .map(|secret| signature(secret, now_unix, &body))
+                    .collect::<Vec<_>>()
+                    .join(SIGNATURE_SEPARATOR);
+                put(SIGNATURE_HEADER, &signature);
+                put(LEGACY_SIGNATURE_HEADER, &signature);
+                put(TIMESTAMP_HEADER, &now_unix.to_string());
+            }
+            SignatureScheme::StandardWebhooks => {
+                let id = delivery.event_id.as_str();
+                let signature = secrets
+                    .iter()
+                    .map(|secret| standard_signature(secret, id, now_unix, &body))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                put(STANDARD_ID_HEADER, id);
+                put(STANDARD_TIMESTAMP_HEADER, &now_unix.to_string());
+                put(STANDARD_SIGNATURE_HEADER, &signature);
+            }
+        }
         put(EVENT_TYPE_HEADER, &delivery.event_type);
         put(EVENT_ID_HEADER, delivery.event_id.as_str());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -321,6 +372,38 @@ mod tests {
         assert_ne!(signature("whsec_test", 1_700_000_001, b"{}"), expected);
         assert_ne!(signature("whsec_other", 1_700_000_000, b"{}"), expected);
         assert!(expected.starts_with("sha256=") && expected.len() == 7 + 64);
+    }
+
+    #[test]
+    fn the_standard_webhooks_signature_matches_the_specification_vector() {
+        // The example of the Standard Webhooks specification and its libraries.
+        let signature = standard_signature(
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1_614_265_330,
+            br#"{"test": 2432232314}"#,
+        );
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    }
+
+    #[test]
+    fn a_standard_webhooks_key_is_the_secrets_base64_in_either_alphabet() {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        let bytes = [0xfb_u8, 0xff, 0x3e, 0x01, 0x02];
+        let standard = format!("whsec_{}", STANDARD.encode(bytes));
+        let url_safe = format!("whsec_{}", URL_SAFE_NO_PAD.encode(bytes));
+        assert_ne!(standard, url_safe);
+        assert_eq!(storage::webhooks::standard_webhooks_key(&standard), bytes);
+        assert_eq!(storage::webhooks::standard_webhooks_key(&url_safe), bytes);
+        // Not base64 at all: the text's own bytes.
+        assert_eq!(
+            storage::webhooks::standard_webhooks_key("whsec_not base64!"),
+            b"whsec_not base64!"
+        );
+        let generated = storage::webhooks::generate_secret();
+        let encoded = generated.strip_prefix("whsec_").unwrap();
+        assert_eq!(STANDARD.decode(encoded).unwrap().len(), 32);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 pub use address_policy::{AddressPolicy, Lookup, SystemLookup};
 pub use client::{AttemptReport, SignedRequest, WebhookClient};
-use storage::webhooks::{Attempt, Delivery};
+use storage::webhooks::{Attempt, Delivery, SignatureScheme};
 use storage::{Store, Timestamp};
 
 /// Longest kept error text of an attempt.
@@ -27,21 +27,41 @@ pub async fn attempt(
     secret: &str,
     number: i32,
 ) -> (Attempt, AttemptReport) {
-    attempt_signed_by(store, client, delivery, url, &[secret.to_owned()], number).await
+    let signing = Signing {
+        secrets: &[secret.to_owned()],
+        scheme: SignatureScheme::Spec,
+    };
+    attempt_signed_by(store, client, delivery, url, signing, number).await
 }
 
-/// The same, signed with each of `secrets` (the endpoint's current secret,
-/// then the one its last rotation replaced while the overlap runs).
+/// How an attempt is signed: with each of `secrets` (the endpoint's current
+/// secret, then the one its last rotation replaced while the overlap runs),
+/// under the endpoint's scheme.
+#[derive(Clone, Copy, Debug)]
+pub struct Signing<'a> {
+    /// The secrets, current first.
+    pub secrets: &'a [String],
+    /// The endpoint's scheme.
+    pub scheme: SignatureScheme,
+}
+
+/// [`attempt`] signed as `signing` says.
 pub async fn attempt_signed_by(
     store: &Store,
     client: &WebhookClient,
     delivery: &Delivery,
     url: &str,
-    secrets: &[String],
+    signing: Signing<'_>,
     number: i32,
 ) -> (Attempt, AttemptReport) {
     let started_at = store.clock().now();
-    let request = SignedRequest::signed_by(delivery, url, secrets, started_at.as_unix_seconds());
+    let request = SignedRequest::signed_by(
+        delivery,
+        url,
+        signing.secrets,
+        signing.scheme,
+        started_at.as_unix_seconds(),
+    );
     let nonce = request.nonce.clone();
     let report = client.send(request).await;
     let attempt = Attempt {

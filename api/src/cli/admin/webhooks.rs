@@ -19,7 +19,7 @@ pub enum WebhookAction {
     List,
     /// One endpoint.
     Get,
-    /// Change its URL, event types, name or environment, under the checks of
+    /// Change its URL, event types, name, environment or signature scheme, under the checks of
     /// `PATCH /webhooks/endpoints/{id}`.
     Update,
     /// Disable one (reason `disabled_by_owner`).
@@ -83,6 +83,10 @@ pub struct EndpointUpdate {
     /// "Both"); a --sandbox endpoint hears sandbox events only.
     #[arg(long)]
     environment: Option<String>,
+    /// How deliveries are signed: spec (X-Webhook-Signature) or
+    /// standard_webhooks (webhook-id, webhook-timestamp, webhook-signature).
+    #[arg(long)]
+    signature_scheme: Option<String>,
     /// Accept URLs on private, loopback and link-local networks, as
     /// `api serve --webhook-allow-private-networks` does; without it the
     /// strict production policy applies.
@@ -114,6 +118,7 @@ impl EndpointUpdate {
             },
             name: self.name.clone().map(Some),
             environment: self.environment.clone(),
+            signature_scheme: self.signature_scheme.clone(),
         }
     }
 
@@ -137,6 +142,7 @@ fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
         "consecutive_failures": endpoint.consecutive_failures,
         "created_at": endpoint.created_at.to_rfc3339(),
         "previous_secret_expires_at": endpoint.previous_secret_expires_at.map(|at| at.to_rfc3339()),
+        "signature_scheme": endpoint.signature_scheme.as_str(),
     })
 }
 

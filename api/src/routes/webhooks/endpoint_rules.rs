@@ -5,7 +5,7 @@
 use std::fmt;
 
 use storage::event_catalog;
-use storage::webhooks::{EndpointChanges, EndpointEnvironment};
+use storage::webhooks::{EndpointChanges, EndpointEnvironment, SignatureScheme};
 use storage::{Environment, Tenant};
 use workers::webhooks::AddressPolicy;
 
@@ -153,6 +153,20 @@ pub fn environment(
     Ok(Some(environment))
 }
 
+/// A signature scheme: `spec` (the specification's `X-Webhook-Signature`)
+/// or `standard_webhooks`.
+pub fn signature_scheme(text: Option<&str>) -> Result<Option<SignatureScheme>, FieldError> {
+    text.map(|text| {
+        SignatureScheme::parse(text).ok_or_else(|| {
+            FieldError::new(
+                "signature_scheme",
+                "must be spec (X-Webhook-Signature) or standard_webhooks (webhook-id, webhook-timestamp, webhook-signature)",
+            )
+        })
+    })
+    .transpose()
+}
+
 /// The environment of an endpoint registered without one: the tenant's own.
 pub fn default_environment(tenant: &Tenant) -> EndpointEnvironment {
     match tenant.environment {
@@ -173,6 +187,8 @@ pub struct EndpointEdit {
     pub name: Option<Option<String>>,
     /// New environment, as written.
     pub environment: Option<String>,
+    /// New signature scheme, as written.
+    pub signature_scheme: Option<String>,
 }
 
 impl EndpointEdit {
@@ -182,6 +198,7 @@ impl EndpointEdit {
             && self.event_types.is_none()
             && self.name.is_none()
             && self.environment.is_none()
+            && self.signature_scheme.is_none()
     }
 
     /// Checks every field given (the URL last: it resolves the host) and
@@ -194,6 +211,7 @@ impl EndpointEdit {
         let name = self.name.map(name).transpose()?;
         let event_types = self.event_types.map(event_types).transpose()?;
         let environment = environment(tenant, self.environment.as_deref())?;
+        let signature_scheme = signature_scheme(self.signature_scheme.as_deref())?;
         let url = match self.url {
             None => None,
             Some(text) => Some(url(policy, &text).await?),
@@ -203,6 +221,7 @@ impl EndpointEdit {
             url,
             event_types,
             environment,
+            signature_scheme,
         })
     }
 }
@@ -260,6 +279,21 @@ mod tests {
             environment(&tenant(Environment::Live), Some("Live events only")),
             Ok(Some(EndpointEnvironment::Live))
         );
+    }
+
+    #[test]
+    fn signature_schemes_are_named_or_refused() {
+        assert_eq!(signature_scheme(None), Ok(None));
+        assert_eq!(
+            signature_scheme(Some("Standard-Webhooks")),
+            Ok(Some(SignatureScheme::StandardWebhooks))
+        );
+        assert_eq!(
+            signature_scheme(Some("spec")),
+            Ok(Some(SignatureScheme::Spec))
+        );
+        let err = signature_scheme(Some("svix")).expect_err("unknown scheme");
+        assert_eq!(err.field, "signature_scheme");
     }
 
     #[tokio::test]

@@ -61,6 +61,10 @@ pub struct EndpointIn {
     /// `live`, `sandbox` or `both` (or "Live events only", "Sandbox events
     /// only", "Both"). Default: the key's own environment.
     environment: Option<String>,
+    /// How deliveries are signed: `spec` (default; `X-Webhook-Signature`) or
+    /// `standard_webhooks` (`webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`, for the Standard Webhooks libraries).
+    signature_scheme: Option<String>,
 }
 
 /// Body of `PATCH /webhooks/endpoints/{endpoint_id}`: any subset.
@@ -79,6 +83,8 @@ pub struct EndpointPatch {
     name: Option<Option<String>>,
     /// New environment.
     environment: Option<String>,
+    /// New signature scheme: `spec` or `standard_webhooks`.
+    signature_scheme: Option<String>,
 }
 
 impl From<EndpointPatch> for EndpointEdit {
@@ -88,6 +94,7 @@ impl From<EndpointPatch> for EndpointEdit {
             event_types: patch.event_types,
             name: patch.name,
             environment: patch.environment,
+            signature_scheme: patch.signature_scheme,
         }
     }
 }
@@ -152,12 +159,15 @@ async fn create_endpoint(
     let event_types = endpoint_rules::event_types(body.event_types)?;
     let environment = endpoint_rules::environment(&tenant, body.environment.as_deref())?
         .unwrap_or_else(|| endpoint_rules::default_environment(&tenant));
+    let signature_scheme =
+        endpoint_rules::signature_scheme(body.signature_scheme.as_deref())?.unwrap_or_default();
     let url = endpoint_rules::url(address_policy(&state), &body.url).await?;
     let new = NewEndpoint {
         name,
         url,
         event_types,
         environment,
+        signature_scheme,
         created_by: principal.acting_user(),
     };
     let (endpoint, secret) = state.store().webhooks().create(&tenant, new).await?;
@@ -240,7 +250,7 @@ async fn get_endpoint(
     Ok(Json(endpoint.into()))
 }
 
-/// Changes an endpoint's URL, types, name or environment.
+/// Changes an endpoint's URL, types, name, environment or signature scheme.
 #[utoipa::path(
     patch,
     path = "/webhooks/endpoints/{endpoint_id}",

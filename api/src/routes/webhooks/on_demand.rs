@@ -43,7 +43,10 @@ pub(super) async fn deliver_now(
         &state.platform().webhooks.client,
         &delivery,
         &endpoint.url,
-        &target.signing_secrets(),
+        workers::webhooks::Signing {
+            secrets: &target.signing_secrets(),
+            scheme: endpoint.signature_scheme,
+        },
         1,
     )
     .await;

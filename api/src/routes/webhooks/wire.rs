@@ -36,6 +36,10 @@ pub struct EndpointOut {
     /// deliveries alongside the current one (a past time: the overlap has
     /// ended; `null`: the last rotation had none).
     pub previous_secret_expires_at: Option<String>,
+    /// How deliveries are signed: `spec` (`X-Webhook-Signature`) or
+    /// `standard_webhooks` (`webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`).
+    pub signature_scheme: String,
 }
 
 impl From<WebhookEndpoint> for EndpointOut {
@@ -53,6 +57,7 @@ impl From<WebhookEndpoint> for EndpointOut {
             created_at: endpoint.created_at.to_rfc3339(),
             updated_at: endpoint.updated_at.to_rfc3339(),
             previous_secret_expires_at: endpoint.previous_secret_expires_at.map(|t| t.to_rfc3339()),
+            signature_scheme: endpoint.signature_scheme.as_str().to_owned(),
         }
     }
 }
