@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 20] = [
+pub static ENTRIES: [&Entry; 21] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -360,6 +360,20 @@ pub static ENTRIES: [&Entry; 20] = [
         change_type: ChangeType::Added,
         title: "Webhook endpoints can be signed the Standard Webhooks way",
         description: "Endpoints take signature_scheme: spec (the default, X-Webhook-Signature) or standard_webhooks, which sends webhook-id, webhook-timestamp and webhook-signature (v1,<base64>) so receivers can verify with a Standard Webhooks library. New signing secrets are whsec_ followed by standard base64; rotate an older endpoint's secret when moving it to standard_webhooks.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints",
+            "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_hourly_budget_setting",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Each webhook endpoint's hourly budget is a setting, and a held-back backlog drains steadily",
+        description: "Endpoints take hourly_budget (default 1000; 1 to 1000000; null for none) on registration and PATCH. The budget is spent evenly: a burst of up to the whole budget, then one delivery every 3600/budget seconds; deliveries over it are held back to their own slots instead of all waiting an hour. The endpoint shows held_back (count, next_release_at); changing the budget releases the backlog at once.",
         routes: &[
             "POST /api/v1/webhooks/endpoints",
             "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",

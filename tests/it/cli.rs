@@ -174,14 +174,15 @@ backend_tests! {
             "--environment", "Both",
             "--webhook-allow-private-networks",
         ]));
-        assert_eq!(updated.as_object().unwrap().len(), 1, "{updated}");
+        assert_eq!(updated.as_object().unwrap().len(), 2, "{updated}");
+        assert_eq!(updated["released"], 0, "no budget changed, nothing released");
         let endpoint = &updated["endpoint"];
         assert_eq!(endpoint["id"], id.as_str());
         assert_eq!(endpoint["url"], "https://localhost:9/new");
         assert_eq!(endpoint["event_types"], json!(["listing.section_updated", "invoice.paid", "listing.created"]));
         assert_eq!(endpoint["name"], "CRM feed");
         assert_eq!(endpoint["environment"], "both");
-        assert_eq!(get(), updated, "stored as printed");
+        assert_eq!(get()["endpoint"], updated["endpoint"], "stored as printed");
         let live_only = deployment.admin_ok(&update_args(&agency_id, &id, &["--environment", "Live events only"]));
         assert_eq!(live_only["endpoint"]["environment"], "live");
         let updated = deployment.admin_ok(&update_args(&agency_id, &id, &["--environment", "both"]));
@@ -198,6 +199,9 @@ backend_tests! {
             ["--event-types", ","],
             ["--environment", "staging"],
             ["--name", long_name.as_str()],
+            ["--signature-scheme", "svix"],
+            ["--hourly-budget", "0"],
+            ["--hourly-budget", "1000001"],
         ] {
             let mut extra = refused.to_vec();
             extra.push("--webhook-allow-private-networks");
@@ -219,7 +223,17 @@ backend_tests! {
             &["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id, "--name", "x"],
             "validation.failed",
         );
-        assert_eq!(get(), updated, "nothing changed");
+        assert_eq!(get()["endpoint"], updated["endpoint"], "nothing changed");
+
+        // The signature scheme and the hourly budget, set and turned off.
+        let schemed = deployment.admin_ok(&update_args(&agency_id, &id, &["--signature-scheme", "standard_webhooks", "--hourly-budget", "5000"]));
+        assert_eq!(schemed["endpoint"]["signature_scheme"], "standard_webhooks");
+        assert_eq!(schemed["endpoint"]["hourly_budget"], 5000);
+        assert_eq!(schemed["endpoint"]["held_back"], json!({ "count": 0, "next_release_at": null }));
+        assert_eq!(schemed["released"], 0);
+        let unbudgeted = deployment.admin_ok(&update_args(&agency_id, &id, &["--no-hourly-budget", "--signature-scheme", "spec"]));
+        assert_eq!(unbudgeted["endpoint"]["hourly_budget"], Value::Null);
+        assert_eq!(unbudgeted["endpoint"]["signature_scheme"], "spec");
 
         // An empty name clears it; --all-event-types subscribes to every type.
         let cleared = deployment.admin_ok(&update_args(&agency_id, &id, &["--name", "", "--all-event-types"]));

@@ -50,6 +50,14 @@ pub(super) struct EndpointRow {
     pub overlap_until: String,
     /// `spec` or `standard_webhooks`.
     pub signature_scheme: &'static str,
+    /// Deliveries per hour; empty: no budget.
+    pub hourly_budget: String,
+    /// Seconds between released deliveries once a burst is spent.
+    pub budget_spacing: String,
+    /// Deliveries the budget holds back now.
+    pub held_back: i64,
+    /// When the next of them is released.
+    pub next_release_at: String,
 }
 
 impl From<&WebhookEndpoint> for EndpointRow {
@@ -72,6 +80,20 @@ impl From<&WebhookEndpoint> for EndpointRow {
                 .map(|until| until.to_rfc3339())
                 .unwrap_or_default(),
             signature_scheme: endpoint.signature_scheme.as_str(),
+            hourly_budget: endpoint
+                .hourly_budget
+                .map(|budget| budget.to_string())
+                .unwrap_or_default(),
+            budget_spacing: endpoint
+                .hourly_budget
+                .map(|budget| format!("{:.1}", 3600.0 / f64::from(budget.max(1))))
+                .unwrap_or_default(),
+            held_back: endpoint.held_back.count,
+            next_release_at: endpoint
+                .held_back
+                .next_release_at
+                .map(|at| at.to_rfc3339())
+                .unwrap_or_default(),
         }
     }
 }

@@ -1,53 +1,17 @@
 //! Attempts: recording one and moving its delivery and endpoint on (retry,
-//! fail, auto-disable and notify), the endpoint's hourly budget, and giving
-//! a delivery up or deferring it.
+//! fail, auto-disable and notify), and giving a delivery up.
 
 use super::Webhooks;
 use super::delivery_record::{
     AfterAttempt, Attempt, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
 };
 use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
-use crate::db::{in_transaction, on_pool};
+use crate::Result;
+use crate::db::in_transaction;
 use crate::ids::UserId;
-use crate::ids::{DeliveryId, NotificationId, WebhookEndpointId};
-use crate::{Result, Timestamp};
+use crate::ids::{DeliveryId, NotificationId};
 
 impl Webhooks<'_> {
-    /// Attempts made to an endpoint since `since` (its hourly inbound budget).
-    pub async fn attempts_since(
-        &self,
-        endpoint_id: &WebhookEndpointId,
-        since: Timestamp,
-    ) -> Result<i64> {
-        on_pool!(self.store.db(), pool => {
-            Ok(sqlx::query_scalar(
-                "select count(*) from webhook_attempts where endpoint_id = $1 and started_at >= $2",
-            )
-            .bind(endpoint_id)
-            .bind(since)
-            .fetch_one(pool)
-            .await?)
-        })
-    }
-
-    /// The start of the oldest attempt to an endpoint since `since`: an hour
-    /// after it, the hourly budget frees a slot.
-    pub async fn oldest_attempt_since(
-        &self,
-        endpoint_id: &WebhookEndpointId,
-        since: Timestamp,
-    ) -> Result<Option<Timestamp>> {
-        on_pool!(self.store.db(), pool => {
-            Ok(sqlx::query_scalar(
-                "select min(started_at) from webhook_attempts where endpoint_id = $1 and started_at >= $2",
-            )
-            .bind(endpoint_id)
-            .bind(since)
-            .fetch_one(pool)
-            .await?)
-        })
-    }
-
     /// Records attempt number `attempt.attempt` of a delivery and moves the
     /// delivery and its endpoint on, in one transaction. An attempt recorded
     /// before (a job that ran twice) changes nothing. A delivery failing for
@@ -96,7 +60,7 @@ impl Webhooks<'_> {
             } else {
                 sqlx::query(
                     "update webhook_deliveries set status = $2, attempts = $3, next_attempt_at = $4,
-                         completed_at = $5
+                         completed_at = $5, held_until = null
                      where id = $1",
                 )
                 .bind(&delivery.id)
@@ -194,7 +158,8 @@ impl Webhooks<'_> {
         let now = self.store.clock().now();
         let updated = in_transaction!(self.store.db(), |tx| {
             sqlx::query(
-                "update webhook_deliveries set status = 'failed', next_attempt_at = null, completed_at = $2
+                "update webhook_deliveries set status = 'failed', next_attempt_at = null, completed_at = $2,
+                     held_until = null
                  where id = $1 and status in ('pending', 'retrying')",
             )
             .bind(delivery_id)
@@ -204,21 +169,5 @@ impl Webhooks<'_> {
             .rows_affected()
         });
         Ok(updated == 1)
-    }
-
-    /// Moves a delivery's next attempt to `at` (held back by its endpoint's
-    /// hourly budget).
-    pub async fn defer(&self, delivery_id: &DeliveryId, at: Timestamp) -> Result<()> {
-        in_transaction!(self.store.db(), |tx| {
-            sqlx::query(
-                "update webhook_deliveries set next_attempt_at = $2
-                 where id = $1 and status in ('pending', 'retrying')",
-            )
-            .bind(delivery_id)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
-        });
-        Ok(())
     }
 }

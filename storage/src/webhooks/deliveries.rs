@@ -12,7 +12,7 @@ use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointWithSecret, WebhookEndpoi
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::page::{Page, Position};
-use crate::{Result, StorageError, Tenant};
+use crate::{Result, StorageError, Tenant, Timestamp};
 
 impl Webhooks<'_> {
     /// A one-off delivery to the tenant's endpoint (a replay or a test fire),
@@ -149,14 +149,21 @@ impl Webhooks<'_> {
 
     /// A delivery with its endpoint and secret, whoever's it is (workers).
     pub async fn target(&self, delivery_id: &DeliveryId) -> Result<Option<DeliveryTarget>> {
-        let delivery_sql =
-            format!("select {DELIVERY_COLUMNS} from webhook_deliveries d where d.id = $1");
+        #[derive(sqlx::FromRow)]
+        struct HeldDeliveryRow {
+            #[sqlx(flatten)]
+            delivery: DeliveryRow,
+            held_until: Option<Timestamp>,
+        }
+        let delivery_sql = format!(
+            "select {DELIVERY_COLUMNS}, d.held_until from webhook_deliveries d where d.id = $1"
+        );
         let endpoint_sql = format!(
             "select {ENDPOINT_COLUMNS}, secret_sealed, previous_secret_sealed from webhook_endpoints
              where id = $1 and deleted_at is null"
         );
-        let found: Option<(DeliveryRow, Option<EndpointWithSecret>)> = on_pool!(self.store.db(), pool => {
-            let delivery: Option<DeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
+        let found: Option<(HeldDeliveryRow, Option<EndpointWithSecret>)> = on_pool!(self.store.db(), pool => {
+            let delivery: Option<HeldDeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
                 .bind(delivery_id)
                 .fetch_optional(pool)
                 .await?;
@@ -164,7 +171,7 @@ impl Webhooks<'_> {
                 None => None,
                 Some(delivery) => {
                     let endpoint: Option<EndpointWithSecret> = sqlx::query_as(sqlx::AssertSqlSafe(endpoint_sql))
-                        .bind(&delivery.endpoint_id)
+                        .bind(&delivery.delivery.endpoint_id)
                         .fetch_optional(pool)
                         .await?;
                     Some((delivery, endpoint))
@@ -174,7 +181,8 @@ impl Webhooks<'_> {
         let Some((delivery, endpoint)) = found else {
             return Ok(None);
         };
-        let delivery = Delivery::try_from(delivery)?;
+        let held_until = delivery.held_until;
+        let delivery = Delivery::try_from(delivery.delivery)?;
         let now = self.store.clock().now();
         let (endpoint, secret, previous_secret) = match endpoint {
             None => (None, None, None),
@@ -201,6 +209,7 @@ impl Webhooks<'_> {
             endpoint,
             secret,
             previous_secret,
+            held_until,
         }))
     }
 }

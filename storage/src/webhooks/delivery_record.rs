@@ -275,6 +275,9 @@ pub struct DeliveryTarget {
     pub secret: Option<String>,
     /// The secret its last rotation replaced, while the overlap runs.
     pub previous_secret: Option<String>,
+    /// The slot its endpoint's hourly budget reserved for its next attempt,
+    /// when it was held back.
+    pub held_until: Option<Timestamp>,
 }
 
 impl DeliveryTarget {

@@ -117,6 +117,12 @@ pub const MANUALLY_DISABLED_REASON: &str = "disabled_by_owner";
 pub const DEFAULT_SECRET_OVERLAP_SECONDS: i64 = 86_400;
 /// The longest overlap a rotation may ask for: 7 days.
 pub const MAX_SECRET_OVERLAP_SECONDS: i64 = 7 * 86_400;
+/// Deliveries an endpoint receives per hour unless its owner sets otherwise
+/// (the specification's limit).
+pub const DEFAULT_HOURLY_BUDGET: i32 = 1000;
+/// The largest hourly budget an endpoint may set (one delivery every 3.6 ms
+/// once a burst is spent); more is turning the budget off.
+pub const MAX_HOURLY_BUDGET: i32 = 1_000_000;
 /// Consecutive failed deliveries that disable an endpoint.
 pub const AUTO_DISABLE_AFTER: i32 = 50;
 
@@ -157,6 +163,21 @@ pub struct WebhookEndpoint {
     pub previous_secret_expires_at: Option<Timestamp>,
     /// How its deliveries are signed.
     pub signature_scheme: SignatureScheme,
+    /// Deliveries it receives per hour, spent evenly with bursts of up to
+    /// the whole budget; `None`: no budget.
+    pub hourly_budget: Option<i32>,
+    /// Deliveries its budget holds back now (filled by the reads that show
+    /// an endpoint; zero where not).
+    pub held_back: HeldBack,
+}
+
+/// An endpoint's deliveries held back by its hourly budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldBack {
+    /// How many.
+    pub count: i64,
+    /// When the first of them is released.
+    pub next_release_at: Option<Timestamp>,
 }
 
 impl WebhookEndpoint {
@@ -195,11 +216,12 @@ pub(super) struct EndpointRow {
     updated_at: Timestamp,
     previous_secret_expires_at: Option<Timestamp>,
     signature_scheme: String,
+    hourly_budget: Option<i32>,
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str = "id, agency_id, is_sandbox, name, url, event_types, environment, status, \
      disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at, \
-     previous_secret_expires_at, signature_scheme";
+     previous_secret_expires_at, signature_scheme, hourly_budget";
 
 impl TryFrom<EndpointRow> for WebhookEndpoint {
     type Error = StorageError;
@@ -236,6 +258,8 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             updated_at: row.updated_at,
             previous_secret_expires_at: row.previous_secret_expires_at,
             signature_scheme,
+            hourly_budget: row.hourly_budget,
+            held_back: HeldBack::default(),
         })
     }
 }
@@ -253,6 +277,8 @@ pub struct NewEndpoint {
     pub environment: EndpointEnvironment,
     /// How its deliveries are signed.
     pub signature_scheme: SignatureScheme,
+    /// Deliveries per hour; `None`: no budget.
+    pub hourly_budget: Option<i32>,
     /// The acting user.
     pub created_by: Option<UserId>,
 }
@@ -267,6 +293,7 @@ impl Default for NewEndpoint {
             event_types: None,
             environment: EndpointEnvironment::Live,
             signature_scheme: SignatureScheme::default(),
+            hourly_budget: Some(DEFAULT_HOURLY_BUDGET),
             created_by: None,
         }
     }
@@ -285,6 +312,9 @@ pub struct EndpointChanges {
     pub environment: Option<EndpointEnvironment>,
     /// New signature scheme.
     pub signature_scheme: Option<SignatureScheme>,
+    /// New hourly budget (`Some(None)` turns it off). A change releases the
+    /// deliveries the old budget held back.
+    pub hourly_budget: Option<Option<i32>>,
 }
 
 /// A new signing secret: `whsec_` + 32 random bytes in standard base64 (the

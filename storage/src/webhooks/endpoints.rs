@@ -4,12 +4,13 @@
 use sqlx::types::Json;
 
 use super::Webhooks;
+use super::delivery_record::DueAttempt;
 use super::endpoint_record::{
     ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow, NewEndpoint,
     SignatureScheme, WebhookEndpoint, generate_secret,
 };
 use crate::db::{in_transaction, on_pool};
-use crate::ids::WebhookEndpointId;
+use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::page::{Page, Position};
 use crate::{Result, Tenant};
 
@@ -27,8 +28,8 @@ impl Webhooks<'_> {
         let sql = format!(
             "insert into webhook_endpoints (id, agency_id, is_sandbox, name, url, event_types,
                  environment, secret_sealed, status, consecutive_failures, created_by, created_at, updated_at,
-                 signature_scheme)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10, $11)
+                 signature_scheme, hourly_budget)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10, $11, $12)
              returning {ENDPOINT_COLUMNS}"
         );
         let row: EndpointRow = in_transaction!(self.store.db(), |tx| {
@@ -44,6 +45,7 @@ impl Webhooks<'_> {
                 .bind(&new.created_by)
                 .bind(now)
                 .bind(new.signature_scheme.as_str())
+                .bind(new.hourly_budget)
                 .fetch_one(&mut *tx)
                 .await?
         });
@@ -68,7 +70,20 @@ impl Webhooks<'_> {
                 .fetch_optional(pool)
                 .await?
         });
-        row.map(WebhookEndpoint::try_from).transpose()
+        self.with_held_back(row.map(WebhookEndpoint::try_from).transpose()?)
+            .await
+    }
+
+    /// `endpoint` with what its budget holds back now.
+    async fn with_held_back(
+        &self,
+        endpoint: Option<WebhookEndpoint>,
+    ) -> Result<Option<WebhookEndpoint>> {
+        let Some(mut endpoint) = endpoint else {
+            return Ok(None);
+        };
+        endpoint.held_back = self.held_back(&endpoint.id).await?;
+        Ok(Some(endpoint))
     }
 
     /// The tenant's endpoints, oldest first.
@@ -102,22 +117,33 @@ impl Webhooks<'_> {
                 .await?;
             (rows, total)
         });
-        let endpoints = rows
+        let mut endpoints = rows
             .into_iter()
             .map(WebhookEndpoint::try_from)
             .collect::<Result<Vec<_>>>()?;
+        let held_back = self
+            .held_back_by_endpoint(&tenant.agency_id, tenant.environment)
+            .await?;
+        for endpoint in &mut endpoints {
+            if let Some((_, held)) = held_back.iter().find(|(id, _)| *id == endpoint.id) {
+                endpoint.held_back = *held;
+            }
+        }
         Ok(Page::from_overfetch(endpoints, limit, total, |e| {
             Position::after(e.created_at, e.id.as_str())
         }))
     }
 
     /// Applies a partial update; `None` when the tenant has no such endpoint.
+    /// A changed hourly budget starts afresh: the deliveries the old one
+    /// held back are released, due now, and returned for the caller to
+    /// offer to the workers (their attempts spend the new budget).
     pub async fn update(
         &self,
         tenant: &Tenant,
         id: &WebhookEndpointId,
         changes: EndpointChanges,
-    ) -> Result<Option<WebhookEndpoint>> {
+    ) -> Result<Option<(WebhookEndpoint, Vec<DueAttempt>)>> {
         let now = self.store.clock().now();
         let sql = format!(
             "update webhook_endpoints set
@@ -126,27 +152,64 @@ impl Webhooks<'_> {
                  event_types = case when $7 then $8 else event_types end,
                  environment = coalesce($9, environment),
                  signature_scheme = coalesce($11, signature_scheme),
+                 hourly_budget = case when $12 then $13 else hourly_budget end,
+                 budget_tat = case when $12 then null else budget_tat end,
                  updated_at = $10
              where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
              returning {ENDPOINT_COLUMNS}"
         );
-        let row: Option<EndpointRow> = in_transaction!(self.store.db(), |tx| {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(id)
-                .bind(&tenant.agency_id)
-                .bind(tenant.environment.is_sandbox())
-                .bind(changes.name.is_some())
-                .bind(changes.name.clone().flatten())
-                .bind(&changes.url)
-                .bind(changes.event_types.is_some())
-                .bind(changes.event_types.clone().flatten().map(Json))
-                .bind(changes.environment.map(EndpointEnvironment::as_str))
-                .bind(now)
-                .bind(changes.signature_scheme.map(SignatureScheme::as_str))
-                .fetch_optional(&mut *tx)
-                .await?
-        });
-        row.map(WebhookEndpoint::try_from).transpose()
+        let budget_changed = changes.hourly_budget.is_some();
+        let updated: Option<(EndpointRow, Vec<DueAttempt>)> =
+            in_transaction!(self.store.db(), |tx| {
+                let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(id)
+                    .bind(&tenant.agency_id)
+                    .bind(tenant.environment.is_sandbox())
+                    .bind(changes.name.is_some())
+                    .bind(changes.name.clone().flatten())
+                    .bind(&changes.url)
+                    .bind(changes.event_types.is_some())
+                    .bind(changes.event_types.clone().flatten().map(Json))
+                    .bind(changes.environment.map(EndpointEnvironment::as_str))
+                    .bind(now)
+                    .bind(changes.signature_scheme.map(SignatureScheme::as_str))
+                    .bind(budget_changed)
+                    .bind(changes.hourly_budget.flatten())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match row {
+                    Some(row) if budget_changed => {
+                        let released: Vec<(DeliveryId, WebhookEndpointId, i32)> = sqlx::query_as(
+                            "update webhook_deliveries set held_until = null, next_attempt_at = $2
+                         where endpoint_id = $1 and held_until is not null
+                           and status in ('pending', 'retrying')
+                         returning id, endpoint_id, attempts + 1",
+                        )
+                        .bind(id)
+                        .bind(now)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                        let released = released
+                            .into_iter()
+                            .map(|(delivery_id, endpoint_id, attempt)| DueAttempt {
+                                delivery_id,
+                                endpoint_id,
+                                attempt,
+                            })
+                            .collect();
+                        Some((row, released))
+                    }
+                    Some(row) => Some((row, Vec::new())),
+                    None => None,
+                }
+            });
+        let Some((row, released)) = updated else {
+            return Ok(None);
+        };
+        let endpoint = self
+            .with_held_back(Some(WebhookEndpoint::try_from(row)?))
+            .await?;
+        Ok(endpoint.map(|endpoint| (endpoint, released)))
     }
 
     /// Disables (with `reason`) or re-enables an endpoint. Re-enabling
@@ -182,7 +245,8 @@ impl Webhooks<'_> {
                 .fetch_optional(&mut *tx)
                 .await?
         });
-        row.map(WebhookEndpoint::try_from).transpose()
+        self.with_held_back(row.map(WebhookEndpoint::try_from).transpose()?)
+            .await
     }
 
     /// Replaces the signing secret; returns the new one (shown once). The
@@ -218,8 +282,10 @@ impl Webhooks<'_> {
                 .fetch_optional(&mut *tx)
                 .await?
         });
-        row.map(|row| Ok((WebhookEndpoint::try_from(row)?, secret)))
-            .transpose()
+        let endpoint = self
+            .with_held_back(row.map(WebhookEndpoint::try_from).transpose()?)
+            .await?;
+        Ok(endpoint.map(|endpoint| (endpoint, secret)))
     }
 
     /// Deletes an endpoint: it disappears from the API and receives nothing

@@ -15,6 +15,7 @@
 //! (`sweeps`), and the owner's notifications (`notifications`).
 
 mod attempts;
+mod budget;
 mod deliveries;
 mod delivery_record;
 mod endpoint_record;
@@ -24,14 +25,16 @@ mod notification_record;
 mod notifications;
 mod sweeps;
 
+pub use budget::BudgetSlot;
 pub use delivery_record::{
     AfterAttempt, Attempt, AttemptOutcome, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
     DeliveryTarget, DueAttempt, FanOut,
 };
 pub use endpoint_record::{
-    AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_SECRET_OVERLAP_SECONDS, EndpointChanges,
-    EndpointEnvironment, EndpointStatus, MANUALLY_DISABLED_REASON, MAX_SECRET_OVERLAP_SECONDS,
-    NewEndpoint, SignatureScheme, WebhookEndpoint, generate_secret, standard_webhooks_key,
+    AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_HOURLY_BUDGET,
+    DEFAULT_SECRET_OVERLAP_SECONDS, EndpointChanges, EndpointEnvironment, EndpointStatus, HeldBack,
+    MANUALLY_DISABLED_REASON, MAX_HOURLY_BUDGET, MAX_SECRET_OVERLAP_SECONDS, NewEndpoint,
+    SignatureScheme, WebhookEndpoint, generate_secret, standard_webhooks_key,
 };
 pub use notification_record::Notification;
 

@@ -240,6 +240,89 @@ async fn an_administrator_manages_keys_webhooks_and_the_console_in_the_browser()
         .await;
     browser.look_at("endpoint-rotated").await;
 
+    // Standard Webhooks headers and an hourly budget of one, set on the page.
+    click(&browser, "details.card > summary").await;
+    browser
+        .run(
+            "document.querySelector('#edit-signature-scheme').value = 'standard_webhooks'; return true;",
+            json!([]),
+        )
+        .await;
+    type_into(&browser, "#edit-hourly-budget", "1").await;
+    click(&browser, "#edit-endpoint button[type=submit]").await;
+    browser.wait_for_text("#status", "Saved", PATIENCE).await;
+    browser.open(&endpoint_page).await;
+    browser
+        .wait_for_text("#signature-scheme-shown", "Standard Webhooks", PATIENCE)
+        .await;
+    browser
+        .wait_for_text("#hourly-budget-shown", "Hourly budget: 1 an hour", PATIENCE)
+        .await;
+    // Two listings: the budget delivers the first and holds the second
+    // back, which the page shows with its release time.
+    let arrived = receiver.arrivals();
+    for address in ["1 Budget Row", "2 Budget Row"] {
+        let created = app
+            .client
+            .post(app.url("/api/v1/listings"))
+            .header("X-API-Key", &writer)
+            .header("X-Idempotency-Key", idempotency_key())
+            .json(&json!({
+                "address": address,
+                "owner_user_id": agency.owner_id.as_str(),
+                "agent_one_id": agency.owner_id.as_str(),
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+    }
+    let first = receiver.wait_for(arrived + 1, PATIENCE).await;
+    assert!(
+        first[arrived].header("webhook-signature").is_some(),
+        "signed the Standard Webhooks way"
+    );
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        browser.open(&endpoint_page).await;
+        let shown = browser
+            .run(
+                "const held = document.querySelector('#held-back'); return held ? held.textContent : '';",
+                json!([]),
+            )
+            .await;
+        if shown
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 delivery is held back")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing shown held back: {shown}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        receiver.arrivals(),
+        arrived + 1,
+        "the second waits for its slot"
+    );
+    browser.look_at("endpoint-held-back").await;
+    // Turning the budget off releases it now.
+    click(&browser, "details.card > summary").await;
+    accept_confirmations(&browser).await;
+    click(&browser, "#turn-budget-off").await;
+    browser
+        .wait_for_text("#status", "Hourly budget off", PATIENCE)
+        .await;
+    receiver.wait_for(arrived + 2, PATIENCE).await;
+    browser.open(&endpoint_page).await;
+    browser
+        .wait_for_text("#hourly-budget-shown", "No hourly budget", PATIENCE)
+        .await;
+
     // The filter narrows the log to a status and a type.
     browser
         .open(&format!("{endpoint_page}?status=failed"))

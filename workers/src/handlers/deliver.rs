@@ -7,13 +7,29 @@ use std::time::Duration;
 
 use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, SendNotification};
-use storage::webhooks::{AfterAttempt, AttemptOutcome, EndpointStatus};
+use storage::webhooks::{AfterAttempt, AttemptOutcome, BudgetSlot, DueAttempt, EndpointStatus};
 
 use super::{Handler, JobError, WorkerState};
 use crate::webhooks::{self, schedule};
 
-/// Deliveries one endpoint receives per hour; more wait for a free slot.
-pub const HOURLY_BUDGET: i64 = 1000;
+/// Offers the workers the attempts of deliveries released from an
+/// endpoint's hourly budget (its budget changed), due now. Should the queue
+/// not take them, they are due in the store and the overdue sweep offers
+/// them within minutes: nothing is lost.
+pub async fn offer_released(queue: &jobs::JobQueue, released: Vec<DueAttempt>) {
+    if released.is_empty() {
+        return;
+    }
+    let offer = format!("released:{}", ulid::Ulid::generate());
+    let jobs = released
+        .into_iter()
+        .map(|due| (DeliverWebhook::of(due), PushOptions::offer(offer.clone())))
+        .collect::<Vec<_>>();
+    let count = jobs.len();
+    if let Err(err) = queue.push_many(jobs).await {
+        tracing::warn!(%err, count, "could not offer released deliveries; the overdue sweep will");
+    }
+}
 
 impl Handler for DeliverWebhook {
     /// Makes one attempt.
@@ -44,20 +60,24 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         webhooks.abandon(&delivery.id).await?;
         return Ok(());
     }
+    // The endpoint's hourly budget: a slot reserved when the delivery was
+    // held back is spent already; otherwise this attempt spends one, or is
+    // held back to the slot it reserves. Delayed, never dropped.
     let now = store.clock().now();
-    let hour_ago = now.plus_seconds(-3600);
-    if webhooks.attempts_since(&endpoint.id, hour_ago).await? >= HOURLY_BUDGET {
-        // Over the endpoint's hourly budget: wait until the oldest attempt
-        // in the window leaves it. Delayed, never dropped.
-        let oldest = webhooks
-            .oldest_attempt_since(&endpoint.id, hour_ago)
-            .await?
-            .unwrap_or(now);
-        let run_at = oldest.plus_seconds(3601);
-        // Recorded, so the sweep does not take it for lost meanwhile.
-        webhooks.defer(&delivery.id, run_at).await?;
+    let held_until = match target.held_until {
+        Some(until) if until > now => Some(until),
+        Some(_) => None,
+        None => match webhooks.spend_budget(&endpoint.id, &delivery.id).await? {
+            BudgetSlot::Now => None,
+            BudgetSlot::HeldUntil(until) => {
+                metrics::counter!("webhook_deliveries_deferred_total").increment(1);
+                Some(until)
+            }
+        },
+    };
+    if let Some(until) = held_until {
         let options = PushOptions {
-            run_at: Some(run_at),
+            run_at: Some(until),
             // Unique: a deferral never collides with an earlier one.
             ..PushOptions::offer(format!("deferred:{}", ulid::Ulid::generate()))
         };
@@ -65,8 +85,7 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             .queue
             .push(job.clone(), options)
             .await
-            .map_err(|err| JobError(format!("deferring over-budget delivery: {err}")))?;
-        metrics::counter!("webhook_deliveries_deferred_total").increment(1);
+            .map_err(|err| JobError(format!("deferring a held-back delivery: {err}")))?;
         return Ok(());
     }
 

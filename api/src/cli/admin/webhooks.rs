@@ -87,6 +87,13 @@ pub struct EndpointUpdate {
     /// standard_webhooks (webhook-id, webhook-timestamp, webhook-signature).
     #[arg(long)]
     signature_scheme: Option<String>,
+    /// Deliveries per hour (1 to 1000000); a change releases what the old
+    /// budget held back.
+    #[arg(long)]
+    hourly_budget: Option<i64>,
+    /// No hourly budget at all.
+    #[arg(long, conflicts_with = "hourly_budget")]
+    no_hourly_budget: bool,
     /// Accept URLs on private, loopback and link-local networks, as
     /// `api serve --webhook-allow-private-networks` does; without it the
     /// strict production policy applies.
@@ -119,6 +126,11 @@ impl EndpointUpdate {
             name: self.name.clone().map(Some),
             environment: self.environment.clone(),
             signature_scheme: self.signature_scheme.clone(),
+            hourly_budget: if self.no_hourly_budget {
+                Some(None)
+            } else {
+                self.hourly_budget.map(|budget| Some(budget.into()))
+            },
         }
     }
 
@@ -143,6 +155,11 @@ fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
         "created_at": endpoint.created_at.to_rfc3339(),
         "previous_secret_expires_at": endpoint.previous_secret_expires_at.map(|at| at.to_rfc3339()),
         "signature_scheme": endpoint.signature_scheme.as_str(),
+        "hourly_budget": endpoint.hourly_budget,
+        "held_back": {
+            "count": endpoint.held_back.count,
+            "next_release_at": endpoint.held_back.next_release_at.map(|at| at.to_rfc3339()),
+        },
     })
 }
 
@@ -161,7 +178,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
     if !matches!(args.action, WebhookAction::Update) && !edit.is_empty() {
         return Err(AdminError::new(
             "validation.failed",
-            "--url, --event-type(s), --name and --environment only go with update",
+            "--url, --event-type(s), --name, --environment, --signature-scheme and --hourly-budget only go with update",
         ));
     }
     if let WebhookAction::List = args.action {
@@ -193,18 +210,23 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
             if edit.is_empty() {
                 return Err(AdminError::new(
                     "validation.failed",
-                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment",
+                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment, --signature-scheme, --hourly-budget, --no-hourly-budget",
                 ));
             }
             // As the route: an unknown endpoint is not found before any
             // value is judged.
             webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
             let changes = edit.check(args.update.policy(), &tenant).await?;
-            let endpoint = webhooks
+            let (endpoint, released) = webhooks
                 .update(&tenant, &id, changes)
                 .await?
                 .ok_or_else(not_found)?;
-            json!({ "endpoint": endpoint_json(&endpoint) })
+            let released_count = released.len();
+            if !released.is_empty() {
+                let platform = super::open::open_platform(&args.storage).await?;
+                workers::handlers::deliver::offer_released(&platform.queue, released).await;
+            }
+            json!({ "endpoint": endpoint_json(&endpoint), "released": released_count })
         }
         WebhookAction::Disable | WebhookAction::Enable => {
             let enable = matches!(args.action, WebhookAction::Enable);

@@ -10,6 +10,7 @@ use storage::webhooks::{
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::endpoint_rules;
 use super::endpoints::parse_endpoint_id;
 use super::wire::{EndpointOut, EndpointWithSecretOut};
 use crate::endpoints;
@@ -116,16 +117,6 @@ pub struct RotateSecretIn {
     previous_secret_expires_in: Option<serde_json::Number>,
 }
 
-/// Whole seconds from a JSON number (`3600` and `3600.0` alike), if it is one.
-fn whole_seconds(number: &serde_json::Number) -> Option<i64> {
-    number.as_i64().or_else(|| {
-        number
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
-            .map(|f| f as i64)
-    })
-}
-
 /// Replaces the signing secret; the new one is shown once. The replaced
 /// one keeps signing deliveries too (a second signature in the header)
 /// until `previous_secret_expires_at`.
@@ -155,7 +146,7 @@ async fn rotate_secret(
 ) -> Result<Json<EndpointWithSecretOut>, ApiError> {
     let overlap = match body.unwrap_or_default().previous_secret_expires_in {
         None => DEFAULT_SECRET_OVERLAP_SECONDS,
-        Some(number) => whole_seconds(&number)
+        Some(number) => endpoint_rules::whole_number(&number)
             .filter(|seconds| (0..=MAX_SECRET_OVERLAP_SECONDS).contains(seconds))
             .ok_or_else(|| {
                 ApiError::field(

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use storage::event_catalog;
-use storage::webhooks::{EndpointChanges, EndpointEnvironment, SignatureScheme};
+use storage::webhooks::{EndpointChanges, EndpointEnvironment, MAX_HOURLY_BUDGET, SignatureScheme};
 use storage::{Environment, Tenant};
 use workers::webhooks::AddressPolicy;
 
@@ -167,6 +167,35 @@ pub fn signature_scheme(text: Option<&str>) -> Result<Option<SignatureScheme>, F
     .transpose()
 }
 
+/// A whole number from a JSON number (`3600` and `3600.0` alike), if it is one.
+pub fn whole_number(number: &serde_json::Number) -> Option<i64> {
+    number.as_i64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+            .map(|f| f as i64)
+    })
+}
+
+/// An hourly budget: deliveries per hour, 1 to 1,000,000; `null` turns it off.
+pub fn hourly_budget(number: Option<&serde_json::Number>) -> Result<Option<i32>, FieldError> {
+    let Some(number) = number else {
+        return Ok(None);
+    };
+    whole_number(number)
+        .filter(|budget| (1..=i64::from(MAX_HOURLY_BUDGET)).contains(budget))
+        .and_then(|budget| i32::try_from(budget).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            FieldError::new(
+                "hourly_budget",
+                format!(
+                    "is a whole number of deliveries per hour from 1 to {MAX_HOURLY_BUDGET}, or null for no budget"
+                ),
+            )
+        })
+}
+
 /// The environment of an endpoint registered without one: the tenant's own.
 pub fn default_environment(tenant: &Tenant) -> EndpointEnvironment {
     match tenant.environment {
@@ -189,6 +218,8 @@ pub struct EndpointEdit {
     pub environment: Option<String>,
     /// New signature scheme, as written.
     pub signature_scheme: Option<String>,
+    /// New hourly budget (`Some(None)`: no budget).
+    pub hourly_budget: Option<Option<serde_json::Number>>,
 }
 
 impl EndpointEdit {
@@ -199,6 +230,7 @@ impl EndpointEdit {
             && self.name.is_none()
             && self.environment.is_none()
             && self.signature_scheme.is_none()
+            && self.hourly_budget.is_none()
     }
 
     /// Checks every field given (the URL last: it resolves the host) and
@@ -212,6 +244,10 @@ impl EndpointEdit {
         let event_types = self.event_types.map(event_types).transpose()?;
         let environment = environment(tenant, self.environment.as_deref())?;
         let signature_scheme = signature_scheme(self.signature_scheme.as_deref())?;
+        let hourly_budget = self
+            .hourly_budget
+            .map(|budget| hourly_budget(budget.as_ref()))
+            .transpose()?;
         let url = match self.url {
             None => None,
             Some(text) => Some(url(policy, &text).await?),
@@ -222,6 +258,7 @@ impl EndpointEdit {
             event_types,
             environment,
             signature_scheme,
+            hourly_budget,
         })
     }
 }
@@ -294,6 +331,19 @@ mod tests {
         );
         let err = signature_scheme(Some("svix")).expect_err("unknown scheme");
         assert_eq!(err.field, "signature_scheme");
+    }
+
+    #[test]
+    fn hourly_budgets_are_whole_and_in_range_or_off() {
+        let number = |text: &str| serde_json::from_str::<serde_json::Number>(text).unwrap();
+        assert_eq!(hourly_budget(None), Ok(None));
+        assert_eq!(hourly_budget(Some(&number("5000"))), Ok(Some(5000)));
+        assert_eq!(hourly_budget(Some(&number("5000.0"))), Ok(Some(5000)));
+        assert_eq!(hourly_budget(Some(&number("1000000"))), Ok(Some(1_000_000)));
+        for refused in ["0", "-1", "1000001", "2.5", "1e12"] {
+            let err = hourly_budget(Some(&number(refused))).expect_err(refused);
+            assert_eq!(err.field, "hourly_budget");
+        }
     }
 
     #[tokio::test]

@@ -65,6 +65,20 @@ pub struct EndpointIn {
     /// `standard_webhooks` (`webhook-id`, `webhook-timestamp`,
     /// `webhook-signature`, for the Standard Webhooks libraries).
     signature_scheme: Option<String>,
+    /// Deliveries per hour, 1 to 1,000,000, spent evenly with bursts of up
+    /// to the whole budget; more are held back, not dropped. Default 1000;
+    /// `null`: no budget.
+    #[serde(default = "default_hourly_budget", deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000, default = 1000)]
+    hourly_budget: Option<Option<serde_json::Number>>,
+}
+
+/// An endpoint registered without `hourly_budget` gets the specification's.
+#[allow(clippy::unnecessary_wraps)]
+fn default_hourly_budget() -> Option<Option<serde_json::Number>> {
+    Some(Some(serde_json::Number::from(
+        storage::webhooks::DEFAULT_HOURLY_BUDGET,
+    )))
 }
 
 /// Body of `PATCH /webhooks/endpoints/{endpoint_id}`: any subset.
@@ -85,6 +99,11 @@ pub struct EndpointPatch {
     environment: Option<String>,
     /// New signature scheme: `spec` or `standard_webhooks`.
     signature_scheme: Option<String>,
+    /// New hourly budget (1 to 1,000,000); `null`: no budget. A change
+    /// releases what the old budget held back.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000)]
+    hourly_budget: Option<Option<serde_json::Number>>,
 }
 
 impl From<EndpointPatch> for EndpointEdit {
@@ -95,6 +114,7 @@ impl From<EndpointPatch> for EndpointEdit {
             name: patch.name,
             environment: patch.environment,
             signature_scheme: patch.signature_scheme,
+            hourly_budget: patch.hourly_budget,
         }
     }
 }
@@ -161,6 +181,7 @@ async fn create_endpoint(
         .unwrap_or_else(|| endpoint_rules::default_environment(&tenant));
     let signature_scheme =
         endpoint_rules::signature_scheme(body.signature_scheme.as_deref())?.unwrap_or_default();
+    let hourly_budget = endpoint_rules::hourly_budget(body.hourly_budget.flatten().as_ref())?;
     let url = endpoint_rules::url(address_policy(&state), &body.url).await?;
     let new = NewEndpoint {
         name,
@@ -168,6 +189,7 @@ async fn create_endpoint(
         event_types,
         environment,
         signature_scheme,
+        hourly_budget,
         created_by: principal.acting_user(),
     };
     let (endpoint, secret) = state.store().webhooks().create(&tenant, new).await?;
@@ -250,7 +272,8 @@ async fn get_endpoint(
     Ok(Json(endpoint.into()))
 }
 
-/// Changes an endpoint's URL, types, name, environment or signature scheme.
+/// Changes an endpoint's URL, types, name, environment, signature scheme or
+/// hourly budget (a changed budget releases what the old one held back).
 #[utoipa::path(
     patch,
     path = "/webhooks/endpoints/{endpoint_id}",
@@ -281,12 +304,13 @@ async fn update_endpoint(
     let changes = EndpointEdit::from(body)
         .check(address_policy(&state), &tenant)
         .await?;
-    let endpoint = state
+    let (endpoint, released) = state
         .store()
         .webhooks()
         .update(&tenant, &endpoint_id, changes)
         .await?
         .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
+    workers::handlers::deliver::offer_released(&state.platform().queue, released).await;
     Ok(Json(endpoint.into()))
 }
 

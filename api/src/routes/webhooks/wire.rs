@@ -40,6 +40,21 @@ pub struct EndpointOut {
     /// `standard_webhooks` (`webhook-id`, `webhook-timestamp`,
     /// `webhook-signature`).
     pub signature_scheme: String,
+    /// Deliveries per hour (default 1000), spent evenly with bursts of up to
+    /// the whole budget; `null`: no budget.
+    pub hourly_budget: Option<i32>,
+    /// Deliveries the hourly budget holds back now, released one slot at a
+    /// time (`3600 s / hourly_budget` apart).
+    pub held_back: HeldBackOut,
+}
+
+/// What an endpoint's hourly budget holds back.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeldBackOut {
+    /// How many deliveries.
+    pub count: i64,
+    /// When the next of them is released.
+    pub next_release_at: Option<String>,
 }
 
 impl From<WebhookEndpoint> for EndpointOut {
@@ -58,6 +73,11 @@ impl From<WebhookEndpoint> for EndpointOut {
             updated_at: endpoint.updated_at.to_rfc3339(),
             previous_secret_expires_at: endpoint.previous_secret_expires_at.map(|t| t.to_rfc3339()),
             signature_scheme: endpoint.signature_scheme.as_str().to_owned(),
+            hourly_budget: endpoint.hourly_budget,
+            held_back: HeldBackOut {
+                count: endpoint.held_back.count,
+                next_release_at: endpoint.held_back.next_release_at.map(|t| t.to_rfc3339()),
+            },
         }
     }
 }
