@@ -344,6 +344,8 @@ pub static TEST_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
 pub const REPLAYS_PER_ENDPOINT: u32 = 10;
 /// Test fires per minute per webhook endpoint.
 pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
+/// Recoveries per minute per webhook endpoint.
+pub const RECOVERIES_PER_ENDPOINT: u32 = 2;
 
 /// Every endpoint with a per-key budget, for validating overrides.
 pub static ALL: [&Endpoint; 29] = [

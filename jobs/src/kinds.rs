@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use storage::ids::{
-    AgencyId, DeliveryId, EventId, MediaId, NotificationId, OperationId, WebhookEndpointId,
+    AgencyId, DeliveryId, EventId, MediaId, NotificationId, OperationId, RecoveryId,
+    WebhookEndpointId,
 };
 use storage::{Environment, Tenant};
 
@@ -183,6 +184,37 @@ impl DeliverWebhook {
     }
 }
 
+/// Re-send, one at a time at its own pace, every delivery of an endpoint that
+/// failed since a time (`POST /webhooks/endpoints/{id}/recover`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverWebhookEndpoint {
+    /// The recovery (`whr_…`), which records its progress.
+    pub recovery_id: RecoveryId,
+    /// The endpoint.
+    pub endpoint_id: WebhookEndpointId,
+    /// Its agency.
+    pub agency_id: AgencyId,
+}
+
+impl Job for RecoverWebhookEndpoint {
+    const KIND: &'static str = "webhook_recovery";
+    const MAX_ATTEMPTS: usize = 5;
+    const DEFAULT_CONCURRENCY: usize = 2;
+
+    /// The recovery: pushed once.
+    fn dedupe_key(&self) -> Option<String> {
+        Some(format!("recovery:{}", self.recovery_id))
+    }
+
+    fn agency(&self) -> Option<String> {
+        Some(self.agency_id.to_string())
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        Some(self.endpoint_id.to_string())
+    }
+}
+
 /// E-mail a recorded notification to its recipient.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendNotification {
@@ -331,9 +363,10 @@ impl Job for BuildArchive {
 }
 
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 7] = [
+pub const QUEUES: [&str; 8] = [
     DispatchEvents::KIND,
     DeliverWebhook::KIND,
+    RecoverWebhookEndpoint::KIND,
     SendNotification::KIND,
     ProcessMedia::KIND,
     BuildArchive::KIND,
@@ -363,6 +396,7 @@ pub fn default_concurrency(queue: &str) -> usize {
         ProcessMedia::KIND => ProcessMedia::DEFAULT_CONCURRENCY,
         BuildArchive::KIND => BuildArchive::DEFAULT_CONCURRENCY,
         SendNotification::KIND => SendNotification::DEFAULT_CONCURRENCY,
+        RecoverWebhookEndpoint::KIND => RecoverWebhookEndpoint::DEFAULT_CONCURRENCY,
         _ => Probe::DEFAULT_CONCURRENCY,
     }
 }

@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 21] = [
+pub static ENTRIES: [&Entry; 23] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -374,6 +374,34 @@ pub static ENTRIES: [&Entry; 21] = [
         change_type: ChangeType::Added,
         title: "Each webhook endpoint's hourly budget is a setting, and a held-back backlog drains steadily",
         description: "Endpoints take hourly_budget (default 1000; 1 to 1000000; null for none) on registration and PATCH. The budget is spent evenly: a burst of up to the whole budget, then one delivery every 3600/budget seconds; deliveries over it are held back to their own slots instead of all waiting an hour. The endpoint shows held_back (count, next_release_at); changing the budget releases the backlog at once.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints",
+            "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_endpoint_health",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Endpoint health: a warning at 40 failures, disabled and recovered events, and recover",
+        description: "The agency's owner is e-mailed a warning when an endpoint's deliveries fail 40 times in a row, before the disable at 50. New event types webhook.endpoint.disabled and webhook.endpoint.recovered (the first success after five or more failures) go to the agency's other endpoints that subscribe. POST /webhooks/endpoints/{endpoint_id}/recover with since re-sends every delivery that failed since then in one job; GET /webhooks/endpoints/{endpoint_id}/recoveries/{recovery_id} shows its progress.",
+        routes: &[
+            "POST /api/v1/webhooks/endpoints/{endpoint_id}/recover",
+            "GET /api/v1/webhooks/endpoints/{endpoint_id}/recoveries/{recovery_id}",
+            "GET /api/v1/webhooks/events",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_ordered_endpoints",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Webhook endpoints can receive each listing's events in order",
+        description: "Endpoints take ordering: none (the default) or listing. With listing, deliveries of events about the same listing arrive in commit order: a later one waits while an earlier one is pending or retrying, and goes once that one succeeded or failed for good. Other listings are not held up.",
         routes: &[
             "POST /api/v1/webhooks/endpoints",
             "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",

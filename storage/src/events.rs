@@ -70,6 +70,12 @@ event_types! {
     MediaDeliveryPartial => "media.delivery.partial",
     /// Every media item of a listing failed to process.
     MediaDeliveryFailed => "media.delivery.failed",
+    /// One of the agency's webhook endpoints was disabled after consecutive
+    /// failed deliveries.
+    WebhookEndpointDisabled => "webhook.endpoint.disabled",
+    /// One of the agency's webhook endpoints received a delivery again after
+    /// failing five or more in a row.
+    WebhookEndpointRecovered => "webhook.endpoint.recovered",
 }
 
 /// An event to write to the outbox together with the change it describes.

@@ -132,6 +132,11 @@ typed_id!(
     "whd_"
 );
 typed_id!(
+    /// Identifies a recovery: the re-sending of an endpoint's failed deliveries.
+    RecoveryId,
+    "whr_"
+);
+typed_id!(
     /// Identifies an e-mail notification recorded for an agency's owner.
     NotificationId,
     "ntf_"

@@ -202,6 +202,7 @@ backend_tests! {
             ["--signature-scheme", "svix"],
             ["--hourly-budget", "0"],
             ["--hourly-budget", "1000001"],
+            ["--ordering", "fifo"],
         ] {
             let mut extra = refused.to_vec();
             extra.push("--webhook-allow-private-networks");
@@ -226,7 +227,8 @@ backend_tests! {
         assert_eq!(get()["endpoint"], updated["endpoint"], "nothing changed");
 
         // The signature scheme and the hourly budget, set and turned off.
-        let schemed = deployment.admin_ok(&update_args(&agency_id, &id, &["--signature-scheme", "standard_webhooks", "--hourly-budget", "5000"]));
+        let schemed = deployment.admin_ok(&update_args(&agency_id, &id, &["--signature-scheme", "standard_webhooks", "--hourly-budget", "5000", "--ordering", "listing"]));
+        assert_eq!(schemed["endpoint"]["ordering"], "listing");
         assert_eq!(schemed["endpoint"]["signature_scheme"], "standard_webhooks");
         assert_eq!(schemed["endpoint"]["hourly_budget"], 5000);
         assert_eq!(schemed["endpoint"]["held_back"], json!({ "count": 0, "next_release_at": null }));

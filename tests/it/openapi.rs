@@ -275,6 +275,7 @@ async fn every_operation_refuses_a_query_parameter_it_does_not_declare() {
                 .replace("{operation_id}", "op_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{endpoint_id}", "whe_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{delivery_id}", "whd_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{recovery_id}", "whr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{key_id}", "key_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{assistant_id}", "usr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{section}", "tour3d")

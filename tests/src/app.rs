@@ -52,6 +52,7 @@ pub struct TestAppBuilder {
     clock: Clock,
     redis: bool,
     workers: Option<RuntimeSettings>,
+    worker_runtimes: usize,
     ops: Option<(String, String)>,
     webhooks: Option<workers::handlers::WebhookDelivery>,
     mail_relay: Option<String>,
@@ -86,6 +87,14 @@ impl TestAppBuilder {
             agency_caps: Default::default(),
             schedules: true,
         });
+        self
+    }
+
+    /// Runs `count` worker runtimes in process (after `with_workers`): each
+    /// registers and consumes on its own, as separate worker processes on
+    /// the same queue would; only the first runs the schedules.
+    pub fn worker_runtimes(mut self, count: usize) -> Self {
+        self.worker_runtimes = count.max(1);
         self
     }
 
@@ -275,16 +284,20 @@ impl TestAppBuilder {
             }
         };
         if let Some(settings) = self.workers {
-            let mut workers_stop = on_shutdown.clone();
-            let platform = platform.clone();
-            tokio::spawn(async move {
-                let stopped = async move {
-                    let _ = workers_stop.wait_for(|stop| *stop).await;
-                };
-                if let Err(err) = workers::runtime::run(platform, settings, stopped).await {
-                    eprintln!("test workers stopped: {err:#}");
-                }
-            });
+            for runtime in 0..self.worker_runtimes {
+                let mut workers_stop = on_shutdown.clone();
+                let platform = platform.clone();
+                let mut settings = settings.clone();
+                settings.schedules = settings.schedules && runtime == 0;
+                tokio::spawn(async move {
+                    let stopped = async move {
+                        let _ = workers_stop.wait_for(|stop| *stop).await;
+                    };
+                    if let Err(err) = workers::runtime::run(platform, settings, stopped).await {
+                        eprintln!("test workers stopped: {err:#}");
+                    }
+                });
+            }
         }
         TestApp {
             addr,
@@ -348,6 +361,7 @@ impl TestApp {
             clock: Clock::System,
             redis: false,
             workers: None,
+            worker_runtimes: 1,
             ops: None,
             webhooks: None,
             mail_relay: None,

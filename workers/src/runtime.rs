@@ -23,8 +23,8 @@ use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
 use jobs::kinds::{
-    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
-    SendNotification,
+    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, RecoverWebhookEndpoint,
+    SeedSandbox, SendNotification,
 };
 use jobs::queue::{Bell, BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
@@ -366,6 +366,9 @@ pub async fn run(
             DispatchEvents::KIND => consume!(DispatchEvents, handle::<DispatchEvents>),
             DeliverWebhook::KIND => consume!(DeliverWebhook, handle::<DeliverWebhook>),
             SendNotification::KIND => consume!(SendNotification, handle::<SendNotification>),
+            RecoverWebhookEndpoint::KIND => {
+                consume!(RecoverWebhookEndpoint, handle::<RecoverWebhookEndpoint>)
+            }
             SeedSandbox::KIND => consume!(SeedSandbox, handle::<SeedSandbox>),
             ProcessMedia::KIND => consume!(ProcessMedia, handle::<ProcessMedia>),
             BuildArchive::KIND => consume!(BuildArchive, handle::<BuildArchive>),

@@ -58,6 +58,8 @@ pub(super) struct EndpointRow {
     pub held_back: i64,
     /// When the next of them is released.
     pub next_release_at: String,
+    /// `none` or `listing`.
+    pub ordering: &'static str,
 }
 
 impl From<&WebhookEndpoint> for EndpointRow {
@@ -94,6 +96,7 @@ impl From<&WebhookEndpoint> for EndpointRow {
                 .next_release_at
                 .map(|at| at.to_rfc3339())
                 .unwrap_or_default(),
+            ordering: endpoint.ordering.as_str(),
         }
     }
 }

@@ -108,7 +108,16 @@ fn the_catalog_is_the_union_of_both_specification_lists() {
         .chain(VARIANT_B.split_whitespace())
         .filter_map(canonical)
         .collect();
-    assert_eq!(union.len(), entries().len(), "nothing beyond the lists");
+    // Beyond the lists: the endpoint health events of this service.
+    let ours: HashSet<&str> = ["webhook.endpoint.disabled", "webhook.endpoint.recovered"]
+        .into_iter()
+        .collect();
+    assert!(union.is_disjoint(&ours));
+    assert_eq!(
+        union.len() + ours.len(),
+        entries().len(),
+        "nothing beyond the lists and ours"
+    );
 }
 
 #[test]
@@ -278,6 +287,23 @@ fn invoice_data_the_code_writes_matches_the_schemas() {
     }
     for state in ["draft", "open", "paid", "void"] {
         assert!(InvoiceState::parse(state).is_some(), "{state}");
+    }
+}
+
+#[test]
+fn endpoint_health_data_the_code_writes_matches_the_schemas() {
+    let endpoint_id = crate::ids::WebhookEndpointId::generate();
+    let at = crate::Timestamp::from_micros(1_780_000_000_000_000);
+    let url = "https://crm.agency.example/hooks";
+    for name in [Some("CRM"), None] {
+        assert_valid(
+            entry("webhook.endpoint.disabled"),
+            &crate::webhooks::health::disabled_data(&endpoint_id, url, name, 50, at),
+        );
+        assert_valid(
+            entry("webhook.endpoint.recovered"),
+            &crate::webhooks::health::recovered_data(&endpoint_id, url, name, 7, at),
+        );
     }
 }
 

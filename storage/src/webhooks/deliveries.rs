@@ -154,9 +154,12 @@ impl Webhooks<'_> {
             #[sqlx(flatten)]
             delivery: DeliveryRow,
             held_until: Option<Timestamp>,
+            order_key: Option<String>,
+            event_seq: Option<i64>,
         }
         let delivery_sql = format!(
-            "select {DELIVERY_COLUMNS}, d.held_until from webhook_deliveries d where d.id = $1"
+            "select {DELIVERY_COLUMNS}, d.held_until, d.order_key, d.event_seq
+             from webhook_deliveries d where d.id = $1"
         );
         let endpoint_sql = format!(
             "select {ENDPOINT_COLUMNS}, secret_sealed, previous_secret_sealed from webhook_endpoints
@@ -182,6 +185,7 @@ impl Webhooks<'_> {
             return Ok(None);
         };
         let held_until = delivery.held_until;
+        let (order_key, event_seq) = (delivery.order_key, delivery.event_seq);
         let delivery = Delivery::try_from(delivery.delivery)?;
         let now = self.store.clock().now();
         let (endpoint, secret, previous_secret) = match endpoint {
@@ -210,6 +214,8 @@ impl Webhooks<'_> {
             secret,
             previous_secret,
             held_until,
+            order_key,
+            event_seq,
         }))
     }
 }

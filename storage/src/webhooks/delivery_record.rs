@@ -236,8 +236,12 @@ pub struct AttemptRecorded {
     pub consecutive_failures: i32,
     /// Whether this attempt disabled the endpoint.
     pub disabled_endpoint: bool,
-    /// The notification raised for the owner when it did.
+    /// The notification raised for the owner: the warning at 40 failures in
+    /// a row, or the notice of the disable.
     pub notification_id: Option<NotificationId>,
+    /// The next delivery in order, woken because this one ended, for the
+    /// caller to offer to the workers.
+    pub next_in_order: Option<DueAttempt>,
 }
 
 /// What one fan-out of a batch of events did.
@@ -278,6 +282,10 @@ pub struct DeliveryTarget {
     /// The slot its endpoint's hourly budget reserved for its next attempt,
     /// when it was held back.
     pub held_until: Option<Timestamp>,
+    /// What it is delivered in order with (its listing, on an ordered endpoint).
+    pub order_key: Option<String>,
+    /// Its event's place in commit order.
+    pub event_seq: Option<i64>,
 }
 
 impl DeliveryTarget {

@@ -109,6 +109,47 @@ impl SignatureScheme {
     }
 }
 
+/// In what order an endpoint's deliveries are made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeliveryOrdering {
+    /// As soon as each can be: a retried delivery does not hold up others.
+    #[default]
+    None,
+    /// Events about the same listing in commit order: a later one waits
+    /// while an earlier one is pending or retrying; other listings go on.
+    Listing,
+}
+
+impl DeliveryOrdering {
+    /// The wire and column value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Listing => "listing",
+        }
+    }
+
+    /// Parses a wire value (`none`, `listing`; case does not matter).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "none" => Some(Self::None),
+            "listing" => Some(Self::Listing),
+            _ => None,
+        }
+    }
+
+    /// The key deliveries of an event with `data` are ordered by, if any.
+    pub fn key_of(self, data: &serde_json::Value) -> Option<String> {
+        match self {
+            Self::None => None,
+            Self::Listing => data
+                .get("listing_number")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+}
+
 /// Why the platform disabled an endpoint after consecutive failed deliveries.
 pub const AUTO_DISABLED_REASON: &str = "auto_disabled_consecutive_failures";
 /// Why an owner's own disable is recorded.
@@ -169,6 +210,8 @@ pub struct WebhookEndpoint {
     /// Deliveries its budget holds back now (filled by the reads that show
     /// an endpoint; zero where not).
     pub held_back: HeldBack,
+    /// In what order its deliveries are made.
+    pub ordering: DeliveryOrdering,
 }
 
 /// An endpoint's deliveries held back by its hourly budget.
@@ -217,11 +260,12 @@ pub(super) struct EndpointRow {
     previous_secret_expires_at: Option<Timestamp>,
     signature_scheme: String,
     hourly_budget: Option<i32>,
+    ordering: String,
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str = "id, agency_id, is_sandbox, name, url, event_types, environment, status, \
      disabled_reason, disabled_at, consecutive_failures, created_by, created_at, updated_at, \
-     previous_secret_expires_at, signature_scheme, hourly_budget";
+     previous_secret_expires_at, signature_scheme, hourly_budget, ordering";
 
 impl TryFrom<EndpointRow> for WebhookEndpoint {
     type Error = StorageError;
@@ -235,6 +279,8 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             "disabled" => EndpointStatus::Disabled,
             other => return Err(StorageError::Corrupt(format!("endpoint status {other}"))),
         };
+        let ordering = DeliveryOrdering::parse(&row.ordering)
+            .ok_or_else(|| StorageError::Corrupt(format!("endpoint ordering {}", row.ordering)))?;
         let signature_scheme = SignatureScheme::parse(&row.signature_scheme).ok_or_else(|| {
             StorageError::Corrupt(format!(
                 "endpoint signature scheme {}",
@@ -260,6 +306,7 @@ impl TryFrom<EndpointRow> for WebhookEndpoint {
             signature_scheme,
             hourly_budget: row.hourly_budget,
             held_back: HeldBack::default(),
+            ordering,
         })
     }
 }
@@ -279,6 +326,8 @@ pub struct NewEndpoint {
     pub signature_scheme: SignatureScheme,
     /// Deliveries per hour; `None`: no budget.
     pub hourly_budget: Option<i32>,
+    /// In what order its deliveries are made.
+    pub ordering: DeliveryOrdering,
     /// The acting user.
     pub created_by: Option<UserId>,
 }
@@ -294,6 +343,7 @@ impl Default for NewEndpoint {
             environment: EndpointEnvironment::Live,
             signature_scheme: SignatureScheme::default(),
             hourly_budget: Some(DEFAULT_HOURLY_BUDGET),
+            ordering: DeliveryOrdering::default(),
             created_by: None,
         }
     }
@@ -315,6 +365,8 @@ pub struct EndpointChanges {
     /// New hourly budget (`Some(None)` turns it off). A change releases the
     /// deliveries the old budget held back.
     pub hourly_budget: Option<Option<i32>>,
+    /// New ordering (a change wakes the deliveries waiting for their turn).
+    pub ordering: Option<DeliveryOrdering>,
 }
 
 /// A new signing secret: `whsec_` + 32 random bytes in standard base64 (the

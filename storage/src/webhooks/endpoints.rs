@@ -6,8 +6,8 @@ use sqlx::types::Json;
 use super::Webhooks;
 use super::delivery_record::DueAttempt;
 use super::endpoint_record::{
-    ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow, NewEndpoint,
-    SignatureScheme, WebhookEndpoint, generate_secret,
+    DeliveryOrdering, ENDPOINT_COLUMNS, EndpointChanges, EndpointEnvironment, EndpointRow,
+    NewEndpoint, SignatureScheme, WebhookEndpoint, generate_secret,
 };
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{DeliveryId, WebhookEndpointId};
@@ -28,8 +28,8 @@ impl Webhooks<'_> {
         let sql = format!(
             "insert into webhook_endpoints (id, agency_id, is_sandbox, name, url, event_types,
                  environment, secret_sealed, status, consecutive_failures, created_by, created_at, updated_at,
-                 signature_scheme, hourly_budget)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10, $11, $12)
+                 signature_scheme, hourly_budget, ordering)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, 'enabled', 0, $9, $10, $10, $11, $12, $13)
              returning {ENDPOINT_COLUMNS}"
         );
         let row: EndpointRow = in_transaction!(self.store.db(), |tx| {
@@ -46,6 +46,7 @@ impl Webhooks<'_> {
                 .bind(now)
                 .bind(new.signature_scheme.as_str())
                 .bind(new.hourly_budget)
+                .bind(new.ordering.as_str())
                 .fetch_one(&mut *tx)
                 .await?
         });
@@ -137,7 +138,8 @@ impl Webhooks<'_> {
     /// Applies a partial update; `None` when the tenant has no such endpoint.
     /// A changed hourly budget starts afresh: the deliveries the old one
     /// held back are released, due now, and returned for the caller to
-    /// offer to the workers (their attempts spend the new budget).
+    /// offer to the workers (their attempts spend the new budget). A changed
+    /// ordering releases the deliveries waiting for their turn the same way.
     pub async fn update(
         &self,
         tenant: &Tenant,
@@ -154,11 +156,13 @@ impl Webhooks<'_> {
                  signature_scheme = coalesce($11, signature_scheme),
                  hourly_budget = case when $12 then $13 else hourly_budget end,
                  budget_tat = case when $12 then null else budget_tat end,
+                 ordering = coalesce($14, ordering),
                  updated_at = $10
              where id = $1 and agency_id = $2 and is_sandbox = $3 and deleted_at is null
              returning {ENDPOINT_COLUMNS}"
         );
         let budget_changed = changes.hourly_budget.is_some();
+        let ordering_changed = changes.ordering.is_some();
         let updated: Option<(EndpointRow, Vec<DueAttempt>)> =
             in_transaction!(self.store.db(), |tx| {
                 let row: Option<EndpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -175,10 +179,11 @@ impl Webhooks<'_> {
                     .bind(changes.signature_scheme.map(SignatureScheme::as_str))
                     .bind(budget_changed)
                     .bind(changes.hourly_budget.flatten())
+                    .bind(changes.ordering.map(DeliveryOrdering::as_str))
                     .fetch_optional(&mut *tx)
                     .await?;
                 match row {
-                    Some(row) if budget_changed => {
+                    Some(row) if budget_changed || ordering_changed => {
                         let released: Vec<(DeliveryId, WebhookEndpointId, i32)> = sqlx::query_as(
                             "update webhook_deliveries set held_until = null, next_attempt_at = $2
                          where endpoint_id = $1 and held_until is not null

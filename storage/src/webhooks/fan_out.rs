@@ -8,7 +8,9 @@ use sqlx::types::Json;
 
 use super::Webhooks;
 use super::delivery_record::{DueAttempt, FanOut};
-use super::endpoint_record::{ENDPOINT_COLUMNS, EndpointRow, EndpointStatus, WebhookEndpoint};
+use super::endpoint_record::{
+    DeliveryOrdering, ENDPOINT_COLUMNS, EndpointRow, EndpointStatus, WebhookEndpoint,
+};
 use crate::db::in_transaction;
 use crate::ids::{AgencyId, DeliveryId, EventId};
 use crate::outbox::StoredEvent;
@@ -40,6 +42,12 @@ impl Webhooks<'_> {
             "select event_id from events where event_id in ({})",
             id_list("$1")
         );
+        let earlier_sql = format!(
+            "update events set dispatched_at = $1
+             where agency_id = $2 and dispatched_at is null and seq < $3
+             returning {}",
+            crate::outbox::EVENT_COLUMNS
+        );
         let endpoints_sql = format!(
             "select {ENDPOINT_COLUMNS} from webhook_endpoints
              where agency_id = $1 and deleted_at is null"
@@ -49,11 +57,11 @@ impl Webhooks<'_> {
         let insert_sql =
             "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
                  event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
-                 next_attempt_at, created_at, completed_at)
+                 next_attempt_at, created_at, completed_at, order_key, event_seq)
              values ($1, $2, $3, 'event', $4, $5, $6, $7, $8, $9,
                      case when $11 then 'pending' else 'failed' end, 0,
                      case when $11 then $10 end, $10,
-                     case when $11 then null else $10 end)
+                     case when $11 then null else $10 end, $12, $13)
              on conflict do nothing";
         let fan_out = in_transaction!(self.store.db(), |tx| {
             let claimed: Vec<crate::outbox::EventRow> =
@@ -64,6 +72,43 @@ impl Webhooks<'_> {
                     .await?;
             let mut dispatched: Vec<StoredEvent> =
                 claimed.into_iter().map(StoredEvent::from).collect();
+            // An agency with an ordered endpoint has its earlier events that
+            // no dispatcher took yet fanned out here too, before these: a
+            // later event's delivery must never exist without the earlier
+            // one's, or it could not wait for it.
+            let mut latest_of: HashMap<AgencyId, i64> = HashMap::new();
+            for event in &dispatched {
+                let latest = latest_of
+                    .entry(event.agency_id.clone())
+                    .or_insert(event.seq);
+                *latest = (*latest).max(event.seq);
+            }
+            let mut endpoints_of: HashMap<AgencyId, Vec<WebhookEndpoint>> = HashMap::new();
+            for (agency_id, latest) in latest_of {
+                let rows: Vec<EndpointRow> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(endpoints_sql.clone()))
+                        .bind(&agency_id)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                let endpoints = rows
+                    .into_iter()
+                    .map(WebhookEndpoint::try_from)
+                    .collect::<Result<Vec<_>>>()?;
+                if endpoints
+                    .iter()
+                    .any(|e| e.ordering != DeliveryOrdering::None)
+                {
+                    let earlier: Vec<crate::outbox::EventRow> =
+                        sqlx::query_as(sqlx::AssertSqlSafe(earlier_sql.clone()))
+                            .bind(now)
+                            .bind(&agency_id)
+                            .bind(latest)
+                            .fetch_all(&mut *tx)
+                            .await?;
+                    dispatched.extend(earlier.into_iter().map(StoredEvent::from));
+                }
+                endpoints_of.insert(agency_id, endpoints);
+            }
             dispatched.sort_by_key(|event| event.seq);
             let missing = if dispatched.len() < event_ids.len() {
                 // Some were dispatched before (a sweep and the fast path both
@@ -81,21 +126,8 @@ impl Webhooks<'_> {
             } else {
                 Vec::new()
             };
-            let mut endpoints_of: HashMap<AgencyId, Vec<WebhookEndpoint>> = HashMap::new();
             let mut deliveries = Vec::new();
             for event in &dispatched {
-                if !endpoints_of.contains_key(&event.agency_id) {
-                    let rows: Vec<EndpointRow> =
-                        sqlx::query_as(sqlx::AssertSqlSafe(endpoints_sql.clone()))
-                            .bind(&event.agency_id)
-                            .fetch_all(&mut *tx)
-                            .await?;
-                    let endpoints = rows
-                        .into_iter()
-                        .map(WebhookEndpoint::try_from)
-                        .collect::<Result<Vec<_>>>()?;
-                    endpoints_of.insert(event.agency_id.clone(), endpoints);
-                }
                 let endpoints = endpoints_of
                     .get(&event.agency_id)
                     .map(Vec::as_slice)
@@ -105,8 +137,10 @@ impl Webhooks<'_> {
                     // registered, not a backlog of events committed before
                     // (whose dispatch merely came later).
                     let registered_after = endpoint.created_at > event.occurred_at;
+                    // An endpoint is not told of its own health.
                     if registered_after
                         || !endpoint.subscribes_to(&event.event_type, event.environment)
+                        || super::health::is_about(&event.event_type, &event.data, &endpoint.id)
                     {
                         continue;
                     }
@@ -123,6 +157,8 @@ impl Webhooks<'_> {
                         .bind(Json(&event.data))
                         .bind(now)
                         .bind(endpoint.status == EndpointStatus::Enabled)
+                        .bind(endpoint.ordering.key_of(&event.data))
+                        .bind(event.seq)
                         .execute(&mut *tx)
                         .await?
                         .rows_affected();

@@ -21,8 +21,11 @@ mod delivery_record;
 mod endpoint_record;
 mod endpoints;
 mod fan_out;
+pub mod health;
 mod notification_record;
 mod notifications;
+mod ordering;
+mod recoveries;
 mod sweeps;
 
 pub use budget::BudgetSlot;
@@ -32,11 +35,13 @@ pub use delivery_record::{
 };
 pub use endpoint_record::{
     AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_HOURLY_BUDGET,
-    DEFAULT_SECRET_OVERLAP_SECONDS, EndpointChanges, EndpointEnvironment, EndpointStatus, HeldBack,
-    MANUALLY_DISABLED_REASON, MAX_HOURLY_BUDGET, MAX_SECRET_OVERLAP_SECONDS, NewEndpoint,
-    SignatureScheme, WebhookEndpoint, generate_secret, standard_webhooks_key,
+    DEFAULT_SECRET_OVERLAP_SECONDS, DeliveryOrdering, EndpointChanges, EndpointEnvironment,
+    EndpointStatus, HeldBack, MANUALLY_DISABLED_REASON, MAX_HOURLY_BUDGET,
+    MAX_SECRET_OVERLAP_SECONDS, NewEndpoint, SignatureScheme, WebhookEndpoint, generate_secret,
+    standard_webhooks_key,
 };
 pub use notification_record::Notification;
+pub use recoveries::{Recovery, RecoveryStatus};
 
 use crate::Store;
 

@@ -248,6 +248,12 @@ async fn an_administrator_manages_keys_webhooks_and_the_console_in_the_browser()
             json!([]),
         )
         .await;
+    browser
+        .run(
+            "document.querySelector('#edit-ordering').value = 'listing'; return true;",
+            json!([]),
+        )
+        .await;
     type_into(&browser, "#edit-hourly-budget", "1").await;
     click(&browser, "#edit-endpoint button[type=submit]").await;
     browser.wait_for_text("#status", "Saved", PATIENCE).await;
@@ -257,6 +263,9 @@ async fn an_administrator_manages_keys_webhooks_and_the_console_in_the_browser()
         .await;
     browser
         .wait_for_text("#hourly-budget-shown", "Hourly budget: 1 an hour", PATIENCE)
+        .await;
+    browser
+        .wait_for_text("#ordering-shown", "Ordered per listing", PATIENCE)
         .await;
     // Two listings: the budget delivers the first and holds the second
     // back, which the page shows with its release time.

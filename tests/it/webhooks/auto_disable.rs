@@ -13,8 +13,9 @@ use super::Ctx;
 use crate::support::expect_ok;
 
 /// Records `count` deliveries to `endpoint` whose last attempt failed for
-/// good, in its own pool; returns the notification the failures raised, if any.
-async fn record_failed_deliveries(
+/// good, in its own pool; returns the last notification the failures raised
+/// (the warning at forty, the disable at fifty), if any.
+pub(super) async fn record_failed_deliveries(
     ctx: &Ctx,
     endpoint: &WebhookEndpoint,
     count: usize,
@@ -59,7 +60,7 @@ async fn record_failed_deliveries(
             .record_attempt(&delivery, &attempt, AfterAttempt::Failed)
             .await
             .unwrap();
-        notification = notification.or(recorded.notification_id);
+        notification = recorded.notification_id.or(notification);
     }
     notification
 }
@@ -93,14 +94,20 @@ backend_tests! {
         assert_eq!(disabled["disabled_reason"], "auto_disabled_consecutive_failures");
         assert_eq!(disabled["consecutive_failures"], 50);
         let notifications = webhooks.notifications(&ctx.agency.id).await.unwrap();
-        assert_eq!(notifications.len(), 1);
+        // The warning at forty, then the disable, newest first.
+        assert_eq!(notifications.len(), 2);
+        assert_eq!(notifications[1].kind, "webhook_endpoint_failing");
         assert_eq!(notifications[0].kind, "webhook_endpoint_disabled");
         assert_eq!(notifications[0].user_id.as_ref(), Some(&ctx.agency.owner_id));
         assert!(notifications[0].body.contains(&endpoint_id));
         // And e-mailed to the owner through the relay.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         let mail = loop {
-            if let Some(mail) = relay.received().pop() {
+            if let Some(mail) = relay
+                .received()
+                .into_iter()
+                .find(|mail| mail.data.contains("auto_disabled_consecutive_failures"))
+            {
                 break mail;
             }
             assert!(std::time::Instant::now() < deadline, "no e-mail reached the relay");

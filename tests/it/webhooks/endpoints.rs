@@ -162,6 +162,8 @@ backend_tests! {
             (Method::POST, format!("{path}/rotate-secret"), None),
             (Method::POST, format!("{path}/test"), None),
             (Method::GET, format!("{path}/deliveries"), None),
+            (Method::POST, format!("{path}/recover"), Some(json!({ "since": "2026-01-01T00:00:00Z" }))),
+            (Method::GET, format!("{path}/recoveries/whr_01JD3Q8W5T7X2Z9Y4V6R1N0M8K"), None),
             (Method::DELETE, path.clone(), None),
         ];
         for (method, path, body) in routes {

@@ -9,7 +9,9 @@ mod auto_disable;
 mod catalog;
 mod endpoints;
 mod fair_endpoints;
+mod health;
 mod hourly_budget;
+mod ordering;
 mod overdue_sweep;
 mod receivers;
 mod replay;
@@ -71,6 +73,8 @@ pub struct CtxOptions {
     pub delivery: Option<DeliveryFor>,
     /// Deliveries one worker makes at once (`None`: the default).
     pub delivery_concurrency: Option<usize>,
+    /// Worker runtimes consuming the queue (`None`: one).
+    pub worker_runtimes: Option<usize>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -142,6 +146,9 @@ impl Ctx {
                     concurrency,
                 );
             });
+        }
+        if let Some(count) = options.worker_runtimes {
+            builder = builder.worker_runtimes(count);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

@@ -60,6 +60,17 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
         webhooks.abandon(&delivery.id).await?;
         return Ok(());
     }
+    // An ordered endpoint: wait while an earlier delivery of the same
+    // listing is pending or retrying; its end wakes this one.
+    if let (Some(order_key), Some(event_seq)) = (&target.order_key, target.event_seq)
+        && webhooks
+            .wait_for_turn(&endpoint.id, &delivery.id, order_key, event_seq)
+            .await?
+    {
+        metrics::counter!("webhook_deliveries_waiting_for_order_total").increment(1);
+        return Ok(());
+    }
+
     // The endpoint's hourly budget: a slot reserved when the delivery was
     // held back is spent already; otherwise this attempt spends one, or is
     // held back to the slot it reserves. Delayed, never dropped.
@@ -124,14 +135,22 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             failures = recorded.consecutive_failures,
             "webhook endpoint disabled after consecutive failed deliveries"
         );
-        if let (Some(notification_id), Some(_)) = (&recorded.notification_id, &state.mailer) {
-            let job = SendNotification {
-                notification_id: notification_id.clone(),
-            };
-            if let Err(err) = state.queue.push(job, PushOptions::default()).await {
-                // Recorded and unsent: the sweep pushes it.
-                tracing::warn!(%err, "could not push the owner's e-mail; the sweep will");
-            }
+    }
+    // The owner's warning or disable notice, e-mailed when a relay is set.
+    if let (Some(notification_id), Some(_)) = (&recorded.notification_id, &state.mailer) {
+        let job = SendNotification {
+            notification_id: notification_id.clone(),
+        };
+        if let Err(err) = state.queue.push(job, PushOptions::default()).await {
+            // Recorded and unsent: the sweep pushes it.
+            tracing::warn!(%err, "could not push the owner's e-mail; the sweep will");
+        }
+    }
+    if let Some(next) = recorded.next_in_order {
+        let options = PushOptions::offer(format!("in-order:{}", ulid::Ulid::generate()));
+        if let Err(err) = state.queue.push(DeliverWebhook::of(next), options).await {
+            // Due now in the store: the overdue sweep offers it.
+            tracing::warn!(%err, "could not wake the next ordered delivery; the sweep will");
         }
     }
     if let (true, AfterAttempt::RetryAt(run_at)) = (recorded.recorded, after) {

@@ -10,6 +10,7 @@ pub mod maintenance;
 pub mod media;
 pub mod notify;
 pub mod probe;
+pub mod recover;
 mod runner;
 pub mod sandbox;
 mod state;

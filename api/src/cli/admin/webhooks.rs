@@ -94,6 +94,9 @@ pub struct EndpointUpdate {
     /// No hourly budget at all.
     #[arg(long, conflicts_with = "hourly_budget")]
     no_hourly_budget: bool,
+    /// none, or listing: events about one listing delivered in commit order.
+    #[arg(long)]
+    ordering: Option<String>,
     /// Accept URLs on private, loopback and link-local networks, as
     /// `api serve --webhook-allow-private-networks` does; without it the
     /// strict production policy applies.
@@ -131,6 +134,7 @@ impl EndpointUpdate {
             } else {
                 self.hourly_budget.map(|budget| Some(budget.into()))
             },
+            ordering: self.ordering.clone(),
         }
     }
 
@@ -156,6 +160,7 @@ fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
         "previous_secret_expires_at": endpoint.previous_secret_expires_at.map(|at| at.to_rfc3339()),
         "signature_scheme": endpoint.signature_scheme.as_str(),
         "hourly_budget": endpoint.hourly_budget,
+        "ordering": endpoint.ordering.as_str(),
         "held_back": {
             "count": endpoint.held_back.count,
             "next_release_at": endpoint.held_back.next_release_at.map(|at| at.to_rfc3339()),
@@ -178,7 +183,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
     if !matches!(args.action, WebhookAction::Update) && !edit.is_empty() {
         return Err(AdminError::new(
             "validation.failed",
-            "--url, --event-type(s), --name, --environment, --signature-scheme and --hourly-budget only go with update",
+            "--url, --event-type(s), --name, --environment, --signature-scheme, --hourly-budget and --ordering only go with update",
         ));
     }
     if let WebhookAction::List = args.action {
@@ -210,7 +215,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
             if edit.is_empty() {
                 return Err(AdminError::new(
                     "validation.failed",
-                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment, --signature-scheme, --hourly-budget, --no-hourly-budget",
+                    "update needs at least one of --url, --event-type, --event-types, --all-event-types, --name, --environment, --signature-scheme, --hourly-budget, --no-hourly-budget, --ordering",
                 ));
             }
             // As the route: an unknown endpoint is not found before any

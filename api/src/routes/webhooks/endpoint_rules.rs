@@ -5,7 +5,9 @@
 use std::fmt;
 
 use storage::event_catalog;
-use storage::webhooks::{EndpointChanges, EndpointEnvironment, MAX_HOURLY_BUDGET, SignatureScheme};
+use storage::webhooks::{
+    DeliveryOrdering, EndpointChanges, EndpointEnvironment, MAX_HOURLY_BUDGET, SignatureScheme,
+};
 use storage::{Environment, Tenant};
 use workers::webhooks::AddressPolicy;
 
@@ -167,6 +169,19 @@ pub fn signature_scheme(text: Option<&str>) -> Result<Option<SignatureScheme>, F
     .transpose()
 }
 
+/// An ordering: `none` or `listing`.
+pub fn ordering(text: Option<&str>) -> Result<Option<DeliveryOrdering>, FieldError> {
+    text.map(|text| {
+        DeliveryOrdering::parse(text).ok_or_else(|| {
+            FieldError::new(
+                "ordering",
+                "must be none (deliveries go as soon as each can) or listing (events about one listing in commit order)",
+            )
+        })
+    })
+    .transpose()
+}
+
 /// A whole number from a JSON number (`3600` and `3600.0` alike), if it is one.
 pub fn whole_number(number: &serde_json::Number) -> Option<i64> {
     number.as_i64().or_else(|| {
@@ -220,6 +235,8 @@ pub struct EndpointEdit {
     pub signature_scheme: Option<String>,
     /// New hourly budget (`Some(None)`: no budget).
     pub hourly_budget: Option<Option<serde_json::Number>>,
+    /// New ordering, as written.
+    pub ordering: Option<String>,
 }
 
 impl EndpointEdit {
@@ -231,6 +248,7 @@ impl EndpointEdit {
             && self.environment.is_none()
             && self.signature_scheme.is_none()
             && self.hourly_budget.is_none()
+            && self.ordering.is_none()
     }
 
     /// Checks every field given (the URL last: it resolves the host) and
@@ -248,6 +266,7 @@ impl EndpointEdit {
             .hourly_budget
             .map(|budget| hourly_budget(budget.as_ref()))
             .transpose()?;
+        let ordering = ordering(self.ordering.as_deref())?;
         let url = match self.url {
             None => None,
             Some(text) => Some(url(policy, &text).await?),
@@ -259,6 +278,7 @@ impl EndpointEdit {
             environment,
             signature_scheme,
             hourly_budget,
+            ordering,
         })
     }
 }

@@ -69,8 +69,13 @@ pub struct EndpointIn {
     /// to the whole budget; more are held back, not dropped. Default 1000;
     /// `null`: no budget.
     #[serde(default = "default_hourly_budget", deserialize_with = "present")]
-    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000, default = 1000)]
+    #[schema(value_type = Option<i64>, required = false, minimum = 1, maximum = 1000000)]
     hourly_budget: Option<Option<serde_json::Number>>,
+    /// `none` (default): each delivery goes as soon as it can. `listing`:
+    /// deliveries of events about the same listing arrive in commit order (a
+    /// later one waits while an earlier one is pending or retrying; one that
+    /// fails for good lets the next go); other listings are not held up.
+    ordering: Option<String>,
 }
 
 /// An endpoint registered without `hourly_budget` gets the specification's.
@@ -104,6 +109,8 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>, minimum = 1, maximum = 1000000)]
     hourly_budget: Option<Option<serde_json::Number>>,
+    /// New ordering: `none` or `listing`.
+    ordering: Option<String>,
 }
 
 impl From<EndpointPatch> for EndpointEdit {
@@ -115,6 +122,7 @@ impl From<EndpointPatch> for EndpointEdit {
             environment: patch.environment,
             signature_scheme: patch.signature_scheme,
             hourly_budget: patch.hourly_budget,
+            ordering: patch.ordering,
         }
     }
 }
@@ -182,6 +190,7 @@ async fn create_endpoint(
     let signature_scheme =
         endpoint_rules::signature_scheme(body.signature_scheme.as_deref())?.unwrap_or_default();
     let hourly_budget = endpoint_rules::hourly_budget(body.hourly_budget.flatten().as_ref())?;
+    let ordering = endpoint_rules::ordering(body.ordering.as_deref())?.unwrap_or_default();
     let url = endpoint_rules::url(address_policy(&state), &body.url).await?;
     let new = NewEndpoint {
         name,
@@ -190,6 +199,7 @@ async fn create_endpoint(
         environment,
         signature_scheme,
         hourly_budget,
+        ordering,
         created_by: principal.acting_user(),
     };
     let (endpoint, secret) = state.store().webhooks().create(&tenant, new).await?;

@@ -9,6 +9,7 @@ mod endpoint_actions;
 pub mod endpoint_rules;
 mod endpoints;
 mod on_demand;
+mod recover;
 mod replay;
 mod test_fire;
 mod wire;
@@ -19,6 +20,7 @@ use crate::state::AppState;
 
 pub use catalog::{CatalogEntryOut, CatalogOut};
 pub use endpoints::{EndpointIn, EndpointPatch};
+pub use recover::{RecoverIn, RecoveryOut};
 pub use test_fire::{TestFireOut, verdict};
 pub use wire::{AttemptOut, DeliveryOut, EndpointOut, EndpointWithSecretOut, PageQuery};
 
@@ -31,4 +33,5 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(deliveries::router(state))
         .merge(replay::router(state))
         .merge(test_fire::router(state))
+        .merge(recover::router(state))
 }

@@ -46,6 +46,9 @@ pub struct EndpointOut {
     /// Deliveries the hourly budget holds back now, released one slot at a
     /// time (`3600 s / hourly_budget` apart).
     pub held_back: HeldBackOut,
+    /// `none`, or `listing`: events about one listing are delivered in
+    /// commit order.
+    pub ordering: String,
 }
 
 /// What an endpoint's hourly budget holds back.
@@ -78,6 +81,7 @@ impl From<WebhookEndpoint> for EndpointOut {
                 count: endpoint.held_back.count,
                 next_release_at: endpoint.held_back.next_release_at.map(|t| t.to_rfc3339()),
             },
+            ordering: endpoint.ordering.as_str().to_owned(),
         }
     }
 }
