@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 23] = [
+pub static ENTRIES: [&Entry; 24] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -406,6 +406,19 @@ pub static ENTRIES: [&Entry; 23] = [
             "POST /api/v1/webhooks/endpoints",
             "PATCH /api/v1/webhooks/endpoints/{endpoint_id}",
             "GET /api/v1/webhooks/endpoints/{endpoint_id}",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_26_listen_and_trigger",
+        date: "2026-11-26",
+        change_type: ChangeType::Added,
+        title: "Follow webhook events locally: api listen and api trigger",
+        description: "GET /webhooks/listen streams the key's events as server-sent events; api listen forwards each to a local URL, signed with a secret made for the session. POST /webhooks/trigger (sandbox keys) emits an event type's catalog sample into the sandbox; api trigger calls it.",
+        routes: &[
+            "GET /api/v1/webhooks/listen",
+            "POST /api/v1/webhooks/trigger",
         ],
         migration: None,
         removal_date: None,

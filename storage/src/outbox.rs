@@ -227,6 +227,44 @@ impl Outbox<'_> {
         Ok(released)
     }
 
+    /// The position of the tenant's latest event (0 when it has none): a
+    /// reader starting now reads what comes after it.
+    pub async fn latest_seq(&self, tenant: &Tenant) -> Result<i64> {
+        let seq: Option<i64> = on_pool!(self.store.db(), pool => {
+            sqlx::query_scalar(
+                "select max(seq) from events where agency_id = $1 and is_sandbox = $2",
+            )
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(seq.unwrap_or(0))
+    }
+
+    /// Emits `event_type` with `data` for the tenant, as if its change had
+    /// happened (`api trigger`: a catalog sample into the sandbox), and
+    /// announces it to the dispatcher.
+    pub async fn emit(
+        &self,
+        tenant: &Tenant,
+        event_type: crate::events::EventType,
+        data: Value,
+    ) -> Result<EventId> {
+        let now = self.store.clock().now();
+        let id = in_transaction!(self.store.db(), |tx| {
+            insert_event(
+                &mut *tx,
+                tenant,
+                now,
+                NewEvent::new(event_type, data.clone()),
+            )
+            .await?
+        });
+        self.store.announce(std::slice::from_ref(&id));
+        Ok(id)
+    }
+
     /// The tenant's events after `after_seq`, oldest first.
     pub async fn for_tenant(
         &self,

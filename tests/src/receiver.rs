@@ -198,14 +198,30 @@ impl WebhookReceiver {
         .await
     }
 
+    /// Starts a receiver speaking plain HTTP, as a developer's local server
+    /// does (the target of `api listen --forward-to`).
+    pub async fn start_plain() -> Self {
+        Self::start_serving(TlsIdentity::self_signed(), false).await
+    }
+
     async fn start_with(identity: TlsIdentity) -> Self {
+        Self::start_serving(identity, true).await
+    }
+
+    async fn start_serving(identity: TlsIdentity, with_tls: bool) -> Self {
         api::server::install_crypto_provider();
-        let tls = api::server::tls_from_pem(
-            identity.cert_pem.clone().into_bytes(),
-            identity.key_pem.clone().into_bytes(),
-        )
-        .await
-        .expect("receiver TLS");
+        let tls = if with_tls {
+            Some(
+                api::server::tls_from_pem(
+                    identity.cert_pem.clone().into_bytes(),
+                    identity.key_pem.clone().into_bytes(),
+                )
+                .await
+                .expect("receiver TLS"),
+            )
+        } else {
+            None
+        };
         let shared = Shared::default();
         let app = Router::new()
             .route("/hooks", any(receive))
@@ -218,10 +234,11 @@ impl WebhookReceiver {
             let stopped = async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
-            let _ = api::server::serve(listener, app, Some(tls), stopped).await;
+            let _ = api::server::serve(listener, app, tls, stopped).await;
         });
+        let scheme = if with_tls { "https" } else { "http" };
         Self {
-            url: format!("https://localhost:{port}/hooks"),
+            url: format!("{scheme}://localhost:{port}/hooks"),
             cert_pem: identity.cert_pem,
             key_pem: identity.key_pem,
             shared,

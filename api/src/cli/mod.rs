@@ -2,6 +2,7 @@
 //! outputs are a contract operators script against.
 
 pub mod admin;
+pub mod listen;
 pub mod serve;
 
 use std::process::ExitCode;
@@ -37,6 +38,11 @@ pub enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Follow the key's webhook events and forward each, signed with a
+    /// secret made for the session, to a local URL.
+    Listen(listen::Listen),
+    /// Emit an event type's catalog sample into the sandbox.
+    Trigger(listen::Trigger),
     /// The job console: queues, jobs by filter, retry, discard, pause and
     /// resume, against the database and queue directly (the API may be down).
     Ops {
@@ -82,6 +88,14 @@ pub async fn run(cli: Cli) -> ExitCode {
             // stdout carries exactly one JSON object; logs stay quiet on stderr.
             telemetry::init(cli.log_format, "warn");
             admin::run(command).await
+        }
+        Command::Listen(args) => {
+            telemetry::init(cli.log_format, "warn");
+            report(listen::listen(args).await)
+        }
+        Command::Trigger(args) => {
+            telemetry::init(cli.log_format, "warn");
+            report(listen::trigger(args).await)
         }
         Command::Ops { command } => {
             telemetry::init(cli.log_format, "warn");

@@ -11,6 +11,7 @@ mod endpoints;
 mod fair_endpoints;
 mod health;
 mod hourly_budget;
+mod listen;
 mod ordering;
 mod overdue_sweep;
 mod receivers;

@@ -50,9 +50,61 @@ struct Envelope<'a> {
     data: &'a Value,
 }
 
+/// An event as a delivery carries it, without the nonce each attempt adds.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct EventFields {
+    /// `event_id` (also `X-Event-Id`).
+    pub event_id: String,
+    /// Canonical type.
+    pub event_type: String,
+    /// Data-shape version.
+    pub api_version: String,
+    /// When it happened, Unix seconds.
+    pub timestamp: i64,
+    /// Sandbox activity.
+    pub is_sandbox: bool,
+    /// The event's data.
+    pub data: Value,
+}
+
+impl EventFields {
+    /// The fields of `delivery`'s event.
+    pub fn of(delivery: &Delivery) -> Self {
+        Self {
+            event_id: delivery.event_id.to_string(),
+            event_type: delivery.event_type.clone(),
+            api_version: delivery.api_version.clone(),
+            timestamp: delivery.occurred_at.as_unix_seconds(),
+            is_sandbox: delivery.is_sandbox,
+            data: delivery.data.clone(),
+        }
+    }
+
+    /// The body of an attempt with `nonce`.
+    pub fn envelope(&self, nonce: &str) -> Vec<u8> {
+        Envelope {
+            event_id: &self.event_id,
+            event_type: &self.event_type,
+            api_version: &self.api_version,
+            timestamp: self.timestamp,
+            nonce,
+            is_sandbox: self.is_sandbox,
+            data: &self.data,
+        }
+        .to_bytes()
+    }
+}
+
+impl Envelope<'_> {
+    fn to_bytes(&self) -> Vec<u8> {
+        // Serialising a struct of strings, numbers and a JSON value cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
 /// The body of an attempt of `delivery` with `nonce`.
 pub fn envelope_body(delivery: &Delivery, nonce: &str) -> Vec<u8> {
-    let envelope = Envelope {
+    Envelope {
         event_id: delivery.event_id.as_str(),
         event_type: &delivery.event_type,
         api_version: &delivery.api_version,
@@ -60,9 +112,8 @@ pub fn envelope_body(delivery: &Delivery, nonce: &str) -> Vec<u8> {
         nonce,
         is_sandbox: delivery.is_sandbox,
         data: &delivery.data,
-    };
-    // Serialising a struct of strings, numbers and a JSON value cannot fail.
-    serde_json::to_vec(&envelope).unwrap_or_default()
+    }
+    .to_bytes()
 }
 
 /// `sha256=<hex HMAC-SHA256 over "<timestamp>.<body>">`, keyed with the

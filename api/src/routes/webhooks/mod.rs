@@ -8,6 +8,7 @@ mod deliveries;
 mod endpoint_actions;
 pub mod endpoint_rules;
 mod endpoints;
+mod listen;
 mod on_demand;
 mod recover;
 mod replay;
@@ -20,6 +21,7 @@ use crate::state::AppState;
 
 pub use catalog::{CatalogEntryOut, CatalogOut};
 pub use endpoints::{EndpointIn, EndpointPatch};
+pub use listen::{TriggerIn, TriggerOut};
 pub use recover::{RecoverIn, RecoveryOut};
 pub use test_fire::{TestFireOut, verdict};
 pub use wire::{AttemptOut, DeliveryOut, EndpointOut, EndpointWithSecretOut, PageQuery};
@@ -34,4 +36,5 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(replay::router(state))
         .merge(test_fire::router(state))
         .merge(recover::router(state))
+        .merge(listen::router(state))
 }
