@@ -148,7 +148,7 @@ impl Reading {
                 let wanted = self
                     .types
                     .as_ref()
-                    .is_none_or(|types| types.iter().any(|t| *t == stored.event_type));
+                    .is_none_or(|types| types.contains(&stored.event_type));
                 if !wanted {
                     continue;
                 }
