@@ -9,6 +9,7 @@ mod process;
 mod scenarios;
 mod servers;
 mod webhooks;
+mod webhooks_svix;
 mod wrk;
 
 use std::path::PathBuf;
@@ -52,12 +53,19 @@ enum Command {
     },
     /// Webhook deliveries per second and commit-to-receiver latency, embedded and Redis queue.
     Webhooks(webhooks::WebhookArgs),
+    /// Webhook delivery side by side with Svix server 1.99: four workloads, both queue profiles.
+    WebhooksSvix(webhooks_svix::Args),
     /// (child) A loopback HTTPS webhook receiver recording arrivals.
     WebhookReceiver {
         /// Where to write its certificate (PEM).
         #[arg(long)]
         cert_out: PathBuf,
+        /// Answer 500 to every n-th request (0: never).
+        #[arg(long, default_value_t = 0)]
+        fail_every: u64,
     },
+    /// (child) Post numbered events to a system and print when each was sent.
+    WebhookPoster(webhooks_svix::PosterArgs),
     /// (child) Commit events at a rate and deliver them to the receiver.
     WebhookSender(webhooks::SenderArgs),
     /// (child) The API on the embedded profile, seeded with a fixture.
@@ -133,6 +141,7 @@ fn main() -> ExitCode {
             | Command::JobConsumer { .. }
             | Command::WebhookReceiver { .. }
             | Command::WebhookSender(_)
+            | Command::WebhookPoster(_)
             | Command::UploadClient(_)
             | Command::SseClient(_)
     );
@@ -156,7 +165,12 @@ fn main() -> ExitCode {
             Command::Webhooks(args) => {
                 tokio::task::spawn_blocking(move || webhooks::compare(args)).await?
             }
-            Command::WebhookReceiver { cert_out } => webhooks::serve_receiver(cert_out).await,
+            Command::WebhooksSvix(args) => webhooks_svix::compare(args).await,
+            Command::WebhookReceiver {
+                cert_out,
+                fail_every,
+            } => webhooks::serve_receiver(cert_out, fail_every).await,
+            Command::WebhookPoster(args) => webhooks_svix::run_poster(args).await,
             Command::WebhookSender(args) => webhooks::run_sender(args).await,
             Command::JobConsumer {
                 args,

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ use anyhow::{Context, bail};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::routing::{get, post};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
@@ -57,7 +58,7 @@ pub enum Profile {
 pub fn compare(args: WebhookArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for profile in [Profile::Embedded, Profile::Redis] {
-        let receiver = start_receiver()?;
+        let receiver = start_receiver(0)?;
         let redis = match profile {
             Profile::Redis => Some(Redis::start_on(1)?),
             Profile::Embedded => None,
@@ -111,10 +112,13 @@ pub fn compare(args: WebhookArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct ReceiverProcess {
+/// A running receiver role, stopped when dropped.
+pub(crate) struct ReceiverProcess {
     child: std::process::Child,
-    url: String,
-    cert_file: PathBuf,
+    /// `https://localhost:<port>/hooks`; endpoint `n` is `<url>/<n>`.
+    pub(crate) url: String,
+    /// Its self-signed certificate (PEM), for the senders to trust.
+    pub(crate) cert_file: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -125,7 +129,9 @@ impl Drop for ReceiverProcess {
     }
 }
 
-fn start_receiver() -> anyhow::Result<ReceiverProcess> {
+/// Starts the receiver on core 1; with `fail_every` > 0 it answers 500 to
+/// every `fail_every`-th request (see [`serve_receiver`]).
+pub(crate) fn start_receiver(fail_every: u64) -> anyhow::Result<ReceiverProcess> {
     use std::io::BufRead;
     let dir = tempfile::tempdir()?;
     let cert_file = dir.path().join("receiver.pem");
@@ -134,6 +140,8 @@ fn start_receiver() -> anyhow::Result<ReceiverProcess> {
         "webhook-receiver".to_owned(),
         "--cert-out".into(),
         cert_file.to_string_lossy().into_owned(),
+        "--fail-every".into(),
+        fail_every.to_string(),
     ];
     let mut child = pinned(1, &exe.to_string_lossy(), &args)
         .stdin(std::process::Stdio::piped())
@@ -153,24 +161,102 @@ fn start_receiver() -> anyhow::Result<ReceiverProcess> {
     })
 }
 
-type Arrivals = Arc<Mutex<Vec<(String, i64)>>>;
+/// One request the receiver answered: the endpoint (the last path segment
+/// after `/hooks/`), the load's sequence number when the body carries one,
+/// when it arrived (Unix microseconds) and the status it was answered with.
+pub(crate) type ReceivedRequest = (String, Option<u64>, i64, u16);
 
-async fn receive(State(arrivals): State<Arrivals>, headers: HeaderMap, _body: Bytes) {
+/// What the receiver keeps.
+#[derive(Default)]
+struct ReceiverLog {
+    /// Accepted requests by event id (`X-Event-Id`), for `bench webhooks`.
+    arrivals: Mutex<Vec<(String, i64)>>,
+    /// Every request, for `bench webhooks-svix`.
+    requests: Mutex<Vec<ReceivedRequest>>,
+    /// Answer 500 to every n-th request (0: never).
+    fail_every: u64,
+    /// Requests so far.
+    seen: std::sync::atomic::AtomicU64,
+    /// Requests answered 200 so far.
+    accepted: std::sync::atomic::AtomicU64,
+    /// Deliveries (endpoint, sequence number) refused once already.
+    refused: Mutex<std::collections::HashSet<(String, u64)>>,
+}
+
+/// The load's sequence number in a delivery's body: the leading number of
+/// `data.address` (the bench posts listings, and Svix messages shaped like
+/// our envelope, at "<n> Delivery Lane").
+fn sequence_number(body: &[u8]) -> Option<u64> {
+    let body: Value = serde_json::from_slice(body).ok()?;
+    let address = body["data"]["address"].as_str()?;
+    let digits: String = address.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+async fn receive(
+    State(log): State<Arc<ReceiverLog>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
     let now = chrono::Utc::now().timestamp_micros();
-    if let Some(event_id) = headers.get("x-event-id").and_then(|v| v.to_str().ok())
-        && let Ok(mut arrivals) = arrivals.lock()
+    let endpoint = uri
+        .path()
+        .strip_prefix("/hooks/")
+        .unwrap_or_default()
+        .to_owned();
+    let seq = sequence_number(&body);
+    let nth = log.seen.fetch_add(1, Ordering::Relaxed) + 1;
+    // Every n-th request is refused, but never the same delivery twice: a
+    // second refusal would put it on both systems' next retry (minutes
+    // later) and the run would measure the schedule's tail, not delivery.
+    let refuse = log.fail_every > 0
+        && nth.is_multiple_of(log.fail_every)
+        && match seq {
+            Some(seq) => log
+                .refused
+                .lock()
+                .is_ok_and(|mut refused| refused.insert((endpoint.clone(), seq))),
+            None => true,
+        };
+    let status = if refuse {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    };
+    if let Ok(mut requests) = log.requests.lock() {
+        requests.push((endpoint, seq, now, status.as_u16()));
+    }
+    if !refuse {
+        log.accepted.fetch_add(1, Ordering::Relaxed);
+    }
+    if !refuse
+        && let Some(event_id) = headers.get("x-event-id").and_then(|v| v.to_str().ok())
+        && let Ok(mut arrivals) = log.arrivals.lock()
     {
         arrivals.push((event_id.to_owned(), now));
     }
+    status
 }
 
-async fn arrivals(State(arrivals): State<Arrivals>) -> axum::Json<Value> {
-    let list = arrivals.lock().map(|a| a.clone()).unwrap_or_default();
+async fn arrivals(State(log): State<Arc<ReceiverLog>>) -> axum::Json<Value> {
+    let list = log.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
     axum::Json(json!(list))
 }
 
-/// (child) The receiver: answers 200, records when each event arrived.
-pub async fn serve_receiver(cert_out: PathBuf) -> anyhow::Result<()> {
+async fn requests(State(log): State<Arc<ReceiverLog>>) -> axum::Json<Value> {
+    let list = log.requests.lock().map(|r| r.clone()).unwrap_or_default();
+    axum::Json(json!(list))
+}
+
+/// How many requests were answered 200.
+async fn accepted(State(log): State<Arc<ReceiverLog>>) -> axum::Json<u64> {
+    axum::Json(log.accepted.load(Ordering::Relaxed))
+}
+
+/// (child) The receiver: answers 200 (or 500 to every `fail_every`-th
+/// request), records when each request arrived.
+pub async fn serve_receiver(cert_out: PathBuf, fail_every: u64) -> anyhow::Result<()> {
     api::server::install_crypto_provider();
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])?;
     std::fs::write(&cert_out, certified.cert.pem())?;
@@ -179,12 +265,17 @@ pub async fn serve_receiver(cert_out: PathBuf) -> anyhow::Result<()> {
         certified.signing_key.serialize_pem().into_bytes(),
     )
     .await?;
-    let arrivals_log: Arrivals = Arc::default();
+    let log = Arc::new(ReceiverLog {
+        fail_every,
+        ..ReceiverLog::default()
+    });
     let app = Router::new()
         .route("/hooks", post(receive))
         .route("/hooks/{endpoint}", post(receive))
         .route("/arrivals", get(arrivals))
-        .with_state(arrivals_log);
+        .route("/requests", get(requests))
+        .route("/accepted", get(accepted))
+        .with_state(log);
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {

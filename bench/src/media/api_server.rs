@@ -44,7 +44,8 @@ impl ApiArgs {
         })
     }
 
-    fn binary(&self) -> anyhow::Result<PathBuf> {
+    /// The `api` binary, checked to exist.
+    pub(crate) fn binary(&self) -> anyhow::Result<PathBuf> {
         let path = match &self.api_bin {
             Some(path) => path.clone(),
             None => std::env::current_exe()?
@@ -97,6 +98,8 @@ pub(crate) struct ServerOptions {
 pub(crate) struct SeededAgency {
     /// `agc_…`.
     pub(crate) agency_id: String,
+    /// Its owner (`usr_…`).
+    pub(crate) owner_user_id: String,
     /// A live `media:write` key.
     pub(crate) key: String,
 }
@@ -109,7 +112,7 @@ impl Drop for ApiServer {
 }
 
 /// Runs `api admin <args> --data-dir DIR` and returns its JSON.
-fn admin(bin: &Path, data_dir: &Path, args: &[&str]) -> anyhow::Result<Value> {
+pub(crate) fn admin(bin: &Path, data_dir: &Path, args: &[&str]) -> anyhow::Result<Value> {
     let mut command = Command::new(bin);
     for var in PROFILE_ENV {
         command.env_remove(var);
@@ -156,6 +159,15 @@ pub(crate) async fn start_server(
     args: &ApiArgs,
     options: &ServerOptions,
 ) -> anyhow::Result<(ApiServer, Vec<SeededAgency>)> {
+    start_server_with(args, options, &[]).await
+}
+
+/// [`start_server`] with `serve_flags` added to `api serve`'s arguments.
+pub(crate) async fn start_server_with(
+    args: &ApiArgs,
+    options: &ServerOptions,
+    serve_flags: &[String],
+) -> anyhow::Result<(ApiServer, Vec<SeededAgency>)> {
     let bin = args.binary()?;
     let data = tempfile::tempdir()?;
     let mut agencies = Vec::new();
@@ -165,6 +177,10 @@ pub(crate) async fn start_server(
         let agency_id = agency["agency_id"]
             .as_str()
             .context("agency_id")?
+            .to_owned();
+        let owner_user_id = agency["owner_user_id"]
+            .as_str()
+            .context("owner_user_id")?
             .to_owned();
         let key = admin(
             &bin,
@@ -180,7 +196,11 @@ pub(crate) async fn start_server(
             ],
         )?;
         let key = key["key"].as_str().context("key")?.to_owned();
-        agencies.push(SeededAgency { agency_id, key });
+        agencies.push(SeededAgency {
+            agency_id,
+            owner_user_id,
+            key,
+        });
     }
     let (port, ops_port) = (free_port()?, free_port()?);
     let mut serve_args = vec![
@@ -198,6 +218,7 @@ pub(crate) async fn start_server(
     if let Some(url) = &options.redis_url {
         serve_args.extend(["--redis-url".to_owned(), url.clone()]);
     }
+    serve_args.extend(serve_flags.iter().cloned());
     let mut command = launch(0, args.nofile()?, &bin, &serve_args);
     for var in PROFILE_ENV {
         command.env_remove(var);
