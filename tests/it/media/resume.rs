@@ -484,7 +484,11 @@ async fn event_source_in_chromium_resumes_after_a_drop_and_stops_at_the_end() {
             (event["type"].as_str().unwrap().to_owned(), detail)
         })
         .collect();
-    let seen: Vec<(&str, &str)> = seen.iter().map(|(t, d)| (t.as_str(), d.as_str())).collect();
+    let mut seen: Vec<(&str, &str)> = seen.iter().map(|(t, d)| (t.as_str(), d.as_str())).collect();
+    // A reconnect the browser retried before it got through shows as two
+    // `error` events in a row (a browser's timing, not the stream's): one
+    // reconnect is one, whatever its tries.
+    seen.dedup_by(|later, earlier| *later == ("error", "0") && *earlier == ("error", "0"));
     // Each state once, in order; `error` with state 0 is a reconnect, with
     // state 2 the browser giving up for good.
     assert_eq!(
