@@ -167,6 +167,22 @@ async fn listen_forwards_events_to_a_local_receiver(redis: bool, backend: Backen
     );
     listening.line_containing(emitted_id).await;
 
+    // An unknown type in the stream's filter is refused before it opens.
+    let unknown = ctx
+        .send(
+            reqwest::Method::GET,
+            "/api/v1/webhooks/listen?events=listing.exploded",
+            &sandbox,
+            None,
+        )
+        .await;
+    crate::support::expect_error(
+        unknown,
+        reqwest::StatusCode::UNPROCESSABLE_ENTITY,
+        "validation.failed",
+    )
+    .await;
+
     // Refusals: a live key for trigger, an unknown type, a live key for
     // listen without --live, and a bad key.
     for (args, expected) in [
