@@ -210,12 +210,7 @@ async fn write_runs(
             }
         }
         if !batch.is_empty() {
-            // Later records of a run replace earlier ones: keep the last.
-            let mut latest: BTreeMap<(String, Timestamp), AttemptRecord> = BTreeMap::new();
-            for record in batch {
-                latest.insert((record.job_id.clone(), record.started_at), record);
-            }
-            let batch: Vec<AttemptRecord> = latest.into_values().collect();
+            // Later records of a run replace earlier ones: the store keeps the last.
             if let Err(err) = store.job_attempts().record(&batch).await {
                 tracing::warn!(%err, runs = batch.len(), "could not record job runs for the console");
             }

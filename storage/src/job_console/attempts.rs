@@ -4,11 +4,19 @@
 //! hand their records to one writer), so a crash loses at most a batch of
 //! this history, never a job.
 
+use std::collections::BTreeMap;
+
+use sqlx::QueryBuilder;
+
 use crate::db::{bookkeeping_transaction, in_transaction, on_pool};
 use crate::{Result, Store, Timestamp};
 
 /// How long runs stay (the longest a dead job is kept, and then some).
 pub const ATTEMPTS_KEPT_SECONDS: i64 = 31 * 86_400;
+
+/// Runs written by one statement: 12 values each, well under either
+/// database's limit on bound values.
+const RUNS_PER_STATEMENT: usize = 256;
 
 /// One run of a job.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -53,38 +61,49 @@ impl Store {
 
 impl JobAttempts<'_> {
     /// Writes `records`, each replacing what was written of the same run
-    /// (the same job started at the same instant).
+    /// (the same job started at the same instant); of several records of one
+    /// run in `records`, the last counts.
     pub async fn record(&self, records: &[AttemptRecord]) -> Result<()> {
-        if records.is_empty() {
+        let mut latest: BTreeMap<(&str, Timestamp), &AttemptRecord> = BTreeMap::new();
+        for run in records {
+            latest.insert((run.job_id.as_str(), run.started_at), run);
+        }
+        let runs: Vec<&AttemptRecord> = latest.into_values().collect();
+        if runs.is_empty() {
             return Ok(());
         }
         // Durable: the console reads a job's runs back at once. The writer
         // batches them off the jobs' path, so the wait costs no job anything.
+        // One statement per chunk of runs, not one per run: each statement
+        // is a round trip to the database.
         in_transaction!(self.store.db(), |tx| {
-            for run in records {
-                sqlx::query(
+            for chunk in runs.chunks(RUNS_PER_STATEMENT) {
+                let mut insert = QueryBuilder::new(
                     "insert into job_attempts (job_id, attempt, queue, worker_id, host, agency_id,
-                         endpoint_id, due_at, started_at, finished_at, outcome, error)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                     on conflict (job_id, started_at) do update set
+                         endpoint_id, due_at, started_at, finished_at, outcome, error) ",
+                );
+                insert.push_values(chunk, |mut row, run| {
+                    row.push_bind(&run.job_id)
+                        .push_bind(run.attempt)
+                        .push_bind(&run.queue)
+                        .push_bind(&run.worker_id)
+                        .push_bind(&run.host)
+                        .push_bind(&run.agency_id)
+                        .push_bind(&run.endpoint_id)
+                        .push_bind(run.due_at)
+                        .push_bind(run.started_at)
+                        .push_bind(run.finished_at)
+                        .push_bind(&run.outcome)
+                        .push_bind(&run.error);
+                });
+                insert.push(
+                    " on conflict (job_id, started_at) do update set
                          worker_id = excluded.worker_id, host = excluded.host,
-                         attempt = excluded.attempt, due_at = excluded.due_at, finished_at = excluded.finished_at, outcome = excluded.outcome,
+                         attempt = excluded.attempt, due_at = excluded.due_at,
+                         finished_at = excluded.finished_at, outcome = excluded.outcome,
                          error = excluded.error",
-                )
-                .bind(&run.job_id)
-                .bind(run.attempt)
-                .bind(&run.queue)
-                .bind(&run.worker_id)
-                .bind(&run.host)
-                .bind(&run.agency_id)
-                .bind(&run.endpoint_id)
-                .bind(run.due_at)
-                .bind(run.started_at)
-                .bind(run.finished_at)
-                .bind(&run.outcome)
-                .bind(&run.error)
-                .execute(&mut *tx)
-                .await?;
+                );
+                insert.build().execute(&mut *tx).await?;
             }
         });
         Ok(())

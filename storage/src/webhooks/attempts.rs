@@ -63,17 +63,18 @@ impl Webhooks<'_> {
                     next_in_order: None,
                 }
             } else {
-                sqlx::query(
+                let order_key: Option<Option<String>> = sqlx::query_scalar(
                     "update webhook_deliveries set status = $2, attempts = $3, next_attempt_at = $4,
                          completed_at = $5, held_until = null
-                     where id = $1",
+                     where id = $1
+                     returning order_key",
                 )
                 .bind(&delivery.id)
                 .bind(status.as_str())
                 .bind(attempt.attempt)
                 .bind(next_at)
                 .bind(completed_at)
-                .execute(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
                 // Replays and test fires are an owner's probes: they do not
                 // move the endpoint's health.
@@ -81,9 +82,12 @@ impl Webhooks<'_> {
                 let mut notification_id = None;
                 let (failures, disabled) = match after {
                     AfterAttempt::Succeeded if counts => {
+                        // Most successes follow successes: only a streak
+                        // to end is read (and then reset).
                         let streak: Option<(i32, String, Option<String>, bool)> = sqlx::query_as(
                             "select unrecovered_failures, url, name, is_sandbox from webhook_endpoints
-                             where id = $1 and deleted_at is null",
+                             where id = $1 and deleted_at is null
+                               and (consecutive_failures <> 0 or unrecovered_failures <> 0)",
                         )
                         .bind(&delivery.endpoint_id)
                         .fetch_optional(&mut *tx)
@@ -211,40 +215,33 @@ impl Webhooks<'_> {
                 // so a delivery deciding to wait and this one ending cannot
                 // miss each other.
                 let mut next_in_order = None;
-                if matches!(after, AfterAttempt::Succeeded | AfterAttempt::Failed) {
-                    let order_key: Option<Option<String>> = sqlx::query_scalar(
-                        "select order_key from webhook_deliveries where id = $1",
+                if matches!(after, AfterAttempt::Succeeded | AfterAttempt::Failed)
+                    && let Some(order_key) = order_key.flatten()
+                {
+                    sqlx::query(
+                        "update webhook_endpoints set updated_at = updated_at where id = $1",
                     )
-                    .bind(&delivery.id)
+                    .bind(&delivery.endpoint_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    let next: Option<(DeliveryId, WebhookEndpointId, i32)> = sqlx::query_as(
+                        "update webhook_deliveries set waiting_for_order = false, next_attempt_at = $3
+                         where id = (select id from webhook_deliveries
+                             where endpoint_id = $1 and order_key = $2 and waiting_for_order
+                               and status in ('pending', 'retrying')
+                             order by event_seq limit 1)
+                         returning id, endpoint_id, attempts + 1",
+                    )
+                    .bind(&delivery.endpoint_id)
+                    .bind(&order_key)
+                    .bind(now)
                     .fetch_optional(&mut *tx)
                     .await?;
-                    if let Some(order_key) = order_key.flatten() {
-                        sqlx::query(
-                            "update webhook_endpoints set updated_at = updated_at where id = $1",
-                        )
-                        .bind(&delivery.endpoint_id)
-                        .execute(&mut *tx)
-                        .await?;
-                        let next: Option<(DeliveryId, WebhookEndpointId, i32)> = sqlx::query_as(
-                            "update webhook_deliveries set waiting_for_order = false, next_attempt_at = $3
-                             where id = (select id from webhook_deliveries
-                                 where endpoint_id = $1 and order_key = $2 and waiting_for_order
-                                   and status in ('pending', 'retrying')
-                                 order by event_seq limit 1)
-                             returning id, endpoint_id, attempts + 1",
-                        )
-                        .bind(&delivery.endpoint_id)
-                        .bind(&order_key)
-                        .bind(now)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                        next_in_order =
-                            next.map(|(delivery_id, endpoint_id, attempt)| DueAttempt {
-                                delivery_id,
-                                endpoint_id,
-                                attempt,
-                            });
-                    }
+                    next_in_order = next.map(|(delivery_id, endpoint_id, attempt)| DueAttempt {
+                        delivery_id,
+                        endpoint_id,
+                        attempt,
+                    });
                 }
                 AttemptRecorded {
                     recorded: true,

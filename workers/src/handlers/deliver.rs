@@ -78,6 +78,9 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
     let held_until = match target.held_until {
         Some(until) if until > now => Some(until),
         Some(_) => None,
+        // An endpoint without a budget (as read with the delivery) spends
+        // nothing: no write on its row for every attempt.
+        None if endpoint.hourly_budget.is_none() => None,
         None => match webhooks.spend_budget(&endpoint.id, &delivery.id).await? {
             BudgetSlot::Now => None,
             BudgetSlot::HeldUntil(until) => {
