@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod batched;
 pub mod cli;
 pub mod config;
 pub mod console;

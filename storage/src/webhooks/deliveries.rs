@@ -2,6 +2,8 @@
 //! an endpoint's deliveries, a delivery's attempts, and what a worker needs
 //! to make the next attempt.
 
+use std::collections::HashMap;
+
 use sqlx::types::Json;
 
 use super::Webhooks;
@@ -149,6 +151,16 @@ impl Webhooks<'_> {
 
     /// A delivery with its endpoint and secret, whoever's it is (workers).
     pub async fn target(&self, delivery_id: &DeliveryId) -> Result<Option<DeliveryTarget>> {
+        let mut found = self.targets(std::slice::from_ref(delivery_id)).await?;
+        Ok(found.remove(delivery_id))
+    }
+
+    /// [`Self::target`] of many deliveries in two statements, whatever their
+    /// number: deliveries purged by retention are left out.
+    pub async fn targets(
+        &self,
+        delivery_ids: &[DeliveryId],
+    ) -> Result<HashMap<DeliveryId, DeliveryTarget>> {
         #[derive(sqlx::FromRow)]
         struct HeldDeliveryRow {
             #[sqlx(flatten)]
@@ -157,65 +169,91 @@ impl Webhooks<'_> {
             order_key: Option<String>,
             event_seq: Option<i64>,
         }
+        if delivery_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let backend = self.store.db().backend();
         let delivery_sql = format!(
             "select {DELIVERY_COLUMNS}, d.held_until, d.order_key, d.event_seq
-             from webhook_deliveries d where d.id = $1"
+             from webhook_deliveries d where d.id in ({})",
+            backend.id_list("$1")
         );
         let endpoint_sql = format!(
             "select {ENDPOINT_COLUMNS}, secret_sealed, previous_secret_sealed from webhook_endpoints
-             where id = $1 and deleted_at is null"
+             where id in ({}) and deleted_at is null",
+            backend.id_list("$1")
         );
-        let found: Option<(HeldDeliveryRow, Option<EndpointWithSecret>)> = on_pool!(self.store.db(), pool => {
-            let delivery: Option<HeldDeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
-                .bind(delivery_id)
-                .fetch_optional(pool)
+        let ids = json_ids(delivery_ids)?;
+        let (deliveries, endpoints): (Vec<HeldDeliveryRow>, Vec<EndpointWithSecret>) = on_pool!(self.store.db(), pool => {
+            let deliveries: Vec<HeldDeliveryRow> = sqlx::query_as(sqlx::AssertSqlSafe(delivery_sql))
+                .bind(&ids)
+                .fetch_all(pool)
                 .await?;
-            match delivery {
-                None => None,
-                Some(delivery) => {
-                    let endpoint: Option<EndpointWithSecret> = sqlx::query_as(sqlx::AssertSqlSafe(endpoint_sql))
-                        .bind(&delivery.delivery.endpoint_id)
-                        .fetch_optional(pool)
-                        .await?;
-                    Some((delivery, endpoint))
-                }
-            }
+            let mut endpoint_ids: Vec<&str> = deliveries
+                .iter()
+                .map(|row| row.delivery.endpoint_id.as_str())
+                .collect();
+            endpoint_ids.sort_unstable();
+            endpoint_ids.dedup();
+            let endpoints: Vec<EndpointWithSecret> = if endpoint_ids.is_empty() {
+                Vec::new()
+            } else {
+                sqlx::query_as(sqlx::AssertSqlSafe(endpoint_sql))
+                    .bind(json_ids(&endpoint_ids)?)
+                    .fetch_all(pool)
+                    .await?
+            };
+            (deliveries, endpoints)
         });
-        let Some((delivery, endpoint)) = found else {
-            return Ok(None);
-        };
-        let held_until = delivery.held_until;
-        let (order_key, event_seq) = (delivery.order_key, delivery.event_seq);
-        let delivery = Delivery::try_from(delivery.delivery)?;
         let now = self.store.clock().now();
-        let (endpoint, secret, previous_secret) = match endpoint {
-            None => (None, None, None),
-            Some(row) => {
-                let endpoint = WebhookEndpoint::try_from(row.endpoint)?;
-                let keys = self.store.derived_keys();
-                let secret = keys.open(&row.secret_sealed, endpoint.id.as_str());
-                if secret.is_none() {
-                    return Err(StorageError::Corrupt(format!(
-                        "the signing secret of {} does not open",
-                        endpoint.id
-                    )));
-                }
-                // The replaced secret signs too while the overlap runs.
-                let previous = match (&row.previous_secret_sealed, endpoint.overlap_until(now)) {
-                    (Some(sealed), Some(_)) => keys.open(sealed, endpoint.id.as_str()),
-                    _ => None,
+        let keys = self.store.derived_keys();
+        let mut opened: HashMap<String, (WebhookEndpoint, String, Option<String>)> = HashMap::new();
+        for row in endpoints {
+            let endpoint = WebhookEndpoint::try_from(row.endpoint)?;
+            let Some(secret) = keys.open(&row.secret_sealed, endpoint.id.as_str()) else {
+                return Err(StorageError::Corrupt(format!(
+                    "the signing secret of {} does not open",
+                    endpoint.id
+                )));
+            };
+            // The replaced secret signs too while the overlap runs.
+            let previous = match (&row.previous_secret_sealed, endpoint.overlap_until(now)) {
+                (Some(sealed), Some(_)) => keys.open(sealed, endpoint.id.as_str()),
+                _ => None,
+            };
+            opened.insert(endpoint.id.to_string(), (endpoint, secret, previous));
+        }
+        let mut targets = HashMap::with_capacity(deliveries.len());
+        for row in deliveries {
+            let (held_until, order_key, event_seq) = (row.held_until, row.order_key, row.event_seq);
+            let delivery = Delivery::try_from(row.delivery)?;
+            let (endpoint, secret, previous_secret) =
+                match opened.get(delivery.endpoint_id.as_str()) {
+                    Some((endpoint, secret, previous)) => (
+                        Some(endpoint.clone()),
+                        Some(secret.clone()),
+                        previous.clone(),
+                    ),
+                    None => (None, None, None),
                 };
-                (Some(endpoint), secret, previous)
-            }
-        };
-        Ok(Some(DeliveryTarget {
-            delivery,
-            endpoint,
-            secret,
-            previous_secret,
-            held_until,
-            order_key,
-            event_seq,
-        }))
+            targets.insert(
+                delivery.id.clone(),
+                DeliveryTarget {
+                    delivery,
+                    endpoint,
+                    secret,
+                    previous_secret,
+                    held_until,
+                    order_key,
+                    event_seq,
+                },
+            );
+        }
+        Ok(targets)
     }
+}
+
+/// Ids bound as one JSON array (see `Backend::id_list`).
+fn json_ids<T: serde::Serialize>(ids: &[T]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|err| StorageError::Corrupt(format!("ids: {err}")))
 }

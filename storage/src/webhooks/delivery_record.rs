@@ -227,6 +227,40 @@ pub enum AfterAttempt {
     Failed,
 }
 
+impl AfterAttempt {
+    /// The delivery's status, next attempt time and completion time after
+    /// this, at `now`.
+    pub(super) fn moves_to(
+        self,
+        now: Timestamp,
+    ) -> (DeliveryStatus, Option<Timestamp>, Option<Timestamp>) {
+        match self {
+            Self::Succeeded => (DeliveryStatus::Succeeded, None, Some(now)),
+            Self::RetryAt(at) => (DeliveryStatus::Retrying, Some(at), None),
+            Self::Failed => (DeliveryStatus::Failed, None, Some(now)),
+        }
+    }
+}
+
+/// An attempt of a delivery to record, with what follows it.
+#[derive(Clone, Debug)]
+pub struct AttemptToRecord {
+    /// The delivery attempted.
+    pub delivery: Delivery,
+    /// The attempt.
+    pub attempt: Attempt,
+    /// What happens to the delivery next.
+    pub after: AfterAttempt,
+}
+
+impl AttemptToRecord {
+    /// Whether it moves its endpoint's health: replays and test fires are
+    /// an owner's probes and do not.
+    pub(super) fn counts(&self) -> bool {
+        self.delivery.kind == DeliveryKind::Event
+    }
+}
+
 /// What recording an attempt changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecorded {

@@ -2,8 +2,9 @@
 //! endpoint registered by the time the event happened), all of a batch in
 //! one transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use sqlx::QueryBuilder;
 use sqlx::types::Json;
 
 use super::Webhooks;
@@ -15,6 +16,10 @@ use crate::db::in_transaction;
 use crate::ids::{AgencyId, DeliveryId, EventId};
 use crate::outbox::StoredEvent;
 use crate::{Result, StorageError};
+
+/// Deliveries inserted by one statement: 17 values each, well under either
+/// database's limit on bound values.
+const DELIVERIES_PER_STATEMENT: usize = 256;
 
 impl Webhooks<'_> {
     /// Fans a batch of events out, in one transaction: each event not yet
@@ -52,17 +57,6 @@ impl Webhooks<'_> {
             "select {ENDPOINT_COLUMNS} from webhook_endpoints
              where agency_id = $1 and deleted_at is null"
         );
-        // A disabled endpoint gets its delivery failed at once, without an
-        // attempt: a record its owner can replay after re-enabling.
-        let insert_sql =
-            "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
-                 event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
-                 next_attempt_at, created_at, completed_at, order_key, event_seq)
-             values ($1, $2, $3, 'event', $4, $5, $6, $7, $8, $9,
-                     case when $11 then 'pending' else 'failed' end, 0,
-                     case when $11 then $10 end, $10,
-                     case when $11 then null else $10 end, $12, $13)
-             on conflict do nothing";
         let fan_out = in_transaction!(self.store.db(), |tx| {
             let claimed: Vec<crate::outbox::EventRow> =
                 sqlx::query_as(sqlx::AssertSqlSafe(claim_sql.clone()))
@@ -126,7 +120,7 @@ impl Webhooks<'_> {
             } else {
                 Vec::new()
             };
-            let mut deliveries = Vec::new();
+            let mut rows = Vec::new();
             for event in &dispatched {
                 let endpoints = endpoints_of
                     .get(&event.agency_id)
@@ -144,33 +138,56 @@ impl Webhooks<'_> {
                     {
                         continue;
                     }
-                    let id = DeliveryId::generate();
-                    let inserted = sqlx::query(insert_sql)
-                        .bind(&id)
-                        .bind(&endpoint.id)
-                        .bind(&event.agency_id)
-                        .bind(&event.event_id)
-                        .bind(&event.event_type)
-                        .bind(&event.api_version)
-                        .bind(event.occurred_at)
-                        .bind(event.environment.is_sandbox())
-                        .bind(Json(&event.data))
-                        .bind(now)
-                        .bind(endpoint.status == EndpointStatus::Enabled)
-                        .bind(endpoint.ordering.key_of(&event.data))
-                        .bind(event.seq)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    if inserted == 1 && endpoint.status == EndpointStatus::Enabled {
-                        deliveries.push(DueAttempt {
-                            delivery_id: id,
-                            endpoint_id: endpoint.id.clone(),
-                            attempt: 1,
-                        });
-                    }
+                    rows.push((DeliveryId::generate(), endpoint, event));
                 }
             }
+            // Many deliveries to a statement: each statement is a round trip
+            // to the database, and a burst fans out thousands.
+            let mut inserted: HashSet<DeliveryId> = HashSet::with_capacity(rows.len());
+            for chunk in rows.chunks(DELIVERIES_PER_STATEMENT) {
+                let mut insert = QueryBuilder::new(
+                    "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
+                         event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
+                         next_attempt_at, created_at, completed_at, order_key, event_seq) ",
+                );
+                insert.push_values(chunk, |mut row, (id, endpoint, event)| {
+                    // A disabled endpoint gets its delivery failed at once,
+                    // without an attempt: a record its owner can replay after
+                    // re-enabling.
+                    let enabled = endpoint.status == EndpointStatus::Enabled;
+                    row.push_bind(id)
+                        .push_bind(&endpoint.id)
+                        .push_bind(&event.agency_id)
+                        .push_bind("event")
+                        .push_bind(&event.event_id)
+                        .push_bind(&event.event_type)
+                        .push_bind(&event.api_version)
+                        .push_bind(event.occurred_at)
+                        .push_bind(event.environment.is_sandbox())
+                        .push_bind(Json(&event.data))
+                        .push_bind(if enabled { "pending" } else { "failed" })
+                        .push_bind(0_i32)
+                        .push_bind(enabled.then_some(now))
+                        .push_bind(now)
+                        .push_bind((!enabled).then_some(now))
+                        .push_bind(endpoint.ordering.key_of(&event.data))
+                        .push_bind(event.seq);
+                });
+                insert.push(" on conflict do nothing returning id");
+                let ids: Vec<DeliveryId> = insert.build_query_scalar().fetch_all(&mut *tx).await?;
+                inserted.extend(ids);
+            }
+            let deliveries = rows
+                .iter()
+                .filter(|(id, endpoint, _)| {
+                    endpoint.status == EndpointStatus::Enabled && inserted.contains(id)
+                })
+                .map(|(id, endpoint, _)| DueAttempt {
+                    delivery_id: id.clone(),
+                    endpoint_id: endpoint.id.clone(),
+                    attempt: 1,
+                })
+                .collect();
             FanOut {
                 dispatched,
                 missing,

@@ -30,8 +30,8 @@ mod sweeps;
 
 pub use budget::BudgetSlot;
 pub use delivery_record::{
-    AfterAttempt, Attempt, AttemptOutcome, AttemptRecorded, Delivery, DeliveryKind, DeliveryStatus,
-    DeliveryTarget, DueAttempt, FanOut,
+    AfterAttempt, Attempt, AttemptOutcome, AttemptRecorded, AttemptToRecord, Delivery,
+    DeliveryKind, DeliveryStatus, DeliveryTarget, DueAttempt, FanOut,
 };
 pub use endpoint_record::{
     AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON, DEFAULT_HOURLY_BUDGET,

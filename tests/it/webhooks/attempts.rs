@@ -7,7 +7,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tests::backend_tests;
 
+use storage::webhooks::{AfterAttempt, AttemptToRecord, Delivery, DeliveryKind, WebhookEndpoint};
+
 use super::Ctx;
+use super::auto_disable::{attempt_answered, pending_delivery, record_failed_deliveries};
 
 /// The first delivery of `endpoint_id` once it has made `attempts` attempts.
 async fn first_delivery_after(ctx: &Ctx, endpoint_id: &str, attempts: i64) -> Value {
@@ -65,5 +68,78 @@ backend_tests! {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(target.received().is_empty(), "the redirect target heard nothing");
         assert_eq!(ctx.receiver.received().len(), 1);
+    }
+}
+
+backend_tests! {
+    async fn attempts_recorded_together_move_each_delivery_and_the_endpoint_as_one_at_a_time_would(backend) {
+        let ctx = Ctx::new(backend).await;
+        let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id.parse().unwrap()).await.unwrap().unwrap();
+        // A streak of six failures for the batch's first success to end.
+        record_failed_deliveries(&ctx, &endpoint, 6).await;
+        let db = ctx.app.store.db();
+        let agency = ctx.agency.id.as_str();
+        let events_before = crate::support::sql::count_for_agency(db, "events", agency).await;
+
+        let ended = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        let retried = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        let replay = pending_delivery(&ctx, &endpoint, DeliveryKind::Replay).await;
+        let gave_up = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        let after_it = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        // A second endpoint, without a streak, whose give-up and success
+        // come in the same batch.
+        let (clean_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        let clean: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &clean_id.parse().unwrap()).await.unwrap().unwrap();
+        let clean_gave_up = pending_delivery(&ctx, &clean, DeliveryKind::Event).await;
+        let clean_after_it = pending_delivery(&ctx, &clean, DeliveryKind::Event).await;
+        let retry_at = ctx.app.store.clock().now().plus_seconds(30);
+        let one = |delivery: &Delivery, number: i32, status: i32, after: AfterAttempt| AttemptToRecord {
+            delivery: delivery.clone(),
+            attempt: attempt_answered(&ctx, number, status),
+            after,
+        };
+        let batch = [
+            one(&ended, 1, 200, AfterAttempt::Succeeded),
+            one(&retried, 1, 500, AfterAttempt::RetryAt(retry_at)),
+            one(&replay, 1, 500, AfterAttempt::Failed),
+            // The same attempt again (a job that ran twice): nothing changes.
+            one(&ended, 1, 200, AfterAttempt::Succeeded),
+            one(&gave_up, 5, 500, AfterAttempt::Failed),
+            one(&clean_gave_up, 5, 500, AfterAttempt::Failed),
+            one(&after_it, 1, 200, AfterAttempt::Succeeded),
+            one(&clean_after_it, 1, 200, AfterAttempt::Succeeded),
+        ];
+        let recorded = ctx.app.store.webhooks().record_attempts(&batch).await.unwrap();
+        let flags: Vec<bool> = recorded.iter().map(|r| r.recorded).collect();
+        assert_eq!(flags, [true, true, true, false, true, true, true, true]);
+        // The give-up counts one failure (the streak ended before it); the
+        // replay, an owner's probe, counts none.
+        assert_eq!(recorded[4].consecutive_failures, 1);
+        assert_eq!(recorded[2].consecutive_failures, 0);
+
+        let status = |delivery: Value| (delivery["status"].clone(), delivery["attempts"].clone());
+        for (delivery, expected) in [
+            (&ended, ("succeeded", 1)),
+            (&retried, ("retrying", 1)),
+            (&replay, ("failed", 1)),
+            (&gave_up, ("failed", 5)),
+            (&after_it, ("succeeded", 1)),
+        ] {
+            let read = ctx.delivery_until(delivery.id.as_str(), |_| true).await;
+            assert_eq!(status(read.clone()), (json!(expected.0), json!(expected.1)), "{read}");
+            assert_eq!(read["attempt_log"].as_array().unwrap().len(), 1, "{read}");
+        }
+        let retrying = ctx.delivery_until(retried.id.as_str(), |_| true).await;
+        assert!(retrying["next_attempt_at"].is_string(), "{retrying}");
+
+        // The success after the give-up ended its streak of one; only the
+        // first success reported a recovery (after six).
+        let endpoint_now = crate::support::expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{endpoint_id}")).await).await;
+        assert_eq!(endpoint_now["consecutive_failures"], 0, "{endpoint_now}");
+        let clean_now = crate::support::expect_ok(ctx.get(&format!("/api/v1/webhooks/endpoints/{clean_id}")).await).await;
+        assert_eq!(clean_now["consecutive_failures"], 0, "{clean_now}");
+        let events_after = crate::support::sql::count_for_agency(db, "events", agency).await;
+        assert_eq!(events_after - events_before, 1, "one webhook.endpoint.recovered");
     }
 }

@@ -6,11 +6,60 @@ use std::time::Duration;
 
 use serde_json::json;
 use storage::ids::{DeliveryId, EventId, NotificationId};
-use storage::webhooks::{AfterAttempt, Attempt, DeliveryKind, WebhookEndpoint};
+use storage::webhooks::{AfterAttempt, Attempt, Delivery, DeliveryKind, WebhookEndpoint};
 use tests::backend_tests;
 
 use super::Ctx;
 use crate::support::expect_ok;
+
+/// A new delivery of `kind` to `endpoint`, pending, with no attempt yet
+/// (nothing pushes it: the test records its attempts by hand).
+pub(super) async fn pending_delivery(
+    ctx: &Ctx,
+    endpoint: &WebhookEndpoint,
+    kind: DeliveryKind,
+) -> Delivery {
+    let now = ctx.app.store.clock().now();
+    let template = Delivery {
+        id: DeliveryId::generate(),
+        endpoint_id: endpoint.id.clone(),
+        agency_id: endpoint.agency_id.clone(),
+        kind,
+        replay_of: None,
+        event_id: EventId::generate(),
+        event_type: "listing.created".into(),
+        api_version: "2026-05-29".into(),
+        occurred_at: now,
+        is_sandbox: endpoint.pool == storage::Environment::Sandbox,
+        data: json!({}),
+        status: storage::webhooks::DeliveryStatus::Pending,
+        attempts: 0,
+        next_attempt_at: None,
+        created_at: now,
+        completed_at: None,
+    };
+    ctx.app
+        .store
+        .webhooks()
+        .create_manual(endpoint, kind, &template)
+        .await
+        .unwrap()
+}
+
+/// Attempt number `number`, just made, with `status_code` as its answer.
+pub(super) fn attempt_answered(ctx: &Ctx, number: i32, status_code: i32) -> Attempt {
+    let succeeded = (200..300).contains(&status_code);
+    Attempt {
+        attempt: number,
+        nonce: ulid::Ulid::generate().to_string(),
+        started_at: ctx.app.store.clock().now(),
+        duration_ms: 1,
+        outcome: if succeeded { "succeeded" } else { "http_error" }.into(),
+        status_code: Some(status_code),
+        response_excerpt: None,
+        error: None,
+    }
+}
 
 /// Records `count` deliveries to `endpoint` whose last attempt failed for
 /// good, in its own pool; returns the last notification the failures raised
@@ -23,41 +72,13 @@ pub(super) async fn record_failed_deliveries(
     let webhooks = ctx.app.store.webhooks();
     let mut notification = None;
     for _ in 0..count {
-        let now = ctx.app.store.clock().now();
-        let template = storage::webhooks::Delivery {
-            id: DeliveryId::generate(),
-            endpoint_id: endpoint.id.clone(),
-            agency_id: endpoint.agency_id.clone(),
-            kind: DeliveryKind::Event,
-            replay_of: None,
-            event_id: EventId::generate(),
-            event_type: "listing.created".into(),
-            api_version: "2026-05-29".into(),
-            occurred_at: now,
-            is_sandbox: endpoint.pool == storage::Environment::Sandbox,
-            data: json!({}),
-            status: storage::webhooks::DeliveryStatus::Pending,
-            attempts: 0,
-            next_attempt_at: None,
-            created_at: now,
-            completed_at: None,
-        };
-        let delivery = webhooks
-            .create_manual(endpoint, DeliveryKind::Event, &template)
-            .await
-            .unwrap();
-        let attempt = Attempt {
-            attempt: 5,
-            nonce: ulid::Ulid::generate().to_string(),
-            started_at: now,
-            duration_ms: 1,
-            outcome: "http_error".into(),
-            status_code: Some(500),
-            response_excerpt: None,
-            error: None,
-        };
+        let delivery = pending_delivery(ctx, endpoint, DeliveryKind::Event).await;
         let recorded = webhooks
-            .record_attempt(&delivery, &attempt, AfterAttempt::Failed)
+            .record_attempt(
+                &delivery,
+                &attempt_answered(ctx, 5, 500),
+                AfterAttempt::Failed,
+            )
             .await
             .unwrap();
         notification = recorded.notification_id.or(notification);

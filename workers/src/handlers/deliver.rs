@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, SendNotification};
-use storage::webhooks::{AfterAttempt, AttemptOutcome, BudgetSlot, DueAttempt, EndpointStatus};
+use storage::webhooks::{
+    AfterAttempt, AttemptOutcome, AttemptToRecord, BudgetSlot, DueAttempt, EndpointStatus,
+};
 
 use super::{Handler, JobError, WorkerState};
 use crate::webhooks::{self, schedule};
@@ -41,7 +43,12 @@ impl Handler for DeliverWebhook {
 async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobError> {
     let store = &state.store;
     let webhooks = store.webhooks();
-    let Some(target) = webhooks.target(&job.delivery_id).await? else {
+    let Some(target) = state
+        .delivery_batches
+        .target(&job.delivery_id)
+        .await
+        .map_err(JobError)?
+    else {
         // Purged by retention.
         return Ok(());
     };
@@ -127,11 +134,19 @@ async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobErr
             None => AfterAttempt::Failed,
         }
     };
-    let recorded = webhooks.record_attempt(&delivery, &attempt, after).await?;
+    let duration_ms = attempt.duration_ms;
+    let recorded = state
+        .delivery_batches
+        .record(AttemptToRecord {
+            delivery: delivery.clone(),
+            attempt,
+            after,
+        })
+        .await
+        .map_err(JobError)?;
     metrics::counter!("webhook_attempts_total", "outcome" => report.outcome.as_str()).increment(1);
-    metrics::histogram!("webhook_attempt_duration_seconds").record(
-        Duration::from_millis(u64::try_from(attempt.duration_ms).unwrap_or(0)).as_secs_f64(),
-    );
+    metrics::histogram!("webhook_attempt_duration_seconds")
+        .record(Duration::from_millis(u64::try_from(duration_ms).unwrap_or(0)).as_secs_f64());
     if recorded.disabled_endpoint {
         tracing::warn!(
             endpoint_id = %endpoint.id,

@@ -8,7 +8,7 @@ use jobs::progress::ProgressHub;
 use jobs::{JobQueue, QueueTarget};
 use storage::Store;
 
-use crate::webhooks::{AddressPolicy, WebhookClient};
+use crate::webhooks::{AddressPolicy, DeliveryBatches, WebhookClient};
 
 /// What every handler can reach, and what the API process shares with its
 /// in-process workers. Cloned per job; cheap.
@@ -24,6 +24,8 @@ pub struct WorkerState {
     pub dispatch: DispatchOnCommit,
     /// How webhooks are delivered.
     pub webhooks: Arc<WebhookDelivery>,
+    /// What this process's concurrent deliveries read and record together.
+    pub delivery_batches: DeliveryBatches,
     /// The SMTP relay, when configured.
     pub mailer: Option<Arc<crate::mail::Mailer>>,
     /// Where media objects live; `None` until configured (media jobs then fail).
@@ -75,8 +77,10 @@ impl WorkerState {
             None => None,
         };
         let progress = ProgressHub::new(store.clone(), redis);
+        let delivery_batches = DeliveryBatches::start(&store);
         Ok(Self {
             store,
+            delivery_batches,
             queue,
             progress,
             dispatch,

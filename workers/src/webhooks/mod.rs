@@ -4,12 +4,14 @@
 //! API's replay and test fire share them.
 
 pub mod address_policy;
+pub mod batches;
 pub mod client;
 pub mod schedule;
 
 use std::time::Duration;
 
 pub use address_policy::{AddressPolicy, Lookup, SystemLookup};
+pub use batches::DeliveryBatches;
 pub use client::{AttemptReport, SignedRequest, WebhookClient};
 use storage::webhooks::{Attempt, Delivery, SignatureScheme};
 use storage::{Store, Timestamp};
