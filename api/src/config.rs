@@ -12,7 +12,12 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use ipnet::IpNet;
+
+use crate::pacing::PacingSettings;
 pub use workers::config::{MASTER_KEY_FILE, QUEUE_FILE, SQLITE_FILE, StorageArgs, WorkerArgs};
+
+/// The longest `--webhook-backlog-max-wait-ms` allowed.
+const MAX_PACING_WAIT_MS: u64 = 10_000;
 
 /// `api serve`.
 #[derive(Clone, Debug, Args)]
@@ -60,6 +65,14 @@ pub struct ServeArgs {
     /// Proxy address or CIDR whose `X-Forwarded-Proto: https` is believed (repeatable, comma-separated in env).
     #[arg(long = "trusted-proxy", env = "TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_net)]
     pub trusted_proxies: Vec<IpNet>,
+
+    /// An API key's write waits while its agency has this many webhook deliveries waiting (events not yet fanned out, deliveries due and not yet attempted); 0 turns pacing off.
+    #[arg(long, env = "WEBHOOK_BACKLOG_LIMIT", default_value_t = PacingSettings::default().backlog_limit)]
+    pub webhook_backlog_limit: u32,
+
+    /// The longest a write waits for its agency's webhook backlog, in milliseconds (at most 10000).
+    #[arg(long, env = "WEBHOOK_BACKLOG_MAX_WAIT_MS", default_value_t = 1000)]
+    pub webhook_backlog_max_wait_ms: u64,
 }
 
 /// Parses an address or CIDR (`10.0.0.1` or `10.0.0.0/8`).
@@ -100,11 +113,25 @@ impl ServeArgs {
         }
     }
 
+    /// How writes are paced by their agency's webhook backlog.
+    pub fn write_pacing(&self) -> PacingSettings {
+        PacingSettings {
+            backlog_limit: self.webhook_backlog_limit,
+            max_wait: Duration::from_millis(self.webhook_backlog_max_wait_ms),
+        }
+    }
+
     /// Checks settings that are read now and used by later components, so a
     /// typo fails at start rather than at first use.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.storage.validate()?;
         self.ops_basic_auth()?;
+        if self.webhook_backlog_max_wait_ms > MAX_PACING_WAIT_MS {
+            bail!(
+                "WEBHOOK_BACKLOG_MAX_WAIT_MS must be at most {MAX_PACING_WAIT_MS} (a paced write must finish well within its request deadline), got {}",
+                self.webhook_backlog_max_wait_ms
+            );
+        }
         for url in [Some(self.base_url()), self.legacy_base_url.clone()]
             .into_iter()
             .flatten()
@@ -143,7 +170,34 @@ mod tests {
         assert_eq!(args.listen, "127.0.0.1:8080".parse().unwrap());
         assert!(args.ops_listen.ip().is_loopback());
         assert_eq!(args.base_url(), "http://127.0.0.1:8080");
+        assert_eq!(args.write_pacing(), PacingSettings::default());
         args.validate().unwrap();
+    }
+
+    #[test]
+    fn pacing_takes_a_limit_and_a_bounded_wait() {
+        let off = Probe::try_parse_from(["api", "--webhook-backlog-limit", "0"]).unwrap();
+        assert_eq!(off.serve.write_pacing().backlog_limit, 0);
+        let tuned = Probe::try_parse_from([
+            "api",
+            "--webhook-backlog-limit",
+            "50",
+            "--webhook-backlog-max-wait-ms",
+            "250",
+        ])
+        .unwrap();
+        assert_eq!(
+            tuned.serve.write_pacing(),
+            PacingSettings {
+                backlog_limit: 50,
+                max_wait: Duration::from_millis(250),
+            }
+        );
+        tuned.serve.validate().unwrap();
+        let too_long =
+            Probe::try_parse_from(["api", "--webhook-backlog-max-wait-ms", "10001"]).unwrap();
+        assert!(too_long.serve.validate().is_err());
+        assert!(Probe::try_parse_from(["api", "--webhook-backlog-limit", "-1"]).is_err());
     }
 
     #[test]

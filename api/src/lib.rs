@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod middleware;
 pub mod multipart;
 pub mod ops;
+pub mod pacing;
 pub mod pagination;
 pub mod portal;
 pub mod principal;

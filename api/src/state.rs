@@ -9,6 +9,7 @@ use crate::config::UploadLimits;
 use crate::middleware::deadline::RequestDeadlines;
 use crate::middleware::key_cache::KeyCache;
 use crate::middleware::query_params::DocumentedQueries;
+use crate::pacing::{PacingSettings, WritePacing};
 use crate::pagination::CursorCodec;
 use crate::rate_limit::RateLimiter;
 
@@ -38,6 +39,7 @@ struct Inner {
     request_deadlines: RequestDeadlines,
     documented_queries: OnceLock<DocumentedQueries>,
     usage: Arc<crate::usage::UsageRecorder>,
+    pacing: WritePacing,
 }
 
 impl AppState {
@@ -45,6 +47,11 @@ impl AppState {
     /// (in process, or Redis in the distributed profile).
     pub fn new(platform: WorkerState, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
         let cursors = CursorCodec::new(platform.store.derived_keys().cursor_signing_key());
+        let pacing = WritePacing::new(
+            platform.store.clone(),
+            PacingSettings::default(),
+            platform.delivery_batches.attempts_recorded(),
+        );
         Self {
             inner: Arc::new(Inner {
                 platform,
@@ -57,6 +64,7 @@ impl AppState {
                 request_deadlines: Default::default(),
                 documented_queries: OnceLock::new(),
                 usage: Arc::default(),
+                pacing,
             }),
         }
     }
@@ -91,6 +99,24 @@ impl AppState {
             inner.request_deadlines = deadlines;
         }
         self
+    }
+
+    /// Writes paced by `settings` instead of the defaults.
+    /// Call it before the state is shared; a shared state is left unchanged.
+    pub fn with_write_pacing(mut self, settings: PacingSettings) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.pacing = WritePacing::new(
+                inner.platform.store.clone(),
+                settings,
+                inner.platform.delivery_batches.attempts_recorded(),
+            );
+        }
+        self
+    }
+
+    /// How writes are paced by their agency's webhook backlog.
+    pub fn write_pacing(&self) -> &WritePacing {
+        &self.inner.pacing
     }
 
     /// Records the query parameters the OpenAPI document declares (once,

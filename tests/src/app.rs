@@ -58,6 +58,7 @@ pub struct TestAppBuilder {
     mail_relay: Option<String>,
     media_target: Option<storage::objects::ObjectStoreTarget>,
     upload_limits: Option<api::config::UploadLimits>,
+    write_pacing: Option<api::pacing::PacingSettings>,
     request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
 }
 
@@ -163,6 +164,12 @@ impl TestAppBuilder {
         self
     }
 
+    /// Pace writes by their agency's webhook backlog as `settings` say.
+    pub fn write_pacing(mut self, settings: api::pacing::PacingSettings) -> Self {
+        self.write_pacing = Some(settings);
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -225,6 +232,9 @@ impl TestAppBuilder {
         }
         if let Some(limits) = self.upload_limits {
             state = state.with_upload_limits(limits);
+        }
+        if let Some(settings) = self.write_pacing {
+            state = state.with_write_pacing(settings);
         }
         let ops_transport = self.transport.clone();
         let app = api::app_with_routes(state.clone(), self.transport, self.extra_routes);
@@ -367,6 +377,7 @@ impl TestApp {
             mail_relay: None,
             media_target: None,
             upload_limits: None,
+            write_pacing: None,
             request_deadlines: None,
         }
     }

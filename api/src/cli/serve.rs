@@ -54,7 +54,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let transport = transport_policy(&args);
-    let mut state = AppState::new(platform.clone(), urls.clone(), rate_limiter);
+    let mut state = AppState::new(platform.clone(), urls.clone(), rate_limiter)
+        .with_write_pacing(args.write_pacing());
     if let Some(url) = &redis_url {
         state = state.with_revocation_channel(url.clone());
     }

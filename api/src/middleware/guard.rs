@@ -1,7 +1,8 @@
 //! The one per-route guard. The route table says which credentials a route
 //! accepts ([`Access`]); the guard runs, in the specification's order:
 //! authenticate the credential (tenancy and scope come with it) → spend the
-//! rate-limit buckets → attach the [`Credential`] → idempotency → handler,
+//! rate-limit buckets → attach the [`Credential`] → pace a key's write by
+//! its agency's webhook backlog ([`crate::pacing`]) → idempotency → handler,
 //! and every response of the route carries the rate-limit headers.
 //!
 //! | access | credential | buckets | idempotency |
@@ -18,6 +19,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::{RequestExt, Router};
 use storage::Environment;
+use storage::api_keys::Scope;
 use utoipa_axum::router::UtoipaMethodRouter;
 
 use super::session::{authenticate_session, csrf_matches, session_cookie};
@@ -51,6 +53,19 @@ pub enum Access {
     /// The signed token of a progress URL (a browser's `EventSource` sends
     /// no headers), or an API key.
     KeyOrProgressToken(&'static Endpoint),
+}
+
+impl Access {
+    /// The API endpoint's policy, for every access a key may open.
+    fn endpoint(self) -> Option<&'static Endpoint> {
+        match self {
+            Self::Key(endpoint)
+            | Self::KeyOrSession(endpoint)
+            | Self::KeyOrAdministratorSession(endpoint)
+            | Self::KeyOrProgressToken(endpoint) => Some(endpoint),
+            Self::Session(_) => None,
+        }
+    }
 }
 
 impl From<&'static Endpoint> for Access {
@@ -104,7 +119,7 @@ pub fn guard_router(
 }
 
 /// Middleware: authenticate → rate limit → query parameters the document
-/// declares → attach → idempotency → handler.
+/// declares → attach → pace a key's write → idempotency → handler.
 pub async fn guard(
     State(guard): State<Guard>,
     mut request: Request,
@@ -203,6 +218,21 @@ pub async fn guard(
         let mut response = err.into_response();
         rate_limit_headers.apply(response.headers_mut());
         return Ok(response);
+    }
+    // A key's write waits while its agency's webhook backlog is at the
+    // limit (`pacing`); the portal's session writes are a person's pace,
+    // and managing endpoints is how an agency deals with its backlog.
+    if matches!(credential, Credential::Key(_))
+        && guard
+            .access
+            .endpoint()
+            .is_some_and(|endpoint| endpoint.scope != Scope::WebhooksWrite)
+        && !matches!(
+            *request.method(),
+            Method::GET | Method::HEAD | Method::OPTIONS
+        )
+    {
+        state.write_pacing().admit(&tenant).await;
     }
     // Session routes of the developer settings never took idempotency keys.
     let idempotent = !matches!(guard.access, Access::Session(_));

@@ -2,7 +2,8 @@
 //! envelope → access log → transport policy → panic guard → the route's
 //! deadline (`deadline`) → routing; per
 //! route (`guard`, from the route table): authentication (`auth`, `session`,
-//! `progress_token`), tenancy and scope → rate limit → idempotency → handler.
+//! `progress_token`), tenancy and scope → rate limit → a key's write paced
+//! by its agency's webhook backlog (`crate::pacing`) → idempotency → handler.
 
 pub mod auth;
 pub mod deadline;

@@ -11,10 +11,12 @@
 //! One file per part: the endpoint and delivery records (`endpoint_record`,
 //! `delivery_record`), managing endpoints (`endpoints`), fanning committed
 //! events out (`fan_out`), reading and creating deliveries (`deliveries`),
-//! recording attempts (`attempts`), the sweeps that recover and purge
-//! (`sweeps`), and the owner's notifications (`notifications`).
+//! recording attempts (`attempts`), an agency's backlog (`backlog`), the
+//! sweeps that recover and purge (`sweeps`), and the owner's notifications
+//! (`notifications`).
 
 mod attempts;
+mod backlog;
 mod budget;
 mod deliveries;
 mod delivery_record;

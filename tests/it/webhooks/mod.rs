@@ -14,6 +14,7 @@ mod hourly_budget;
 mod listen;
 mod ordering;
 mod overdue_sweep;
+mod pacing;
 mod receivers;
 mod replay;
 mod retry_schedule;
@@ -76,6 +77,8 @@ pub struct CtxOptions {
     pub delivery_concurrency: Option<usize>,
     /// Worker runtimes consuming the queue (`None`: one).
     pub worker_runtimes: Option<usize>,
+    /// How writes are paced by their agency's backlog (`None`: the default).
+    pub write_pacing: Option<api::pacing::PacingSettings>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -150,6 +153,9 @@ impl Ctx {
         }
         if let Some(count) = options.worker_runtimes {
             builder = builder.worker_runtimes(count);
+        }
+        if let Some(settings) = options.write_pacing {
+            builder = builder.write_pacing(settings);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

@@ -2,9 +2,13 @@
 //! together ([`crate::batched`]): their targets, read two statements a
 //! batch, and their attempts, recorded in one transaction a batch.
 
+use std::sync::Arc;
+
 use storage::Store;
 use storage::ids::DeliveryId;
 use storage::webhooks::{AttemptRecorded, AttemptToRecord, DeliveryTarget};
+
+use tokio::sync::Notify;
 
 use crate::batched::{Answer, Batched};
 
@@ -16,6 +20,7 @@ const BATCH: usize = 256;
 pub struct DeliveryBatches {
     targets: Batched<DeliveryId, Option<DeliveryTarget>>,
     records: Batched<AttemptToRecord, AttemptRecorded>,
+    recorded: Arc<Notify>,
 }
 
 impl DeliveryBatches {
@@ -33,11 +38,28 @@ impl DeliveryBatches {
             }
         });
         let writer = store.clone();
+        let recorded = Arc::new(Notify::new());
+        let announce = recorded.clone();
         let records = Batched::start(BATCH, move |attempts: Vec<AttemptToRecord>| {
             let store = writer.clone();
-            async move { record(&store, attempts).await }
+            let announce = announce.clone();
+            async move {
+                let answers = record(&store, attempts).await;
+                announce.notify_waiters();
+                answers
+            }
         });
-        Self { targets, records }
+        Self {
+            targets,
+            records,
+            recorded,
+        }
+    }
+
+    /// Woken (every waiter at once) after each batch of attempts this
+    /// process records: what waits for a backlog to shrink listens here.
+    pub fn attempts_recorded(&self) -> Arc<Notify> {
+        self.recorded.clone()
     }
 
     /// A delivery with its endpoint and secrets; `None` once purged.

@@ -1,0 +1,230 @@
+//! Writes paced by their agency's webhook backlog: while an agency has the
+//! limit's worth of deliveries waiting (its receiver holds every request
+//! here), its next write waits; another agency's write, the agency's own
+//! reads and its management of endpoints go ahead meanwhile; the write goes ahead once deliveries are
+//! made, or after the longest wait.
+
+use std::time::Duration;
+
+use api::pacing::PacingSettings;
+use serde_json::{Value, json};
+use storage::users::Role;
+use tests::Backend;
+use tests::deployment::eventually;
+
+use super::{Ctx, CtxOptions, SCOPES};
+use crate::listings::add_user;
+
+/// Guards against a hang; never what a test passes by.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn paced_ctx(backend: Backend, redis: bool, settings: PacingSettings) -> Ctx {
+    Ctx::with(
+        backend,
+        CtxOptions {
+            redis,
+            write_pacing: Some(settings),
+            ..CtxOptions::default()
+        },
+    )
+    .await
+}
+
+/// The agency's backlog as the store counts it (up to 100).
+async fn backlog(ctx: &Ctx) -> u32 {
+    ctx.app
+        .store
+        .webhooks()
+        .delivery_backlog(&ctx.live(), 100)
+        .await
+        .expect("the backlog")
+}
+
+/// Creates listings while the backlog is under `limit` (each write still
+/// goes ahead at once), until it reaches it.
+async fn fill_backlog(ctx: &Ctx, limit: u32) {
+    let mut created = 0;
+    while backlog(ctx).await < limit {
+        ctx.create_listing().await;
+        created += 1;
+        assert!(
+            created <= limit,
+            "{created} listings made no backlog of {limit}"
+        );
+    }
+}
+
+async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Backend, redis: bool) {
+    let limit = 3;
+    let ctx = paced_ctx(
+        backend,
+        redis,
+        PacingSettings {
+            backlog_limit: limit,
+            // Longer than the test: only delivering lets the write through.
+            max_wait: Duration::from_secs(300),
+        },
+    )
+    .await;
+    let pacing = ctx.app.state.write_pacing().clone();
+    let (endpoint_id, _) = ctx.register().await;
+    ctx.receiver.hold();
+    fill_backlog(&ctx, limit).await;
+    // Writes before (adding the agent, registering) may have waited for
+    // their own events to be fanned out; count from here.
+    let before = (pacing.paced(), pacing.waited_out());
+
+    // The write, sent from its own task so the test watches it wait.
+    let client = ctx.app.client.clone();
+    let url = ctx.app.url("/api/v1/listings");
+    let key = ctx.key.clone();
+    let body = json!({
+        "address": "10 Waiting Lane",
+        "owner_user_id": ctx.agency.owner_id,
+        "agent_one_id": ctx.agent,
+    });
+    let waiting_write = tokio::spawn(async move {
+        client
+            .post(url)
+            .header("X-API-Key", key)
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .json(&body)
+            .send()
+            .await
+            .expect("the paced write")
+    });
+    eventually(PATIENCE, "the write to wait for its backlog", || async {
+        (pacing.waiting() == 1).then_some(())
+    })
+    .await;
+
+    // Another agency writes meanwhile, unpaced.
+    let other = ctx.app.agency().await;
+    let other_key = ctx.app.key(&other, &SCOPES).await;
+    let other_agent = add_user(&ctx.app, &other, Role::Agent).await;
+    let response = tokio::time::timeout(
+        PATIENCE,
+        ctx.send(
+            reqwest::Method::POST,
+            "/api/v1/listings",
+            &other_key,
+            Some(&json!({
+                "address": "1 Other Street",
+                "owner_user_id": other.owner_id,
+                "agent_one_id": other_agent,
+            })),
+        ),
+    )
+    .await
+    .expect("another agency's write is not held up");
+    assert_eq!(response.status(), 201);
+    // The agency manages its endpoints meanwhile: that is how it deals
+    // with a backlog.
+    let response = tokio::time::timeout(
+        PATIENCE,
+        ctx.patch(
+            &format!("/api/v1/webhooks/endpoints/{endpoint_id}"),
+            &json!({ "name": "behind" }),
+        ),
+    )
+    .await
+    .expect("managing an endpoint is not held up");
+    assert_eq!(response.status(), 200);
+    // And the agency reads its own listings.
+    let response = tokio::time::timeout(PATIENCE, ctx.get("/api/v1/listings"))
+        .await
+        .expect("a read is not held up");
+    assert_eq!(response.status(), 200);
+    assert!(!waiting_write.is_finished(), "the paced write went ahead");
+    assert_eq!(pacing.waiting(), 1);
+    assert_eq!((pacing.paced(), pacing.waited_out()), before);
+
+    // Delivering shrinks the backlog and lets the write through.
+    ctx.receiver.stop_holding();
+    let response = tokio::time::timeout(PATIENCE, waiting_write)
+        .await
+        .expect("the paced write goes ahead once delivered")
+        .expect("the paced write's task");
+    assert_eq!(response.status(), 201);
+    let listing: Value = response.json().await.unwrap();
+    assert_eq!(listing["address"], "10 Waiting Lane");
+    assert_eq!(
+        (pacing.paced(), pacing.waited_out()),
+        (before.0 + 1, before.1)
+    );
+    assert_eq!(pacing.waiting(), 0);
+}
+
+async fn a_write_goes_ahead_after_the_longest_wait(backend: Backend) {
+    let ctx = paced_ctx(
+        backend,
+        false,
+        PacingSettings {
+            backlog_limit: 1,
+            max_wait: Duration::from_millis(200),
+        },
+    )
+    .await;
+    let pacing = ctx.app.state.write_pacing().clone();
+    ctx.register().await;
+    ctx.receiver.hold();
+    fill_backlog(&ctx, 1).await;
+    let before = (pacing.paced(), pacing.waited_out());
+    // The receiver never answers: the write waits its longest and goes ahead.
+    ctx.create_listing().await;
+    assert_eq!(
+        (pacing.paced(), pacing.waited_out()),
+        (before.0, before.1 + 1)
+    );
+    assert_eq!(pacing.waiting(), 0);
+    ctx.receiver.stop_holding();
+}
+
+async fn a_limit_of_zero_turns_pacing_off(backend: Backend) {
+    let ctx = paced_ctx(
+        backend,
+        false,
+        PacingSettings {
+            backlog_limit: 0,
+            max_wait: Duration::from_secs(300),
+        },
+    )
+    .await;
+    let pacing = ctx.app.state.write_pacing().clone();
+    ctx.register().await;
+    ctx.receiver.hold();
+    assert_eq!(pacing.settings().backlog_limit, 0);
+    for _ in 0..3 {
+        tokio::time::timeout(PATIENCE, ctx.create_listing())
+            .await
+            .expect("no write waits");
+    }
+    assert!(backlog(&ctx).await >= 3);
+    assert_eq!((pacing.paced(), pacing.waited_out()), (0, 0));
+    ctx.receiver.stop_holding();
+}
+
+#[tokio::test]
+async fn a_write_waits_for_its_agencys_backlog_on_sqlite() {
+    a_write_waits_for_its_agencys_backlog_and_others_go_ahead(Backend::Sqlite, false).await;
+}
+
+#[tokio::test]
+async fn a_write_waits_for_its_agencys_backlog_on_postgres_with_redis() {
+    a_write_waits_for_its_agencys_backlog_and_others_go_ahead(Backend::Postgres, true).await;
+}
+
+#[tokio::test]
+async fn a_write_goes_ahead_after_the_longest_wait_on_sqlite() {
+    a_write_goes_ahead_after_the_longest_wait(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_write_goes_ahead_after_the_longest_wait_on_postgres() {
+    a_write_goes_ahead_after_the_longest_wait(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_limit_of_zero_turns_pacing_off_on_sqlite() {
+    a_limit_of_zero_turns_pacing_off(Backend::Sqlite).await;
+}
