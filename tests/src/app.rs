@@ -59,6 +59,7 @@ pub struct TestAppBuilder {
     media_target: Option<storage::objects::ObjectStoreTarget>,
     upload_limits: Option<api::config::UploadLimits>,
     write_pacing: Option<api::pacing::PacingSettings>,
+    paused_queues: Vec<&'static str>,
     request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
 }
 
@@ -170,6 +171,13 @@ impl TestAppBuilder {
         self
     }
 
+    /// Start with `queue` paused for every worker, as an operator leaves it
+    /// (the workers read it before their first job; resume it in the store).
+    pub fn paused(mut self, queue: &'static str) -> Self {
+        self.paused_queues.push(queue);
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -182,6 +190,13 @@ impl TestAppBuilder {
         init_test_logging();
         let db = TestDatabase::create(self.backend).await;
         let store = db.store(self.clock).await;
+        for queue in &self.paused_queues {
+            store
+                .schedules()
+                .set_paused(queue, true)
+                .await
+                .expect("pause a queue");
+        }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let scheme = if self.tls.is_some() { "https" } else { "http" };
@@ -378,6 +393,7 @@ impl TestApp {
             media_target: None,
             upload_limits: None,
             write_pacing: None,
+            paused_queues: Vec::new(),
             request_deadlines: None,
         }
     }

@@ -10,7 +10,9 @@ use crate::{Result, Tenant};
 impl Webhooks<'_> {
     /// How many of `tenant`'s events are not yet fanned out plus how many of
     /// its deliveries are due and not yet attempted, counting each part no
-    /// further than `limit` (so the answer is at most twice it). Deliveries
+    /// further than `limit` (so the answer is at most twice it). Events wait
+    /// for no receiver while the agency has no enabled endpoint, and are then
+    /// not counted: an agency without webhooks has no backlog. Deliveries
     /// held back by an hourly budget or waiting their turn in order are due
     /// later and not counted; a delivery whose first attempt is in flight is.
     pub async fn delivery_backlog(&self, tenant: &Tenant, limit: u32) -> Result<u32> {
@@ -23,6 +25,9 @@ impl Webhooks<'_> {
                      (select count(*) from (
                          select 1 from events
                          where dispatched_at is null and agency_id = $1 and is_sandbox = $2
+                           and exists (
+                               select 1 from webhook_endpoints
+                               where agency_id = $1 and status = 'enabled' and deleted_at is null)
                          limit $4) as undispatched)
                    + (select count(*) from (
                          select 1 from webhook_deliveries

@@ -79,6 +79,8 @@ pub struct CtxOptions {
     pub worker_runtimes: Option<usize>,
     /// How writes are paced by their agency's backlog (`None`: the default).
     pub write_pacing: Option<api::pacing::PacingSettings>,
+    /// Queues paused from the start (resumed through the store).
+    pub paused_queues: Vec<&'static str>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -156,6 +158,9 @@ impl Ctx {
         }
         if let Some(settings) = options.write_pacing {
             builder = builder.write_pacing(settings);
+        }
+        for queue in options.paused_queues {
+            builder = builder.paused(queue);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

@@ -1,12 +1,16 @@
 //! Writes paced by their agency's webhook backlog: while an agency has the
-//! limit's worth of deliveries waiting (its receiver holds every request
-//! here), its next write waits; another agency's write, the agency's own
-//! reads and its management of endpoints go ahead meanwhile; the write goes ahead once deliveries are
-//! made, or after the longest wait.
+//! limit's worth of deliveries waiting (the delivery queue starts paused
+//! here, so nothing is attempted until the test resumes it), its next write
+//! waits; another agency's write, the agency's own reads and its management
+//! of endpoints go ahead meanwhile; the write goes ahead once deliveries are
+//! made, or after the longest wait. An agency without an enabled endpoint
+//! has no backlog.
 
 use std::time::Duration;
 
 use api::pacing::PacingSettings;
+use jobs::Job;
+use jobs::kinds::{DeliverWebhook, DispatchEvents};
 use serde_json::{Value, json};
 use storage::users::Role;
 use tests::Backend;
@@ -24,10 +28,21 @@ async fn paced_ctx(backend: Backend, redis: bool, settings: PacingSettings) -> C
         CtxOptions {
             redis,
             write_pacing: Some(settings),
+            paused_queues: vec![DeliverWebhook::KIND],
             ..CtxOptions::default()
         },
     )
     .await
+}
+
+/// Lets the workers deliver (they follow the paused set every second).
+async fn resume_deliveries(ctx: &Ctx) {
+    ctx.app
+        .store
+        .schedules()
+        .set_paused(DeliverWebhook::KIND, false)
+        .await
+        .expect("resume deliveries");
 }
 
 /// The agency's backlog as the store counts it (up to 100).
@@ -41,8 +56,13 @@ async fn backlog(ctx: &Ctx) -> u32 {
 }
 
 /// Creates listings while the backlog is under `limit` (each write still
-/// goes ahead at once), until it reaches it.
+/// goes ahead at once), until it reaches it. Events of the setup, committed
+/// before the endpoint was registered, are fanned out to nobody first.
 async fn fill_backlog(ctx: &Ctx, limit: u32) {
+    eventually(PATIENCE, "the setup's events to be fanned out", || async {
+        (backlog(ctx).await == 0).then_some(())
+    })
+    .await;
     let mut created = 0;
     while backlog(ctx).await < limit {
         ctx.create_listing().await;
@@ -68,7 +88,6 @@ async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Back
     .await;
     let pacing = ctx.app.state.write_pacing().clone();
     let (endpoint_id, _) = ctx.register().await;
-    ctx.receiver.hold();
     fill_backlog(&ctx, limit).await;
     // Writes before (adding the agent, registering) may have waited for
     // their own events to be fanned out; count from here.
@@ -98,10 +117,11 @@ async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Back
     })
     .await;
 
-    // Another agency writes meanwhile, unpaced.
+    // Another agency, whose receiver waits too, writes meanwhile, unpaced.
     let other = ctx.app.agency().await;
     let other_key = ctx.app.key(&other, &SCOPES).await;
     let other_agent = add_user(&ctx.app, &other, Role::Agent).await;
+    ctx.register_with(&other_key, json!({})).await;
     let response = tokio::time::timeout(
         PATIENCE,
         ctx.send(
@@ -140,7 +160,7 @@ async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Back
     assert_eq!((pacing.paced(), pacing.waited_out()), before);
 
     // Delivering shrinks the backlog and lets the write through.
-    ctx.receiver.stop_holding();
+    resume_deliveries(&ctx).await;
     let response = tokio::time::timeout(PATIENCE, waiting_write)
         .await
         .expect("the paced write goes ahead once delivered")
@@ -167,17 +187,16 @@ async fn a_write_goes_ahead_after_the_longest_wait(backend: Backend) {
     .await;
     let pacing = ctx.app.state.write_pacing().clone();
     ctx.register().await;
-    ctx.receiver.hold();
     fill_backlog(&ctx, 1).await;
     let before = (pacing.paced(), pacing.waited_out());
-    // The receiver never answers: the write waits its longest and goes ahead.
+    // Nothing is delivered: the write waits its longest and goes ahead.
     ctx.create_listing().await;
     assert_eq!(
         (pacing.paced(), pacing.waited_out()),
         (before.0, before.1 + 1)
     );
     assert_eq!(pacing.waiting(), 0);
-    ctx.receiver.stop_holding();
+    assert!(backlog(&ctx).await >= 1);
 }
 
 async fn a_limit_of_zero_turns_pacing_off(backend: Backend) {
@@ -192,7 +211,6 @@ async fn a_limit_of_zero_turns_pacing_off(backend: Backend) {
     .await;
     let pacing = ctx.app.state.write_pacing().clone();
     ctx.register().await;
-    ctx.receiver.hold();
     assert_eq!(pacing.settings().backlog_limit, 0);
     for _ in 0..3 {
         tokio::time::timeout(PATIENCE, ctx.create_listing())
@@ -201,7 +219,43 @@ async fn a_limit_of_zero_turns_pacing_off(backend: Backend) {
     }
     assert!(backlog(&ctx).await >= 3);
     assert_eq!((pacing.paced(), pacing.waited_out()), (0, 0));
-    ctx.receiver.stop_holding();
+}
+
+async fn an_agency_without_endpoints_has_no_backlog(backend: Backend) {
+    let ctx = Ctx::with(
+        backend,
+        CtxOptions {
+            write_pacing: Some(PacingSettings {
+                backlog_limit: 1,
+                max_wait: Duration::from_secs(300),
+            }),
+            // Nothing is fanned out either: every event stays waiting.
+            paused_queues: vec![DispatchEvents::KIND, DeliverWebhook::KIND],
+            ..CtxOptions::default()
+        },
+    )
+    .await;
+    let pacing = ctx.app.state.write_pacing().clone();
+    for _ in 0..3 {
+        tokio::time::timeout(PATIENCE, ctx.create_listing())
+            .await
+            .expect("no write waits without endpoints");
+    }
+    assert_eq!(backlog(&ctx).await, 0);
+    assert_eq!((pacing.paced(), pacing.waited_out()), (0, 0));
+    // With an endpoint, the same events wait for a receiver.
+    ctx.register().await;
+    assert!(backlog(&ctx).await >= 3);
+}
+
+#[tokio::test]
+async fn an_agency_without_endpoints_has_no_backlog_on_sqlite() {
+    an_agency_without_endpoints_has_no_backlog(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn an_agency_without_endpoints_has_no_backlog_on_postgres() {
+    an_agency_without_endpoints_has_no_backlog(Backend::Postgres).await;
 }
 
 #[tokio::test]
