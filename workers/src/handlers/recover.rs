@@ -9,9 +9,7 @@
 use std::time::Duration;
 
 use jobs::kinds::RecoverWebhookEndpoint;
-use storage::webhooks::{
-    AfterAttempt, AttemptOutcome, DeliveryKind, EndpointStatus, Recovery, RecoveryStatus,
-};
+use storage::webhooks::{AttemptOutcome, DeliveryKind, EndpointStatus, Recovery, RecoveryStatus};
 
 use super::{Handler, JobError, WorkerState};
 use crate::webhooks;
@@ -81,7 +79,7 @@ async fn resend(
     let replay = webhooks
         .create_manual(&endpoint, DeliveryKind::Replay, &template)
         .await?;
-    let (attempt, report) = webhooks::attempt_signed_by(
+    let report = webhooks::attempt_once_and_record(
         &state.store,
         &state.webhooks.client,
         &replay,
@@ -90,17 +88,13 @@ async fn resend(
             secrets: &secrets,
             scheme: endpoint.signature_scheme,
         },
-        1,
     )
-    .await;
-    let after = if report.outcome == AttemptOutcome::Succeeded {
+    .await?;
+    if report.outcome == AttemptOutcome::Succeeded {
         recovery.succeeded += 1;
-        AfterAttempt::Succeeded
     } else {
         recovery.failed += 1;
-        AfterAttempt::Failed
-    };
-    webhooks.record_attempt(&replay, &attempt, after).await?;
+    }
     recovery.resent += 1;
     metrics::counter!("webhook_recovery_resends_total", "outcome" => report.outcome.as_str())
         .increment(1);

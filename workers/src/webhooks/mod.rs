@@ -13,7 +13,7 @@ use std::time::Duration;
 pub use address_policy::{AddressPolicy, Lookup, SystemLookup};
 pub use batches::DeliveryBatches;
 pub use client::{AttemptReport, SignedRequest, WebhookClient};
-use storage::webhooks::{Attempt, Delivery, SignatureScheme};
+use storage::webhooks::{AfterAttempt, Attempt, AttemptOutcome, Delivery, SignatureScheme};
 use storage::{Store, Timestamp};
 
 /// Longest kept error text of an attempt.
@@ -80,6 +80,30 @@ pub async fn attempt_signed_by(
             .map(|e| e.chars().take(ERROR_CHARS).collect()),
     };
     (attempt, report)
+}
+
+/// Makes the one attempt of a one-off delivery (a replay, a test fire, a
+/// recovery's re-send) now, outside the retry schedule, and records it: the
+/// delivery succeeds or fails for good on it. Returns what the receiver
+/// answered.
+pub async fn attempt_once_and_record(
+    store: &Store,
+    client: &WebhookClient,
+    delivery: &Delivery,
+    url: &str,
+    signing: Signing<'_>,
+) -> storage::Result<AttemptReport> {
+    let (attempt, report) = attempt_signed_by(store, client, delivery, url, signing, 1).await;
+    let after = if report.outcome == AttemptOutcome::Succeeded {
+        AfterAttempt::Succeeded
+    } else {
+        AfterAttempt::Failed
+    };
+    store
+        .webhooks()
+        .record_attempt(delivery, &attempt, after)
+        .await?;
+    Ok(report)
 }
 
 /// `at` plus `wait` divided by `speedup` (1 in production).

@@ -2,7 +2,7 @@
 //! makes one attempt at once, outside the retry schedule, recording it like
 //! any other so it shows in the delivery history.
 
-use storage::webhooks::{AfterAttempt, Attempt, Delivery, WebhookEndpoint};
+use storage::webhooks::{Attempt, Delivery, WebhookEndpoint};
 use workers::webhooks::AttemptReport;
 
 use crate::error::{ApiError, Resource};
@@ -38,7 +38,7 @@ pub(super) async fn deliver_now(
     if target.secret.is_none() {
         return Err(ApiError::NotFound(Resource::WebhookEndpoint));
     }
-    let (attempt, report) = workers::webhooks::attempt_signed_by(
+    let report = workers::webhooks::attempt_once_and_record(
         state.store(),
         &state.platform().webhooks.client,
         &delivery,
@@ -47,15 +47,8 @@ pub(super) async fn deliver_now(
             secrets: &target.signing_secrets(),
             scheme: endpoint.signature_scheme,
         },
-        1,
     )
-    .await;
-    let after = if report.outcome == storage::webhooks::AttemptOutcome::Succeeded {
-        AfterAttempt::Succeeded
-    } else {
-        AfterAttempt::Failed
-    };
-    webhooks.record_attempt(&delivery, &attempt, after).await?;
+    .await?;
     let delivery = webhooks
         .target(&delivery.id)
         .await?
