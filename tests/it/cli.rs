@@ -123,6 +123,18 @@ backend_tests! {
         assert_eq!(list["items"][0]["id"], id.as_str());
         assert_eq!(list["items"][0]["name"], "crm");
         assert!(!list.to_string().contains(&secret), "the secret is never listed");
+        let shown: Value = client
+            .get(format!("{}/api/v1/webhooks/endpoints/{id}", server.base_url))
+            .header("X-API-Key", key["key"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let got = deployment.admin_ok(&["webhook-endpoints", "get", "--agency", &agency_id, "--endpoint", &id]);
+        assert_eq!(got["endpoint"], shown, "the command line shows an endpoint as the API does");
+        assert_eq!(list["items"][0], shown);
         let disabled = deployment.admin_ok(&["webhook-endpoints", "disable", "--agency", &agency_id, "--endpoint", &id]);
         assert_eq!(disabled["endpoint"]["status"], "disabled");
         let enabled = deployment.admin_ok(&["webhook-endpoints", "enable", "--agency", &agency_id, "--endpoint", &id]);

@@ -11,6 +11,7 @@ use super::error::AdminError;
 use super::open::existing_agency;
 use crate::config::StorageArgs;
 use crate::routes::webhooks::endpoint_rules::EndpointEdit;
+use crate::routes::webhooks::wire::EndpointOut;
 
 /// What `admin webhook-endpoints` does.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -146,26 +147,9 @@ impl EndpointUpdate {
     }
 }
 
-fn endpoint_json(endpoint: &storage::webhooks::WebhookEndpoint) -> Value {
-    json!({
-        "id": endpoint.id,
-        "name": endpoint.name,
-        "url": endpoint.url,
-        "event_types": endpoint.event_types,
-        "environment": endpoint.environment.as_str(),
-        "status": endpoint.status.as_str(),
-        "disabled_reason": endpoint.disabled_reason,
-        "consecutive_failures": endpoint.consecutive_failures,
-        "created_at": endpoint.created_at.to_rfc3339(),
-        "previous_secret_expires_at": endpoint.previous_secret_expires_at.map(|at| at.to_rfc3339()),
-        "signature_scheme": endpoint.signature_scheme.as_str(),
-        "hourly_budget": endpoint.hourly_budget,
-        "ordering": endpoint.ordering.as_str(),
-        "held_back": {
-            "count": endpoint.held_back.count,
-            "next_release_at": endpoint.held_back.next_release_at.map(|at| at.to_rfc3339()),
-        },
-    })
+/// An endpoint as the API shows it (never its secret).
+fn endpoint_json(endpoint: storage::webhooks::WebhookEndpoint) -> Value {
+    json!(EndpointOut::from(endpoint))
 }
 
 /// `admin webhook-endpoints`.
@@ -191,8 +175,9 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
         let mut after = None;
         loop {
             let page = webhooks.list(&tenant, after.as_ref(), 200).await?;
-            items.extend(page.items.iter().map(endpoint_json));
-            match page.next {
+            let next = page.next;
+            items.extend(page.items.into_iter().map(endpoint_json));
+            match next {
                 Some(next) => after = Some(next),
                 None => break,
             }
@@ -209,7 +194,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
         WebhookAction::List => unreachable!("handled above"),
         WebhookAction::Get => {
             let endpoint = webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
-            json!({ "endpoint": endpoint_json(&endpoint) })
+            json!({ "endpoint": endpoint_json(endpoint) })
         }
         WebhookAction::Update => {
             if edit.is_empty() {
@@ -231,7 +216,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
                 let platform = super::open::open_platform(&args.storage).await?;
                 workers::handlers::deliver::offer_released(&platform.queue, released).await;
             }
-            json!({ "endpoint": endpoint_json(&endpoint), "released": released_count })
+            json!({ "endpoint": endpoint_json(endpoint), "released": released_count })
         }
         WebhookAction::Disable | WebhookAction::Enable => {
             let enable = matches!(args.action, WebhookAction::Enable);
@@ -239,7 +224,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
                 .set_enabled(&tenant, &id, enable, reason)
                 .await?
                 .ok_or_else(not_found)?;
-            json!({ "endpoint": endpoint_json(&endpoint) })
+            json!({ "endpoint": endpoint_json(endpoint) })
         }
         WebhookAction::RotateSecret => {
             let overlap = args.previous_secret_expires_in;
@@ -253,7 +238,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
                 .rotate_secret(&tenant, &id, overlap)
                 .await?
                 .ok_or_else(not_found)?;
-            json!({ "endpoint": endpoint_json(&endpoint), "secret": secret })
+            json!({ "endpoint": endpoint_json(endpoint), "secret": secret })
         }
         WebhookAction::Delete => {
             if !webhooks.delete(&tenant, &id).await? {

@@ -13,7 +13,7 @@ mod on_demand;
 mod recover;
 mod replay;
 mod test_fire;
-mod wire;
+pub(crate) mod wire;
 
 use utoipa_axum::router::OpenApiRouter;
 
