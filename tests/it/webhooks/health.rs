@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::webhooks::WebhookEndpoint;
 use tests::Backend;
+use tests::deployment::eventually;
 use tests::receiver::Received;
 
 use super::auto_disable::record_failed_deliveries;
@@ -170,11 +171,33 @@ async fn the_owner_is_warned_and_other_endpoints_hear_of_disable_and_recovery(
     assert_eq!(recovered["data"]["failures_before_recovery"], 50);
     // Another success is not another recovery.
     let next_number = ctx.create_listing().await;
-    arrival_matching(&ctx.receiver, |body| {
+    let next = arrival_matching(&ctx.receiver, |body| {
         body["data"]["listing_number"] == next_number.as_str()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Its success is recorded in the transaction that would emit a
+    // recovery: once it is, the outbox holds every health event there is.
+    eventually(PATIENCE, "the second success to be recorded", || async {
+        ctx.deliveries(&failing_id)
+            .await
+            .iter()
+            .any(|d| d["event_id"] == next["event_id"] && d["status"] == "succeeded")
+            .then_some(())
+    })
+    .await;
+    let outbox = ctx
+        .app
+        .store
+        .outbox()
+        .for_tenant(&ctx.live(), 0, 10_000)
+        .await
+        .unwrap();
+    let emitted: Vec<&str> = outbox
+        .iter()
+        .map(|event| event.event_type.as_str())
+        .filter(|event_type| health.contains(event_type))
+        .collect();
+    assert_eq!(emitted, health, "one disable, one recovery");
     assert_eq!(health_events(&observer.received()).len(), 2);
     // The endpoint was never told of its own health.
     assert!(

@@ -102,8 +102,16 @@ async fn order_holds_under_a_retried_first_delivery(redis: bool, backend: Backen
         (arrivals_of(&ctx, &first).len() >= 4).then_some(())
     })
     .await;
-    // Settled: nothing more comes for it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Settled: every delivery to the endpoint is done, so nothing more
+    // comes for it.
+    tests::deployment::eventually(PATIENCE, "every delivery to be done", || async {
+        ctx.deliveries(&endpoint_id)
+            .await
+            .iter()
+            .all(|d| d["status"] == "succeeded" || d["status"] == "failed")
+            .then_some(())
+    })
+    .await;
     assert_eq!(
         arrivals_of(&ctx, &first),
         expected,
