@@ -7,8 +7,8 @@ use workers::handlers::WorkerState;
 
 use crate::config::UploadLimits;
 use crate::middleware::deadline::RequestDeadlines;
+use crate::middleware::documented_queries::DocumentedQueries;
 use crate::middleware::key_cache::KeyCache;
-use crate::middleware::query_params::DocumentedQueries;
 use crate::pacing::{PacingSettings, WritePacing};
 use crate::pagination::CursorCodec;
 use crate::rate_limit::RateLimiter;

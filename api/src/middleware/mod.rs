@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod deadline;
+pub mod documented_queries;
 pub mod envelope;
 pub mod guard;
 pub mod idempotency;

@@ -27,7 +27,7 @@ use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::error::ApiError;
-use crate::middleware::query_params::DocumentedQueries;
+use crate::middleware::documented_queries::DocumentedQueries;
 use crate::state::AppState;
 
 /// The path prefix of the public API.
