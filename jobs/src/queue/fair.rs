@@ -31,12 +31,10 @@
 //! Jobs that come due later (a `run_at`, a retry) join the ready list in due
 //! order, as before: fairness is about backlogs, not schedules.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use apalis_redis::ConnectionManager;
 use sqlx::SqlitePool;
 
+use super::slots::FairSlot;
 use super::target::{JobQueue, QueueBackend, QueueError};
 
 /// Tags count below this; the push's own priority sits above it.
@@ -45,15 +43,6 @@ pub const FAIR_SPAN: u64 = 1 << 40;
 /// The score parked fair jobs wait at in a Redis scheduled set
 /// (2100-01-01): no fetch promotes them.
 pub const PARKED_AT: u64 = 4_102_444_800;
-
-/// The SQLite table of each key's last tag (the queue's own clock under
-/// the empty key).
-pub(super) const SQLITE_FAIR_TABLE: &str = "create table if not exists fair_tags (
-    queue text not null,
-    fairness text not null,
-    tag integer not null,
-    primary key (queue, fairness)
-)";
 
 /// The SQLite priority of a job tagged `tag`, pushed with `priority`.
 pub fn sqlite_priority(priority: usize, tag: u64) -> usize {
@@ -260,57 +249,30 @@ pub async fn feed(
         .await?)
 }
 
-/// A fair job this process is running: counted against its worker slots
-/// until dropped.
-#[derive(Debug)]
-pub struct FairSlot {
-    running: Arc<AtomicUsize>,
-}
-
-impl Drop for FairSlot {
-    fn drop(&mut self) {
-        self.running.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// This process's worker slots for one fair queue.
-#[derive(Debug, Default)]
-pub(super) struct WorkerSlots {
-    /// The most jobs of the queue its workers here hold at once (their
-    /// concurrency, and what a fetch claims ahead of it).
-    holding: usize,
-    /// Fair jobs of the queue running here.
-    running: Arc<AtomicUsize>,
-}
-
 impl JobQueue {
     /// Declares that this process runs workers of `queue` holding at most
     /// `holding` jobs at once: on Redis it then feeds the queue's ready list
     /// into the free ones.
     pub fn set_worker_slots(&self, queue: &str, holding: usize) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.entry(queue.to_owned()).or_default().holding = holding.max(1);
+        slots
+            .entry(queue.to_owned())
+            .or_default()
+            .set_holding(holding);
     }
 
     /// Counts a fair job of `queue` as running here until the slot is
     /// dropped; `None` when this process runs no workers of `queue`.
     pub fn start_fair_job(&self, queue: &str) -> Option<FairSlot> {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let running = slots.get(queue)?.running.clone();
-        running.fetch_add(1, Ordering::AcqRel);
-        Some(FairSlot { running })
+        Some(slots.get(queue)?.start())
     }
 
     /// This process's free worker slots for `queue`; `None` when it runs no
     /// workers of it.
     pub fn free_slots(&self, queue: &str) -> Option<usize> {
         let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let slots = slots.get(queue)?;
-        Some(
-            slots
-                .holding
-                .saturating_sub(slots.running.load(Ordering::Acquire)),
-        )
+        Some(slots.get(queue)?.free())
     }
 
     /// Tops `queue`'s ready list up from its fair set into this process's

@@ -7,21 +7,24 @@
 //!
 //! One file per part: where the queue lives (`target`), pushing (`push`),
 //! counting starts (`starts`), releasing a stopping process's jobs
-//! (`release`), promoting due Redis jobs (`promote`) and waking idle
-//! workers when work arrives (`wake`).
+//! (`release`), promoting due Redis jobs (`promote`), fair shares between
+//! agencies (`fair`) over this process's worker slots (`slots`), and waking
+//! idle workers when work arrives (`wake`).
 
 mod fair;
 mod promote;
 mod push;
 mod release;
+mod slots;
 mod starts;
 mod target;
 mod wake;
 
-pub use fair::{FAIR_SPAN, FairSlot, PARKED_AT, feed, sqlite_priority};
+pub use fair::{FAIR_SPAN, PARKED_AT, feed, sqlite_priority};
 pub use promote::promote_due;
 pub use push::PushOptions;
 pub use release::HeldBy;
+pub use slots::FairSlot;
 pub use starts::STARTS_FIELD;
 pub use target::{JobQueue, QueueBackend, QueueError, QueueTarget};
 pub use wake::{

@@ -58,6 +58,15 @@ pub enum QueueError {
 ///   every insert.
 const SQLITE_QUEUE_TUNING: [&str; 2] = ["drop index if exists LIdx", "drop index if exists TIdx"];
 
+/// The SQLite table of each fair key's last tag (`super::fair`) (the queue's own clock under
+/// the empty key).
+const SQLITE_FAIR_TABLE: &str = "create table if not exists fair_tags (
+    queue text not null,
+    fairness text not null,
+    tag integer not null,
+    primary key (queue, fairness)
+)";
+
 /// The queue's connection.
 #[derive(Clone, Debug)]
 pub enum QueueBackend {
@@ -77,7 +86,7 @@ pub struct JobQueue {
     pub(super) redis_url: Option<String>,
     /// This process's worker slots of each fair queue it consumes: a Redis
     /// fair queue is fed into the free ones (`super::fair`).
-    pub(super) slots: Arc<Mutex<BTreeMap<String, super::fair::WorkerSlots>>>,
+    pub(super) slots: Arc<Mutex<BTreeMap<String, super::slots::WorkerSlots>>>,
 }
 
 impl JobQueue {
@@ -109,9 +118,7 @@ impl JobQueue {
                 for statement in SQLITE_QUEUE_TUNING {
                     sqlx::query(statement).execute(&pool).await?;
                 }
-                sqlx::query(super::fair::SQLITE_FAIR_TABLE)
-                    .execute(&pool)
-                    .await?;
+                sqlx::query(SQLITE_FAIR_TABLE).execute(&pool).await?;
                 QueueBackend::Sqlite(pool)
             }
             QueueTarget::Redis(url) => {
