@@ -58,8 +58,8 @@ pub enum QueueError {
 ///   every insert.
 const SQLITE_QUEUE_TUNING: [&str; 2] = ["drop index if exists LIdx", "drop index if exists TIdx"];
 
-/// The SQLite table of each fair key's last tag (`super::fair`) (the queue's own clock under
-/// the empty key).
+/// The SQLite table of each fair key's last tag, and of the queue's own
+/// clock under the empty key (`super::fair`).
 const SQLITE_FAIR_TABLE: &str = "create table if not exists fair_tags (
     queue text not null,
     fairness text not null,
