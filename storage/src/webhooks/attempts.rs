@@ -12,11 +12,11 @@ use super::delivery_record::{
 use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
 use super::health::{HealthSubject, RECOVERED_AFTER, WARN_AFTER};
 use crate::Result;
+use crate::StorageError;
 use crate::db::in_transaction;
 use crate::ids::UserId;
 use crate::ids::{DeliveryId, NotificationId, WebhookEndpointId};
 use crate::outbox::insert_event;
-use crate::{Environment, StorageError, Tenant};
 
 /// Attempts (and their deliveries) written by one statement: at most 10
 /// values each, well under either database's limit on bound values.
@@ -213,19 +213,12 @@ impl Webhooks<'_> {
                             .await?
                             .rows_affected();
                             if ended == 1 && streak >= RECOVERED_AFTER {
-                                let subject = HealthSubject {
-                                    endpoint_id: &delivery.endpoint_id,
-                                    url: &url,
-                                    name: name.as_deref(),
-                                };
-                                let tenant = Tenant::new(
-                                    delivery.agency_id.clone(),
-                                    Environment::from_sandbox_flag(is_sandbox),
-                                );
+                                let subject =
+                                    HealthSubject::of(delivery, is_sandbox, &url, name.as_deref());
                                 emitted.push(
                                     insert_event(
                                         &mut *tx,
-                                        &tenant,
+                                        &subject.tenant,
                                         now,
                                         subject.recovered(streak, now),
                                     )
@@ -251,11 +244,8 @@ impl Webhooks<'_> {
                         let enabled = status == "enabled";
                         let disable = failures >= AUTO_DISABLE_AFTER && enabled;
                         let warn = failures == WARN_AFTER && enabled;
-                        let subject = HealthSubject {
-                            endpoint_id: &delivery.endpoint_id,
-                            url: &url,
-                            name: name.as_deref(),
-                        };
+                        let subject =
+                            HealthSubject::of(delivery, is_sandbox, &url, name.as_deref());
                         if disable {
                             sqlx::query(
                                     "update webhook_endpoints set status = 'disabled', disabled_reason = $2,
@@ -267,14 +257,10 @@ impl Webhooks<'_> {
                                 .bind(now)
                                 .execute(&mut *tx)
                                 .await?;
-                            let tenant = Tenant::new(
-                                delivery.agency_id.clone(),
-                                Environment::from_sandbox_flag(is_sandbox),
-                            );
                             emitted.push(
                                 insert_event(
                                     &mut *tx,
-                                    &tenant,
+                                    &subject.tenant,
                                     now,
                                     subject.disabled(failures, now),
                                 )

@@ -6,10 +6,11 @@
 
 use serde_json::{Value, json};
 
+use super::delivery_record::Delivery;
 use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
-use crate::Timestamp;
 use crate::events::{EventType, NewEvent};
 use crate::ids::WebhookEndpointId;
+use crate::{Environment, Tenant, Timestamp};
 
 /// Failed deliveries in a row at which the owner is warned, before the
 /// disable at [`AUTO_DISABLE_AFTER`].
@@ -25,9 +26,33 @@ pub const DISABLED_NOTIFICATION: &str = "webhook_endpoint_disabled";
 
 /// The endpoint a health event or notice is about.
 pub(super) struct HealthSubject<'a> {
+    /// Its agency and environment: where its health events are emitted.
+    pub(super) tenant: Tenant,
     pub(super) endpoint_id: &'a WebhookEndpointId,
     pub(super) url: &'a str,
     pub(super) name: Option<&'a str>,
+}
+
+impl<'a> HealthSubject<'a> {
+    /// The endpoint `delivery` went to, registered in the sandbox or not
+    /// (`endpoint_is_sandbox`: its health events go to that environment,
+    /// whichever environment the delivery's event came from).
+    pub(super) fn of(
+        delivery: &'a Delivery,
+        endpoint_is_sandbox: bool,
+        url: &'a str,
+        name: Option<&'a str>,
+    ) -> Self {
+        Self {
+            tenant: Tenant::new(
+                delivery.agency_id.clone(),
+                Environment::from_sandbox_flag(endpoint_is_sandbox),
+            ),
+            endpoint_id: &delivery.endpoint_id,
+            url,
+            name,
+        }
+    }
 }
 
 /// A notification to write for the owner.
