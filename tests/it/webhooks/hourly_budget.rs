@@ -105,7 +105,7 @@ async fn a_raised_budget_lets_an_import_through_and_the_default_holds_the_rest_b
     ctx.receiver
         .wait_for_arrivals(burst, Duration::from_secs(600))
         .await;
-    let endpoint = tests::deployment::eventually(
+    tests::deployment::eventually(
         Duration::from_secs(600),
         "every delivery over the budget held back",
         || async {
@@ -114,45 +114,40 @@ async fn a_raised_budget_lets_an_import_through_and_the_default_holds_the_rest_b
             // Released ones have arrived since: held + arrived past the burst
             // is everything over the budget.
             let released = i64::try_from(ctx.receiver.arrivals() - burst).unwrap();
-            (held > 0 && held + released == expected_held).then_some(endpoint)
+            (held > 0 && held + released == expected_held).then_some(())
         },
     )
     .await;
-    let next_release: chrono::DateTime<chrono::Utc> = endpoint["held_back"]["next_release_at"]
-        .as_str()
-        .expect("a next release time")
-        .parse()
-        .unwrap();
 
     // Each held delivery has its own slot, one every 3600 s / budget: the
-    // backlog drains evenly, never all at once.
+    // backlog drains evenly, never all at once. The endpoint's next release
+    // is read before and after the slots, and the three are compared only
+    // when no release came in between (a slot may come due meanwhile).
     let spacing = 3_600_000_000 / scale.default_budget;
-    let mut slots = Vec::new();
-    let mut before = None;
-    loop {
-        let page = ctx
-            .app
-            .store
-            .webhooks()
-            .deliveries(&held_id.parse().unwrap(), before.as_ref(), 200)
-            .await
-            .unwrap();
-        slots.extend(
-            page.items
-                .iter()
-                .filter(|d| d.status == DeliveryStatus::Pending && d.attempts == 0)
-                .filter_map(|d| d.next_attempt_at.map(|at| at.as_micros())),
-        );
-        match page.next {
-            Some(next) => before = Some(next),
-            None => break,
-        }
-    }
-    slots.sort_unstable();
+    let next_release = || async {
+        let endpoint: Value = ctx.get(&held_path).await.json().await.unwrap();
+        endpoint["held_back"]["next_release_at"]
+            .as_str()
+            .expect("a next release time")
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap()
+            .timestamp_millis()
+    };
+    let (next_release, slots) = tests::deployment::eventually(
+        Duration::from_secs(60),
+        "the held slots read between two unchanged next releases",
+        || async {
+            let first = next_release().await;
+            let slots = held_slots(&ctx, &held_id).await;
+            let second = next_release().await;
+            (first == second).then_some((second, slots))
+        },
+    )
+    .await;
     assert!(slots.len() > 1, "held deliveries wait for their slots");
     assert_eq!(
         slots[0] / 1000,
-        next_release.timestamp_millis(),
+        next_release,
         "the endpoint shows the first slot (to the millisecond)"
     );
     for pair in slots.windows(2) {
@@ -229,6 +224,34 @@ async fn a_raised_budget_lets_an_import_through_and_the_default_holds_the_rest_b
     assert_eq!(unbudgeted["hourly_budget"], Value::Null);
     let defaulted = registered(json!({ "url": ctx.receiver.url })).await;
     assert_eq!(defaulted["hourly_budget"], 1000);
+}
+
+/// When each delivery to `endpoint_id` still waiting for its first attempt
+/// is due (microseconds), earliest first.
+async fn held_slots(ctx: &Ctx, endpoint_id: &str) -> Vec<i64> {
+    let mut slots = Vec::new();
+    let mut before = None;
+    loop {
+        let page = ctx
+            .app
+            .store
+            .webhooks()
+            .deliveries(&endpoint_id.parse().unwrap(), before.as_ref(), 200)
+            .await
+            .unwrap();
+        slots.extend(
+            page.items
+                .iter()
+                .filter(|d| d.status == DeliveryStatus::Pending && d.attempts == 0)
+                .filter_map(|d| d.next_attempt_at.map(|at| at.as_micros())),
+        );
+        match page.next {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    slots.sort_unstable();
+    slots
 }
 
 #[tokio::test]
