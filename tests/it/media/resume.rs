@@ -503,12 +503,6 @@ async fn event_source_in_chromium_resumes_after_a_drop_and_stops_at_the_end() {
         ]
     );
     let connections = proxy.traffic.connections.lock().unwrap().clone();
-    let requests = requests(&connections);
-    assert_eq!(
-        requests.len(),
-        3,
-        "no reconnect after the 204: {requests:?}"
-    );
     let header = |request: &str| {
         request.lines().find_map(|line| {
             line.to_ascii_lowercase()
@@ -516,8 +510,17 @@ async fn event_source_in_chromium_resumes_after_a_drop_and_stops_at_the_end() {
                 .map(|value| value.trim().to_owned())
         })
     };
-    assert_eq!(header(&requests[0]), None);
-    assert_eq!(header(&requests[1]).as_deref(), Some("3"));
-    assert_eq!(header(&requests[2]).as_deref(), Some("4"));
+    // The ids each request resumed from; a reconnect the browser retried
+    // (its first try cut with the network) names the same id twice in a
+    // row and counts once, as its `error` events do above.
+    let mut resumed_from: Vec<Option<String>> =
+        requests(&connections).iter().map(|r| header(r)).collect();
+    let tries = resumed_from.clone();
+    resumed_from.dedup();
+    assert_eq!(
+        resumed_from,
+        [None, Some("3".to_owned()), Some("4".to_owned())],
+        "the first request, a reconnect from 3, one from 4 and no reconnect after the 204: {tries:?}"
+    );
     assert_eq!(responses(&connections).matches("HTTP/1.1 204").count(), 1);
 }
