@@ -124,7 +124,7 @@ async fn a_raised_budget_lets_an_import_through_and_the_default_holds_the_rest_b
     // is read before and after the slots, and the three are compared only
     // when no release came in between (a slot may come due meanwhile).
     let spacing = 3_600_000_000 / scale.default_budget;
-    let next_release = || async {
+    let read_next_release = || async {
         let endpoint: Value = ctx.get(&held_path).await.json().await.unwrap();
         endpoint["held_back"]["next_release_at"]
             .as_str()
@@ -137,9 +137,9 @@ async fn a_raised_budget_lets_an_import_through_and_the_default_holds_the_rest_b
         Duration::from_secs(60),
         "the held slots read between two unchanged next releases",
         || async {
-            let first = next_release().await;
+            let first = read_next_release().await;
             let slots = held_slots(&ctx, &held_id).await;
-            let second = next_release().await;
+            let second = read_next_release().await;
             (first == second).then_some((second, slots))
         },
     )
