@@ -66,6 +66,10 @@ struct RecordRow {
     created_at: Timestamp,
 }
 
+/// How many times a reservation tries its insert when the record it met is
+/// gone by the time it reads it.
+const MAX_RESERVE_ATTEMPTS: u32 = 3;
+
 const INSERT_RESERVATION: &str = "insert into idempotency_records
          (agency_id, idempotency_key, fingerprint, state, lease_expires_at, created_at)
      values ($1, $2, $3, 'in_flight', $4, $5)
@@ -124,27 +128,40 @@ impl Idempotency<'_> {
         let lease_expires_at = now.plus_seconds(lease.as_secs().max(1) as i64);
         let expired_before = now.plus_seconds(-(RETENTION.as_secs() as i64));
         let reservation = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            let inserted = sqlx::query(INSERT_RESERVATION)
-                .bind(agency)
-                .bind(key)
-                .bind(fingerprint)
-                .bind(lease_expires_at)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if inserted == 1 {
-                Reservation::Proceed
-            } else {
-                let row: RecordRow = sqlx::query_as(
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let inserted = sqlx::query(INSERT_RESERVATION)
+                    .bind(agency)
+                    .bind(key)
+                    .bind(fingerprint)
+                    .bind(lease_expires_at)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if inserted == 1 {
+                    break Reservation::Proceed;
+                }
+                let row: Option<RecordRow> = sqlx::query_as(
                     "select fingerprint, state, lease_expires_at, response_status, response_headers, response_body,
                          response_is_error, created_at
                      from idempotency_records where agency_id = $1 and idempotency_key = $2",
                 )
                 .bind(agency)
                 .bind(key)
-                .fetch_one(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
+                let Some(row) = row else {
+                    // Released between the insert and the read (PostgreSQL
+                    // reads each statement afresh): the key is free again, so
+                    // the insert is tried again. A key taken and released over
+                    // and over meanwhile is in use, as far as this retry knows.
+                    if attempts < MAX_RESERVE_ATTEMPTS {
+                        continue;
+                    }
+                    break Reservation::InProgress;
+                };
                 let orphaned =
                     row.state == "in_flight" && row.lease_expires_at.is_none_or(|at| at <= now);
                 let same_request = if deferred {
@@ -153,7 +170,7 @@ impl Idempotency<'_> {
                 } else {
                     row.fingerprint == fingerprint
                 };
-                if row.created_at <= expired_before || orphaned {
+                let reservation = if row.created_at <= expired_before || orphaned {
                     // A record past its 24 hours is gone as far as clients are
                     // concerned; an orphaned reservation is taken over by
                     // whatever comes next (the crashed request never answered,
@@ -198,7 +215,8 @@ impl Idempotency<'_> {
                     }
                 } else {
                     Reservation::InProgress
-                }
+                };
+                break reservation;
             }
         });
         Ok(reservation)

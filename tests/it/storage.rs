@@ -365,3 +365,95 @@ async fn sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout() {
         held.push(connection);
     }
 }
+
+/// A reservation that meets a record released before it reads it takes the
+/// key (PostgreSQL reads each statement of the transaction afresh). A
+/// trigger holds the reservation between its insert and its read on an
+/// advisory lock the test holds while the record is released.
+#[tokio::test]
+async fn a_reservation_whose_record_is_released_meanwhile_takes_the_key() {
+    use storage::idempotency::Reservation;
+
+    let (store, _db) = store(tests::Backend::Postgres).await;
+    let storage::db::Database::Postgres(pool) = store.db() else {
+        panic!("a PostgreSQL store");
+    };
+    let pool = pool.clone();
+    let (agency, _) = store
+        .agencies()
+        .create("Race & Retry", AgencyKind::Broker)
+        .await
+        .unwrap();
+    let lease = std::time::Duration::from_secs(15);
+    let first = store
+        .idempotency()
+        .reserve(&agency.id, "contested", "fingerprint", lease)
+        .await
+        .unwrap();
+    assert_eq!(first, Reservation::Proceed);
+
+    // From here, every insert into the records waits, after its conflict
+    // check, for the advisory lock the test holds.
+    for statement in [
+        "create function hold_after_reservation() returns trigger language plpgsql as $$
+         begin perform pg_advisory_lock(4242); perform pg_advisory_unlock(4242); return null; end $$",
+        "create trigger hold_after_reservation after insert on idempotency_records
+         for each statement execute function hold_after_reservation()",
+    ] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    let mut holder = pool.acquire().await.unwrap();
+    sqlx::query("select pg_advisory_lock(4242)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let retry = tokio::spawn({
+        let store = store.clone();
+        let agency = agency.id.clone();
+        async move {
+            store
+                .idempotency()
+                .reserve(&agency, "contested", "fingerprint", lease)
+                .await
+        }
+    });
+    // The retry's insert has met the record and waits in its trigger.
+    tests::deployment::eventually(
+        std::time::Duration::from_secs(30),
+        "the retry to wait in its trigger",
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_stat_activity
+                 where wait_event_type = 'Lock' and wait_event = 'advisory'
+                   and datname = current_database()",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            (waiting == 1).then_some(())
+        },
+    )
+    .await;
+    assert!(!retry.is_finished());
+    // The first request gives the key back (it failed with a 5xx).
+    store
+        .idempotency()
+        .release(&agency.id, "contested")
+        .await
+        .unwrap();
+    sqlx::query("select pg_advisory_unlock(4242)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let taken = retry.await.unwrap().expect("the retry's reservation");
+    assert_eq!(taken, Reservation::Proceed);
+    let state: String = sqlx::query_scalar(
+        "select state from idempotency_records where idempotency_key = 'contested'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(state, "in_flight");
+}
