@@ -530,6 +530,15 @@ async fn a_user_creation_past_its_deadline_is_a_503_that_keeps_nothing() {
     assert_eq!(stopped.headers()["retry-after"], "1");
     let error = expect_error(stopped, StatusCode::SERVICE_UNAVAILABLE, "server.timeout").await;
     assert_eq!(error["error"]["details"]["deadline_seconds"], 1);
+    // The key was given back before the 503 went out (the users table is
+    // still locked): a retry at once runs instead of meeting it in flight.
+    let held: i64 =
+        sqlx::query_scalar("select count(*) from idempotency_records where idempotency_key = $1")
+            .bind("slow-user")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(held, 0, "the stopped request's key is free");
     lock.rollback().await.unwrap();
 
     let users: i64 = sqlx::query_scalar("select count(*) from users where email = $1")

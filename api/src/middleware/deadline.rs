@@ -6,7 +6,12 @@
 //! creation, 60 seconds for an upload to arrive (the upload's own 408
 //! `upload.timeout`; its deadline adds time to store and queue what arrived);
 //! a default for everything else. Progress streams are open-ended.
+//!
+//! What a stopped request gives back (its idempotency key) is given back
+//! before the 503 is sent: a client that retries at once never meets its own
+//! stopped request still holding the key.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -66,6 +71,44 @@ pub struct Deadlines {
     pub uploads: UploadLimits,
 }
 
+/// The longest a stopped request's answer waits for its clean-ups.
+const CLEANUP_GRACE: Duration = Duration::from_secs(5);
+
+/// Clean-ups a request starts when it is stopped (dropped) at its deadline,
+/// which its 503 waits for. Found in the request's extensions; a layer that
+/// holds something to give back registers the task that gives it back.
+#[derive(Clone, Debug, Default)]
+pub struct StopCleanups(Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl StopCleanups {
+    /// Registers a clean-up already spawned.
+    pub fn register(&self, cleanup: tokio::task::JoinHandle<()>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(cleanup);
+    }
+
+    /// Waits for every registered clean-up, at most [`CLEANUP_GRACE`].
+    async fn finish(&self) {
+        let cleanups = std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if cleanups.is_empty() {
+            return;
+        }
+        if tokio::time::timeout(CLEANUP_GRACE, futures::future::join_all(cleanups))
+            .await
+            .is_err()
+        {
+            tracing::warn!("a stopped request's clean-up outlasted its grace; answering anyway");
+        }
+    }
+}
+
 /// Middleware: runs the request under its route's deadline.
 pub async fn enforce(State(config): State<Deadlines>, request: Request, next: Next) -> Response {
     let route = request
@@ -82,7 +125,13 @@ pub async fn enforce(State(config): State<Deadlines>, request: Request, next: Ne
     let Some(deadline) = deadline else {
         return next.run(request).await;
     };
-    match tokio::time::timeout(deadline, next.run(request)).await {
+    let cleanups = StopCleanups::default();
+    let mut request = request;
+    request.extensions_mut().insert(cleanups.clone());
+    // A statement of its own, so the stopped request's future is dropped
+    // (and its clean-ups registered) before the answer waits for them.
+    let outcome = tokio::time::timeout(deadline, next.run(request)).await;
+    match outcome {
         Ok(response) => response,
         Err(_) => {
             tracing::warn!(
@@ -90,6 +139,9 @@ pub async fn enforce(State(config): State<Deadlines>, request: Request, next: Ne
                 seconds = deadline.as_secs(),
                 "request stopped at its deadline"
             );
+            // What the dropped request gives back is on its way; the answer
+            // waits for it.
+            cleanups.finish().await;
             ApiError::Timeout(deadline.as_secs()).into_response()
         }
     }
@@ -130,5 +182,74 @@ mod tests {
         );
         assert_eq!(of(Method::GET, "/api/v1/progress/{operation_id}"), None);
         assert_eq!(of(Method::GET, "/v1/progress/{operation_id}"), None);
+    }
+
+    /// Given back when dropped, by a task of its own, as the idempotency
+    /// layer gives back its key.
+    struct GivenBackOnDrop {
+        cleanups: StopCleanups,
+        given_back: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Drop for GivenBackOnDrop {
+        fn drop(&mut self) {
+            let given_back = self.given_back.clone();
+            self.cleanups.register(tokio::spawn(async move {
+                // Not done at once: it needs a turn of the runtime.
+                tokio::task::yield_now().await;
+                given_back.store(true, std::sync::atomic::Ordering::SeqCst);
+            }));
+        }
+    }
+
+    /// On one thread, a spawned clean-up runs only when the test's task
+    /// yields; the stopped request's answer comes after it all the same.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_stopped_request_answers_after_its_clean_ups() {
+        use axum::Extension;
+        use axum::body::Body;
+        use axum::middleware::from_fn_with_state;
+        use axum::routing::get;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tower::ServiceExt;
+
+        let given_back = Arc::new(AtomicBool::new(false));
+        let handler_given_back = given_back.clone();
+        let app = axum::Router::new()
+            .route(
+                "/stuck",
+                get(move |Extension(cleanups): Extension<StopCleanups>| {
+                    let guard = GivenBackOnDrop {
+                        cleanups,
+                        given_back: handler_given_back.clone(),
+                    };
+                    async move {
+                        let _held = guard;
+                        std::future::pending::<()>().await;
+                    }
+                }),
+            )
+            .layer(from_fn_with_state(
+                Deadlines {
+                    deadlines: RequestDeadlines {
+                        default: Duration::from_millis(20),
+                        ..RequestDeadlines::default()
+                    },
+                    uploads: UploadLimits::default(),
+                },
+                enforce,
+            ));
+        let response = app
+            .oneshot(Request::get("/stuck").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert!(
+            given_back.load(Ordering::SeqCst),
+            "the 503 went out before the stopped request gave back what it held"
+        );
     }
 }

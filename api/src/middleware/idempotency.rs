@@ -25,6 +25,7 @@ use storage::ids::AgencyId;
 use storage::{Environment, Store};
 
 use crate::error::{ApiError, ErrorBody};
+use crate::middleware::deadline::StopCleanups;
 
 /// The request header.
 pub const HEADER: &str = "x-idempotency-key";
@@ -112,7 +113,22 @@ struct ReleaseOnDrop {
     store: Store,
     agency: AgencyId,
     key: String,
+    /// Where a request stopped at its deadline registers the release, so
+    /// its 503 goes out once the key is free.
+    cleanups: Option<StopCleanups>,
     armed: bool,
+}
+
+impl ReleaseOnDrop {
+    fn armed(store: &Store, agency: &AgencyId, key: &str, request: &Request) -> Self {
+        Self {
+            store: store.clone(),
+            agency: agency.clone(),
+            key: key.to_owned(),
+            cleanups: request.extensions().get::<StopCleanups>().cloned(),
+            armed: true,
+        }
+    }
 }
 
 impl Drop for ReleaseOnDrop {
@@ -126,11 +142,14 @@ impl Drop for ReleaseOnDrop {
                 self.agency.clone(),
                 std::mem::take(&mut self.key),
             );
-            runtime.spawn(async move {
+            let release = runtime.spawn(async move {
                 if let Err(err) = store.idempotency().release(&agency, &key).await {
                     tracing::warn!(%err, "could not release an idempotency key");
                 }
             });
+            if let Some(cleanups) = &self.cleanups {
+                cleanups.register(release);
+            }
         }
     }
 }
@@ -341,13 +360,8 @@ async fn run_multipart(
         }
         Ok(Reservation::Replay(response)) => replay(response),
         Ok(Reservation::Proceed) => {
-            let mut guard = ReleaseOnDrop {
-                store: store.clone(),
-                agency: agency.clone(),
-                key: key.clone(),
-                armed: true,
-            };
             let mut request = Request::from_parts(parts, body);
+            let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
             let response = holding_the_lease(store, agency, &key, next.run(request)).await;
             let full = response
@@ -416,13 +430,8 @@ pub async fn run(
         // Only deferred reservations answer this; an ordinary one never does.
         Ok(Reservation::Recorded { .. }) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::Proceed) => {
-            let mut guard = ReleaseOnDrop {
-                store: store.clone(),
-                agency: agency.clone(),
-                key: key.clone(),
-                armed: true,
-            };
             let mut request = Request::from_parts(parts, Body::from(bytes));
+            let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
             let response = holding_the_lease(store, agency, &key, next.run(request)).await;
             let response = record(store, agency, &key, None, response).await;
