@@ -81,6 +81,8 @@ pub struct CtxOptions {
     pub write_pacing: Option<api::pacing::PacingSettings>,
     /// Queues paused from the start (resumed through the store).
     pub paused_queues: Vec<&'static str>,
+    /// The routes' deadlines (`None`: the specification's).
+    pub request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -161,6 +163,9 @@ impl Ctx {
         }
         for queue in options.paused_queues {
             builder = builder.paused(queue);
+        }
+        if let Some(deadlines) = options.request_deadlines {
+            builder = builder.request_deadlines(deadlines);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

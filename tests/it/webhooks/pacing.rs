@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use api::middleware::deadline::RequestDeadlines;
 use api::pacing::PacingSettings;
 use jobs::Job;
 use jobs::kinds::{DeliverWebhook, DispatchEvents};
@@ -29,10 +30,26 @@ async fn paced_ctx(backend: Backend, redis: bool, settings: PacingSettings) -> C
             redis,
             write_pacing: Some(settings),
             paused_queues: vec![DeliverWebhook::KIND],
+            // A write waiting on its backlog is stopped at its route's
+            // deadline like any other; here none comes before the patience.
+            request_deadlines: Some(RequestDeadlines {
+                default: PATIENCE * 4,
+                ..RequestDeadlines::default()
+            }),
             ..CtxOptions::default()
         },
     )
     .await
+}
+
+/// Fails with what the paced write answered, if it answered already.
+async fn still_waiting(write: &mut tokio::task::JoinHandle<reqwest::Response>) {
+    if write.is_finished() {
+        let response = write.await.expect("the paced write's task");
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        panic!("the paced write went ahead: {status} {body}");
+    }
 }
 
 /// Lets the workers deliver (they follow the paused set every second).
@@ -102,7 +119,7 @@ async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Back
         "owner_user_id": ctx.agency.owner_id,
         "agent_one_id": ctx.agent,
     });
-    let waiting_write = tokio::spawn(async move {
+    let mut waiting_write = tokio::spawn(async move {
         client
             .post(url)
             .header("X-API-Key", key)
@@ -155,7 +172,7 @@ async fn a_write_waits_for_its_agencys_backlog_and_others_go_ahead(backend: Back
         .await
         .expect("a read is not held up");
     assert_eq!(response.status(), 200);
-    assert!(!waiting_write.is_finished(), "the paced write went ahead");
+    still_waiting(&mut waiting_write).await;
     assert_eq!(pacing.waiting(), 1);
     assert_eq!((pacing.paced(), pacing.waited_out()), before);
 
