@@ -71,6 +71,17 @@ impl Gates {
         }
     }
 
+    /// Gates for `queues`, all closed until the paused set is first read: a
+    /// process that starts while the database cannot answer does not take
+    /// jobs of a queue an operator paused.
+    pub fn until_read(queues: &[&'static str]) -> Self {
+        let gates = Self::new(queues);
+        for gate in gates.gates.values() {
+            gate.set(true);
+        }
+        gates
+    }
+
     /// Closes every gate of this process for good: its workers finish the
     /// jobs in hand and take no more (an operator's "quiet").
     pub fn set_quiet(&self) {
@@ -93,11 +104,17 @@ impl Gates {
     /// Reads the paused queues once.
     pub async fn refresh(&self, store: &Store) -> Result<(), storage::StorageError> {
         let paused = store.schedules().paused_queues().await?;
+        self.apply(&paused);
+        Ok(())
+    }
+
+    /// Opens every gate but those of the `paused` queues (all stay closed
+    /// while this process is quiet).
+    fn apply(&self, paused: &std::collections::BTreeSet<String>) {
         let quiet = self.is_quiet();
         for (queue, gate) in self.gates.iter() {
             gate.set(quiet || paused.contains(*queue));
         }
-        Ok(())
     }
 
     /// Follows the database every second until aborted.
@@ -278,5 +295,18 @@ mod tests {
         gate.set(false);
         assert_eq!(counter.0.load(Ordering::SeqCst), 1);
         assert!(!gate.is_paused());
+    }
+
+    #[test]
+    fn gates_stay_closed_until_the_paused_set_is_read() {
+        let gates = Gates::until_read(&["deliver", "dispatch"]);
+        assert!(gates.gate("deliver").is_paused());
+        assert!(gates.gate("dispatch").is_paused());
+        gates.apply(&["deliver".to_owned()].into_iter().collect());
+        assert!(gates.gate("deliver").is_paused());
+        assert!(!gates.gate("dispatch").is_paused());
+        gates.set_quiet();
+        gates.apply(&Default::default());
+        assert!(gates.gate("dispatch").is_paused());
     }
 }

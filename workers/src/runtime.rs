@@ -260,9 +260,9 @@ pub async fn run(
     settings: RuntimeSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let gates = Gates::new(&jobs::kinds::QUEUES);
+    let gates = Gates::until_read(&jobs::kinds::QUEUES);
     if let Err(err) = gates.refresh(&state.store).await {
-        tracing::warn!(%err, "could not read paused queues at start");
+        tracing::warn!(%err, "could not read paused queues at start; every queue waits until they are read");
     }
     let follower = gates.spawn_follower(state.store.clone());
     // The console's view of this process: its runs, and its beat, which
