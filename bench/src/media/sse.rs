@@ -54,12 +54,23 @@ async fn open_stream(client: &reqwest::Client, url: &str) -> anyhow::Result<reqw
         "status {}",
         response.status()
     );
-    let first = response.chunk().await?.context("stream ended at once")?;
-    ensure!(
-        first.windows(8).any(|w| w == b"snapshot"),
-        "first event: {:?}",
-        String::from_utf8_lossy(&first)
-    );
+    // The stream may open with its `retry:` field alone; the first event
+    // proper is the snapshot.
+    let mut opening = Vec::new();
+    while !opening.windows(8).any(|w| w == b"snapshot") {
+        ensure!(
+            !opening.windows(5).any(|w| w == b"data:"),
+            "first event: {:?}",
+            String::from_utf8_lossy(&opening)
+        );
+        let chunk = response.chunk().await?.with_context(|| {
+            format!(
+                "stream ended before its snapshot: {:?}",
+                String::from_utf8_lossy(&opening)
+            )
+        })?;
+        opening.extend_from_slice(&chunk);
+    }
     Ok(response)
 }
 
