@@ -16,7 +16,9 @@
 //! Every statement on the connection is a round trip to its thread, so a
 //! writer's savepoint is ended by whoever comes next, in the same round trip
 //! as their own start (`release w; savepoint w`) or the commit; the savepoint
-//! has one name, so these few statements stay prepared. A writer whose future
+//! has one name, so these few statements are always the same and stay
+//! prepared on the connection (made with `sqlx::query`, which sqlx caches,
+//! not run as bare strings, which it prepares anew each time). A writer whose future
 //! is dropped mid-savepoint (a client hung up) leaves its savepoint to be
 //! rolled back the same way.
 
@@ -27,6 +29,15 @@ use sqlx::{Executor, SqliteConnection, SqlitePool};
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard, watch};
 
 use crate::{Result, StorageError};
+
+/// One of the group commit's few fixed statements, kept prepared on its
+/// connection: sqlx caches only queries made with `sqlx::query` (a bare
+/// string is prepared again at every run).
+fn prepared(
+    sql: &'static str,
+) -> sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    sqlx::query(sql)
+}
 
 /// How many failed batches are remembered for writers still waiting on them.
 const REMEMBERED_FAILURES: usize = 64;
@@ -52,12 +63,12 @@ enum Ending {
 }
 
 impl Ending {
-    /// The statements that end the open savepoint, each followed by `; `.
-    fn statements(self) -> &'static str {
+    /// The statements that end the open savepoint and start the next.
+    fn then_savepoint(self) -> &'static str {
         match self {
-            Self::Settled => "",
-            Self::Keep => "release w; ",
-            Self::Undo => "rollback to w; release w; ",
+            Self::Settled => "savepoint w",
+            Self::Keep => "release w; savepoint w",
+            Self::Undo => "rollback to w; release w; savepoint w",
         }
     }
 }
@@ -107,11 +118,11 @@ impl GroupCommit {
             guard.id += 1;
         }
         let sql = if opening {
-            "begin immediate; savepoint w".to_owned()
+            "begin immediate; savepoint w"
         } else {
-            format!("{}savepoint w", guard.ending.statements())
+            guard.ending.then_savepoint()
         };
-        let started = guard.connection()?.execute(sqlx::AssertSqlSafe(sql)).await;
+        let started = prepared(sql).execute(guard.connection()?).await;
         match started {
             Ok(_) => {
                 guard.open = true;
@@ -194,7 +205,7 @@ impl GroupCommit {
             Ending::Undo => "rollback to w; release w; commit",
             Ending::Settled | Ending::Keep => "commit",
         };
-        batch.connection()?.execute(sql).await?;
+        prepared(sql).execute(batch.connection()?).await?;
         batch.open = false;
         batch.ending = Ending::Settled;
         Ok(())
@@ -346,6 +357,23 @@ mod tests {
             out.push(handle.await.unwrap());
         }
         out
+    }
+
+    #[tokio::test]
+    async fn the_group_statements_stay_prepared_on_the_writer_connection() {
+        let (db, _dir) = database().await;
+        let Database::Sqlite(sqlite) = &db else {
+            unreachable!()
+        };
+        // One at a time: each opens a batch, and every other one is undone.
+        for n in 0..10 {
+            insert(&db, n, n % 2 == 1).await.unwrap_or_default();
+        }
+        let mut slot = sqlite.group().enter().await.unwrap();
+        let cached = sqlx::Connection::cached_statements_size(slot.connection());
+        // The writers' insert, `begin immediate; savepoint w`, `commit` and
+        // `rollback to w; release w; commit`.
+        assert_eq!(cached, 4, "statements cached on the writer connection");
     }
 
     #[tokio::test]
