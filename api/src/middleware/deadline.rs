@@ -110,7 +110,11 @@ impl StopCleanups {
 }
 
 /// Middleware: runs the request under its route's deadline.
-pub async fn enforce(State(config): State<Deadlines>, request: Request, next: Next) -> Response {
+pub async fn enforce(
+    State(config): State<Deadlines>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -126,7 +130,6 @@ pub async fn enforce(State(config): State<Deadlines>, request: Request, next: Ne
         return next.run(request).await;
     };
     let cleanups = StopCleanups::default();
-    let mut request = request;
     request.extensions_mut().insert(cleanups.clone());
     // A statement of its own, so the stopped request's future is dropped
     // (and its clean-ups registered) before the answer waits for them.
