@@ -30,6 +30,7 @@ use jobs::queue::{Bell, BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
 
 use crate::console::{AttemptLog, ProcessIdentity, Registry, record_stopped, spawn_registry};
+use crate::handlers::first_attempts::FirstAttemptSlots;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::{WorkerState, handle};
 use crate::pause::{Gates, Pausable};
@@ -282,9 +283,17 @@ pub async fn run(
     let (stop_requested, stop_request) = tokio::sync::oneshot::channel();
     let stopping = Arc::new(AtomicBool::new(false));
     let beating = spawn_registry(registry.clone(), stop_requested, stopping.clone());
+    // First attempts made here after a fan-out: as many at once as the
+    // delivery queue's workers take from the queue.
+    let first_attempt_slots = settings
+        .queues
+        .get(DeliverWebhook::KIND)
+        .map(|slots| FirstAttemptSlots::new(*slots, gates.gate(DeliverWebhook::KIND)))
+        .unwrap_or_default();
     let state = state
         .with_agency_caps(settings.agency_caps.clone())
-        .with_attempt_log(attempt_log.clone());
+        .with_attempt_log(attempt_log.clone())
+        .with_first_attempt_slots(first_attempt_slots.clone());
     for (queue, concurrency) in &settings.queues {
         state
             .queue
@@ -393,12 +402,17 @@ pub async fn run(
     }
     tracing::info!(queues = ?settings.queues, schedules = settings.schedules, "workers started");
     let (grace_started, grace) = tokio::sync::oneshot::channel();
+    let grace_began = Arc::new(std::sync::OnceLock::new());
+    let closing = (first_attempt_slots.clone(), grace_began.clone());
     let signal = async move {
         tokio::select! {
             () = shutdown => {}
             Ok(()) = stop_request => {}
         }
         stopping.store(true, Ordering::Release);
+        let (first_attempt_slots, grace_began) = closing;
+        first_attempt_slots.close();
+        let _ = grace_began.set(std::time::Instant::now());
         tracing::info!("workers stop taking jobs; running jobs get the grace period");
         let _ = grace_started.send(());
         Ok(())
@@ -414,6 +428,18 @@ pub async fn run(
         .run_with_signal(signal)
         .await;
     keep_alive.abort();
+    // First attempts made here outside the workers get what is left of the
+    // grace period too.
+    let left = grace_began.get().map_or(Duration::ZERO, |began| {
+        settings.shutdown_timeout.saturating_sub(began.elapsed())
+    });
+    let busy = first_attempt_slots.busy();
+    if busy > 0 && !first_attempt_slots.drain(left).await {
+        tracing::warn!(
+            running = first_attempt_slots.busy(),
+            "webhook attempts still running at the end of the grace period; the overdue sweep offers their deliveries again"
+        );
+    }
     follower.abort();
     beating.abort();
     attempt_log.close();

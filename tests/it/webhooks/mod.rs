@@ -9,6 +9,7 @@ mod auto_disable;
 mod catalog;
 mod endpoints;
 mod fair_endpoints;
+mod first_attempts;
 mod health;
 mod hourly_budget;
 mod listen;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use jobs::PushOptions;
 use jobs::kinds::{DeliverWebhook, SendNotification};
+use jobs::{Job, PushOptions};
 use storage::webhooks::{
     AfterAttempt, AttemptOutcome, AttemptToRecord, BudgetSlot, DueAttempt, EndpointStatus,
 };
@@ -38,6 +38,54 @@ impl Handler for DeliverWebhook {
     async fn run(&self, state: &WorkerState, _attempt: usize) -> Result<(), JobError> {
         deliver(self, state).await
     }
+}
+
+/// Makes the first attempts of new deliveries here and now, each in a free
+/// first-attempt slot of this process, without a round trip through the queue;
+/// returns those no slot was free for, to be queued. A first attempt made
+/// here is a run of the delivery queue for the console and the metrics, its
+/// run id the delivery's. Should it fail short of an attempt recorded (the
+/// store away), it is queued to be retried like any job; should the process
+/// die first, the delivery is overdue and the sweep offers it again.
+pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> Vec<DueAttempt> {
+    let mut queued = Vec::new();
+    for due in deliveries {
+        let Some(slot) = state.first_attempt_slots.try_take() else {
+            queued.push(due);
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let job = DeliverWebhook::of(due);
+            let running = state.attempt_log.as_ref().map(|log| {
+                let run = crate::console::RunOf {
+                    job_id: job.delivery_id.to_string(),
+                    queue: DeliverWebhook::KIND,
+                    attempt: 1,
+                    agency_id: job.agency(),
+                    endpoint_id: job.endpoint(),
+                    due_at: Some(state.store.clock().now()),
+                };
+                log.started(run, state.store.clock().now())
+            });
+            let started = std::time::Instant::now();
+            let result = deliver(&job, &state).await;
+            drop(slot);
+            super::observe(DeliverWebhook::KIND, started, &result);
+            metrics::counter!("webhook_first_attempts_here_total").increment(1);
+            if let (Some(log), Some(running)) = (&state.attempt_log, running) {
+                let error = result.as_ref().err().map(ToString::to_string);
+                log.finished(running, state.store.clock().now(), error);
+            }
+            if let Err(err) = result {
+                tracing::info!(%err, delivery_id = %job.delivery_id, "a first attempt failed short of its record; queued to be retried");
+                if let Err(err) = state.queue.push(job, PushOptions::default()).await {
+                    tracing::warn!(%err, "could not queue the retry; the overdue sweep will offer the delivery");
+                }
+            }
+        });
+    }
+    queued
 }
 
 async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobError> {

@@ -33,10 +33,12 @@ impl Handler for DispatchEvents {
     }
 }
 
-/// Pushes the first attempt of each new delivery. A failed push is logged,
-/// not returned: the deliveries are committed and due, and the overdue sweep
+/// Makes the first attempt of each new delivery here while this process has
+/// a free first-attempt slot, and pushes the rest. A failed push is logged, not
+/// returned: the deliveries are committed and due, and the overdue sweep
 /// pushes them.
 async fn push_deliveries(state: &WorkerState, deliveries: Vec<DueAttempt>) {
+    let deliveries = super::deliver::attempt_first_here(state, deliveries);
     if deliveries.is_empty() {
         return;
     }

@@ -6,6 +6,7 @@ pub mod agency_caps;
 pub mod archive;
 pub mod deliver;
 pub mod dispatch;
+pub mod first_attempts;
 pub mod maintenance;
 pub mod media;
 pub mod notify;

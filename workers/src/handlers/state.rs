@@ -26,6 +26,9 @@ pub struct WorkerState {
     pub webhooks: Arc<WebhookDelivery>,
     /// What this process's concurrent deliveries read and record together.
     pub delivery_batches: DeliveryBatches,
+    /// How many first attempts this process makes at once outside the
+    /// delivery queue (none where it does not consume that queue).
+    pub first_attempt_slots: super::first_attempts::FirstAttemptSlots,
     /// The SMTP relay, when configured.
     pub mailer: Option<Arc<crate::mail::Mailer>>,
     /// Where media objects live; `None` until configured (media jobs then fail).
@@ -81,6 +84,7 @@ impl WorkerState {
         Ok(Self {
             store,
             delivery_batches,
+            first_attempt_slots: super::first_attempts::FirstAttemptSlots::default(),
             queue,
             progress,
             dispatch,
@@ -111,6 +115,15 @@ impl WorkerState {
         caps: std::collections::BTreeMap<&'static str, usize>,
     ) -> Self {
         self.agency_caps = Arc::new(super::agency_caps::AgencyCaps::new(caps));
+        self
+    }
+
+    /// The same state making first attempts in `slots`.
+    pub fn with_first_attempt_slots(
+        mut self,
+        slots: super::first_attempts::FirstAttemptSlots,
+    ) -> Self {
+        self.first_attempt_slots = slots;
         self
     }
 
