@@ -30,6 +30,7 @@ use jobs::queue::{Bell, BellOrInterval, QueueBackend};
 use jobs::{Job, JobQueue};
 
 use crate::console::{AttemptLog, ProcessIdentity, Registry, record_stopped, spawn_registry};
+use crate::handlers::dispatch::DispatchInProcess;
 use crate::handlers::first_attempts::FirstAttemptSlots;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::{WorkerState, handle};
@@ -299,6 +300,16 @@ pub async fn run(
             .queue
             .set_worker_slots(queue, worker_holding(queue, &settings, *concurrency));
     }
+    // Events this process commits are fanned out here, not pushed as jobs
+    // for these same workers to fetch, while they consume the dispatch queue.
+    if settings.queues.contains_key(DispatchEvents::KIND) {
+        state
+            .dispatch
+            .dispatch_here(Some(Arc::new(DispatchInProcess::new(
+                state.clone(),
+                gates.gate(DispatchEvents::KIND),
+            ))));
+    }
     let consumed: Vec<&'static str> = settings.queues.keys().copied().collect();
     let mut background = vec![];
     match state.queue.backend() {
@@ -403,14 +414,21 @@ pub async fn run(
     tracing::info!(queues = ?settings.queues, schedules = settings.schedules, "workers started");
     let (grace_started, grace) = tokio::sync::oneshot::channel();
     let grace_began = Arc::new(std::sync::OnceLock::new());
-    let closing = (first_attempt_slots.clone(), grace_began.clone());
+    let closing = (
+        first_attempt_slots.clone(),
+        grace_began.clone(),
+        state.dispatch.clone(),
+    );
     let signal = async move {
         tokio::select! {
             () = shutdown => {}
             Ok(()) = stop_request => {}
         }
         stopping.store(true, Ordering::Release);
-        let (first_attempt_slots, grace_began) = closing;
+        let (first_attempt_slots, grace_began, dispatch) = closing;
+        // From here on committed events are pushed for whichever process
+        // runs next, and first attempts are queued.
+        dispatch.dispatch_here(None);
         first_attempt_slots.close();
         let _ = grace_began.set(std::time::Instant::now());
         tracing::info!("workers stop taking jobs; running jobs get the grace period");
@@ -428,6 +446,7 @@ pub async fn run(
         .run_with_signal(signal)
         .await;
     keep_alive.abort();
+    state.dispatch.dispatch_here(None);
     // First attempts made here outside the workers get what is left of the
     // grace period too.
     let left = grace_began.get().map_or(Duration::ZERO, |began| {

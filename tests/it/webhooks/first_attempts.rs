@@ -1,13 +1,14 @@
-//! A delivery's first attempt is made by the process that fanned it out,
-//! without a round trip through the queue, while that process has a free
-//! delivery slot; the console still counts it as a run of the delivery
-//! queue. A paused delivery queue stops these attempts too.
+//! Work done where it is committed: a process whose workers consume the
+//! dispatch queue fans its own events out without a dispatch job, and makes
+//! a delivery's first attempt without a delivery job while it has a free
+//! slot; the console still counts both as runs of their queues. Pausing
+//! either queue sends that work through the queue again.
 
 use std::time::Duration;
 
 use jobs::Job;
 use jobs::admin::QueueAdmin;
-use jobs::kinds::DeliverWebhook;
+use jobs::kinds::{DeliverWebhook, DispatchEvents};
 use serde_json::json;
 use tests::Backend;
 use tests::deployment::eventually;
@@ -19,12 +20,17 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Every job the delivery queue holds or held, whatever its state.
 async fn delivery_jobs(ctx: &Ctx) -> u64 {
+    jobs_of(ctx, DeliverWebhook::KIND).await
+}
+
+/// Every job `queue` holds or held, whatever its state.
+async fn jobs_of(ctx: &Ctx, queue: &str) -> u64 {
     QueueAdmin::new(ctx.app.state.platform().queue.clone())
         .depths()
         .await
         .unwrap()
         .into_iter()
-        .find(|depth| depth.queue == DeliverWebhook::KIND)
+        .find(|depth| depth.queue == queue)
         .map_or(0, |depth| {
             depth.pending
                 + depth.scheduled
@@ -35,7 +41,7 @@ async fn delivery_jobs(ctx: &Ctx) -> u64 {
         })
 }
 
-async fn a_first_attempt_skips_the_queue(backend: Backend, redis: bool) {
+async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: bool) {
     let ctx = Ctx::with(
         backend,
         CtxOptions {
@@ -59,6 +65,11 @@ async fn a_first_attempt_skips_the_queue(backend: Backend, redis: bool) {
         .await;
     assert_eq!(delivered["attempts"], 1, "{delivered}");
     assert_eq!(delivery_jobs(&ctx).await, 0, "the queue never held it");
+    assert_eq!(
+        jobs_of(&ctx, DispatchEvents::KIND).await,
+        0,
+        "no dispatch job either"
+    );
 
     // The console counts it as a run of the delivery queue, under the
     // delivery's id.
@@ -77,14 +88,44 @@ async fn a_first_attempt_skips_the_queue(backend: Backend, redis: bool) {
     assert_eq!(run.queue, DeliverWebhook::KIND);
     assert_eq!(run.attempt, 1);
     assert_eq!(run.endpoint_id.as_deref(), Some(endpoint_id.as_str()));
+    // The dispatch is a run too, under the first event of its batch.
+    let events = ctx
+        .app
+        .store
+        .outbox()
+        .for_tenant(&ctx.live(), 0, 100)
+        .await
+        .unwrap();
+    eventually(
+        PATIENCE,
+        "the dispatch recorded for the console",
+        || async {
+            for event in &events {
+                let runs = ctx
+                    .app
+                    .store
+                    .job_attempts()
+                    .of_job(event.event_id.as_str())
+                    .await
+                    .unwrap();
+                if runs.iter().any(|run| run.queue == DispatchEvents::KIND) {
+                    return Some(());
+                }
+            }
+            None
+        },
+    )
+    .await;
 }
 
-async fn a_paused_delivery_queue_holds_first_attempts(backend: Backend, redis: bool) {
+/// With `queue` paused, the work it names waits in it as a job rather than
+/// being done where it was committed, and resuming it delivers.
+async fn a_paused_queue_takes_its_work_back(backend: Backend, redis: bool, queue: &'static str) {
     let ctx = Ctx::with(
         backend,
         CtxOptions {
             redis,
-            paused_queues: vec![DeliverWebhook::KIND],
+            paused_queues: vec![queue],
             ..CtxOptions::default()
         },
     )
@@ -92,9 +133,8 @@ async fn a_paused_delivery_queue_holds_first_attempts(backend: Backend, redis: b
     ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
         .await;
     ctx.create_listing().await;
-    // The attempt waits in the paused queue rather than being made here.
-    eventually(PATIENCE, "the first attempt queued", || async {
-        (delivery_jobs(&ctx).await == 1).then_some(())
+    eventually(PATIENCE, "the work queued", || async {
+        (jobs_of(&ctx, queue).await >= 1).then_some(())
     })
     .await;
     assert_eq!(
@@ -105,28 +145,38 @@ async fn a_paused_delivery_queue_holds_first_attempts(backend: Backend, redis: b
     ctx.app
         .store
         .schedules()
-        .set_paused(DeliverWebhook::KIND, false)
+        .set_paused(queue, false)
         .await
-        .expect("resume deliveries");
+        .expect("resume the queue");
     ctx.receiver.wait_for_arrivals(1, PATIENCE).await;
 }
 
 #[tokio::test]
-async fn a_first_attempt_skips_the_sqlite_queue() {
-    a_first_attempt_skips_the_queue(Backend::Sqlite, false).await;
+async fn dispatch_and_first_attempts_skip_the_sqlite_queue() {
+    dispatch_and_first_attempts_skip_the_queue(Backend::Sqlite, false).await;
 }
 
 #[tokio::test]
-async fn a_first_attempt_skips_the_redis_queue() {
-    a_first_attempt_skips_the_queue(Backend::Postgres, true).await;
+async fn dispatch_and_first_attempts_skip_the_redis_queue() {
+    dispatch_and_first_attempts_skip_the_queue(Backend::Postgres, true).await;
 }
 
 #[tokio::test]
 async fn a_paused_sqlite_delivery_queue_holds_first_attempts() {
-    a_paused_delivery_queue_holds_first_attempts(Backend::Sqlite, false).await;
+    a_paused_queue_takes_its_work_back(Backend::Sqlite, false, DeliverWebhook::KIND).await;
 }
 
 #[tokio::test]
 async fn a_paused_redis_delivery_queue_holds_first_attempts() {
-    a_paused_delivery_queue_holds_first_attempts(Backend::Postgres, true).await;
+    a_paused_queue_takes_its_work_back(Backend::Postgres, true, DeliverWebhook::KIND).await;
+}
+
+#[tokio::test]
+async fn a_paused_sqlite_dispatch_queue_holds_dispatch() {
+    a_paused_queue_takes_its_work_back(Backend::Sqlite, false, DispatchEvents::KIND).await;
+}
+
+#[tokio::test]
+async fn a_paused_redis_dispatch_queue_holds_dispatch() {
+    a_paused_queue_takes_its_work_back(Backend::Postgres, true, DispatchEvents::KIND).await;
 }

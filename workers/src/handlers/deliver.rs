@@ -57,26 +57,21 @@ pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> V
         let state = state.clone();
         tokio::spawn(async move {
             let job = DeliverWebhook::of(due);
-            let running = state.attempt_log.as_ref().map(|log| {
-                let run = crate::console::RunOf {
-                    job_id: job.delivery_id.to_string(),
-                    queue: DeliverWebhook::KIND,
-                    attempt: 1,
-                    agency_id: job.agency(),
-                    endpoint_id: job.endpoint(),
-                    due_at: Some(state.store.clock().now()),
-                };
-                log.started(run, state.store.clock().now())
-            });
-            let started = std::time::Instant::now();
-            let result = deliver(&job, &state).await;
-            drop(slot);
-            super::observe(DeliverWebhook::KIND, started, &result);
+            let run = crate::console::RunOf {
+                job_id: job.delivery_id.to_string(),
+                queue: DeliverWebhook::KIND,
+                attempt: 1,
+                agency_id: job.agency(),
+                endpoint_id: job.endpoint(),
+                due_at: Some(state.store.clock().now()),
+            };
+            let result = super::run_here(&state, run, async {
+                let result = deliver(&job, &state).await;
+                drop(slot);
+                result
+            })
+            .await;
             metrics::counter!("webhook_first_attempts_here_total").increment(1);
-            if let (Some(log), Some(running)) = (&state.attempt_log, running) {
-                let error = result.as_ref().err().map(ToString::to_string);
-                log.finished(running, state.store.clock().now(), error);
-            }
             if let Err(err) = result {
                 tracing::info!(%err, delivery_id = %job.delivery_id, "a first attempt failed short of its record; queued to be retried");
                 if let Err(err) = state.queue.push(job, PushOptions::default()).await {

@@ -16,5 +16,5 @@ mod runner;
 pub mod sandbox;
 mod state;
 
-pub use runner::{Handler, JobError, handle, observe};
+pub use runner::{Handler, JobError, handle, observe, run_here};
 pub use state::{WebhookDelivery, WorkerState};

@@ -215,6 +215,29 @@ fn settle<J: Job>(
     }
 }
 
+/// Runs `work` as `run` made here, outside the queue (a first attempt, a
+/// dispatch on the fast path): recorded for the console and in the metrics
+/// as a run of its queue, like a job's.
+pub async fn run_here<T>(
+    state: &WorkerState,
+    run: crate::console::RunOf,
+    work: impl Future<Output = Result<T, JobError>>,
+) -> Result<T, JobError> {
+    let queue = run.queue;
+    let running = state
+        .attempt_log
+        .as_ref()
+        .map(|log| log.started(run, state.store.clock().now()));
+    let started = Instant::now();
+    let result = work.await;
+    observe(queue, started, &result);
+    if let (Some(log), Some(running)) = (&state.attempt_log, running) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        log.finished(running, state.store.clock().now(), error);
+    }
+    result
+}
+
 /// Records a run's duration and outcome by kind (`job_duration_seconds`,
 /// `jobs_total`); the maintenance schedules record theirs by task name.
 pub fn observe<T, E>(kind: &'static str, started: Instant, result: &Result<T, E>) {
