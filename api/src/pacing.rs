@@ -46,11 +46,11 @@ pub struct PacingSettings {
 }
 
 impl Default for PacingSettings {
-    /// 200 waiting deliveries (about a tenth of a second of one core's
+    /// 100 waiting deliveries (a few hundredths of a second of one core's
     /// deliveries), at most one second's wait.
     fn default() -> Self {
         Self {
-            backlog_limit: 200,
+            backlog_limit: 100,
             max_wait: Duration::from_secs(1),
         }
     }
