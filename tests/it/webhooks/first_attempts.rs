@@ -65,11 +65,6 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
         .await;
     assert_eq!(delivered["attempts"], 1, "{delivered}");
     assert_eq!(delivery_jobs(&ctx).await, 0, "the queue never held it");
-    assert_eq!(
-        jobs_of(&ctx, DispatchEvents::KIND).await,
-        0,
-        "no dispatch job either"
-    );
 
     // The console counts it as a run of the delivery queue, under the
     // delivery's id.
@@ -88,14 +83,21 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
     assert_eq!(run.queue, DeliverWebhook::KIND);
     assert_eq!(run.attempt, 1);
     assert_eq!(run.endpoint_id.as_deref(), Some(endpoint_id.as_str()));
-    // The dispatch is a run too, under the first event of its batch.
-    let events = ctx
+    // The listing's events were dispatched here, not by a job (events the
+    // setup committed before the workers started were pushed as jobs): a
+    // dispatch done here is a run under the first event of its batch, which
+    // no job's id is.
+    let events: Vec<_> = ctx
         .app
         .store
         .outbox()
         .for_tenant(&ctx.live(), 0, 100)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .filter(|event| ["listing.created", "invoice.created"].contains(&event.event_type.as_str()))
+        .collect();
+    assert!(!events.is_empty(), "the listing's events");
     eventually(
         PATIENCE,
         "the dispatch recorded for the console",

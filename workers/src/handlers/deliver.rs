@@ -56,6 +56,9 @@ pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> V
         };
         let state = state.clone();
         tokio::spawn(async move {
+            // Held to the end, record and retry push included: a stopping
+            // process waits for the slots to come back.
+            let _slot = slot;
             let job = DeliverWebhook::of(due);
             let run = crate::console::RunOf {
                 job_id: job.delivery_id.to_string(),
@@ -65,12 +68,7 @@ pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> V
                 endpoint_id: job.endpoint(),
                 due_at: Some(state.store.clock().now()),
             };
-            let result = super::run_here(&state, run, async {
-                let result = deliver(&job, &state).await;
-                drop(slot);
-                result
-            })
-            .await;
+            let result = super::run_here(&state, run, deliver(&job, &state)).await;
             metrics::counter!("webhook_first_attempts_here_total").increment(1);
             if let Err(err) = result {
                 tracing::info!(%err, delivery_id = %job.delivery_id, "a first attempt failed short of its record; queued to be retried");
