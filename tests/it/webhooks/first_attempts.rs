@@ -53,6 +53,13 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
     let (endpoint_id, _) = ctx
         .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
         .await;
+    // The test's workers start beside it: once their process is registered,
+    // its runtime has taken over this process's dispatch and first attempts.
+    eventually(PATIENCE, "the workers running", || async {
+        let processes = ctx.app.store.worker_processes().list().await.unwrap();
+        (!processes.is_empty()).then_some(())
+    })
+    .await;
     ctx.create_listing().await;
     ctx.receiver.wait_for_arrivals(1, PATIENCE).await;
     let deliveries = ctx.deliveries(&endpoint_id).await;
