@@ -148,24 +148,15 @@ async fn start_and_run<J: Handler>(
         }
         _ => None,
     };
-    let running = state.attempt_log.as_ref().map(|log| {
-        let run = crate::console::RunOf {
-            job_id: task_id.to_string(),
-            queue: J::KIND,
-            attempt,
-            agency_id: job.agency(),
-            endpoint_id: job.endpoint(),
-            due_at: due.of(task_id, attempt),
-        };
-        log.started(run, state.store.clock().now())
-    });
-    let started = Instant::now();
-    let result = job.run(state, attempt).await;
-    observe(J::KIND, started, &result);
-    if let (Some(log), Some(running)) = (&state.attempt_log, running) {
-        let error = result.as_ref().err().map(ToString::to_string);
-        log.finished(running, state.store.clock().now(), error);
-    }
+    let run = crate::console::RunOf {
+        job_id: task_id.to_string(),
+        queue: J::KIND,
+        attempt,
+        agency_id: job.agency(),
+        endpoint_id: job.endpoint(),
+        due_at: due.of(task_id, attempt),
+    };
+    let result = run_here(state, run, job.run(state, attempt)).await;
     let allowed = job.attempts_allowed().min(J::MAX_ATTEMPTS);
     if result.is_err() && attempt >= allowed {
         job.give_up(state).await;
@@ -215,9 +206,9 @@ fn settle<J: Job>(
     }
 }
 
-/// Runs `work` as `run` made here, outside the queue (a first attempt, a
-/// dispatch on the fast path): recorded for the console and in the metrics
-/// as a run of its queue, like a job's.
+/// Runs `work` as `run`, recorded for the console and in the metrics as a
+/// run of its queue: a job's run, or work made here outside the queue (a
+/// first attempt, a dispatch on the fast path).
 pub async fn run_here<T>(
     state: &WorkerState,
     run: crate::console::RunOf,
