@@ -7,6 +7,23 @@ use super::Webhooks;
 use crate::db::on_pool;
 use crate::{Result, Tenant};
 
+/// The backlog: each part read through a partial index of what is still
+/// owed (`events_undispatched_by_tenant`, `webhook_deliveries_unattempted`),
+/// so its cost follows the backlog, not the agency's history.
+const BACKLOG_SQL: &str = "select
+             (select count(*) from (
+                 select 1 from events
+                 where dispatched_at is null and agency_id = $1 and is_sandbox = $2
+                   and exists (
+                       select 1 from webhook_endpoints
+                       where agency_id = $1 and status = 'enabled' and deleted_at is null)
+                 limit $4) as undispatched)
+           + (select count(*) from (
+                 select 1 from webhook_deliveries
+                 where status = 'pending' and attempts = 0
+                   and agency_id = $1 and is_sandbox = $2 and next_attempt_at <= $3
+                 limit $4) as unattempted)";
+
 impl Webhooks<'_> {
     /// How many of `tenant`'s events are not yet fanned out plus how many of
     /// its deliveries are due and not yet attempted, counting each part no
@@ -20,21 +37,7 @@ impl Webhooks<'_> {
         let sandbox = tenant.environment.is_sandbox();
         let limit = i64::from(limit);
         let backlog: i64 = on_pool!(self.store.db(), pool => {
-            sqlx::query_scalar(
-                "select
-                     (select count(*) from (
-                         select 1 from events
-                         where dispatched_at is null and agency_id = $1 and is_sandbox = $2
-                           and exists (
-                               select 1 from webhook_endpoints
-                               where agency_id = $1 and status = 'enabled' and deleted_at is null)
-                         limit $4) as undispatched)
-                   + (select count(*) from (
-                         select 1 from webhook_deliveries
-                         where status = 'pending' and attempts = 0
-                           and agency_id = $1 and is_sandbox = $2 and next_attempt_at <= $3
-                         limit $4) as unattempted)",
-            )
+            sqlx::query_scalar(BACKLOG_SQL)
             .bind(&tenant.agency_id)
             .bind(sandbox)
             .bind(now)
@@ -43,5 +46,51 @@ impl Webhooks<'_> {
             .await?
         });
         Ok(u32::try_from(backlog).unwrap_or(u32::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BACKLOG_SQL;
+    use crate::db::{Database, DatabaseTarget, PoolSettings};
+
+    /// The backlog is read on every paced write: each part must be found
+    /// through its partial index, never by walking the agency's events.
+    #[tokio::test]
+    async fn the_backlog_is_read_through_the_indexes_of_what_is_owed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::connect(
+            &DatabaseTarget::SqliteFile(dir.path().join("backlog.sqlite3")),
+            &PoolSettings::default(),
+        )
+        .await
+        .unwrap();
+        db.migrate().await.unwrap();
+        let Database::Sqlite(sqlite) = &db else {
+            unreachable!()
+        };
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "explain query plan {BACKLOG_SQL}"
+        )))
+        .fetch_all(sqlite.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| sqlx::Row::get::<String, _>(row, "detail"))
+        .collect();
+        let uses = |index: &str| plan.iter().any(|step| step.contains(index));
+        assert!(
+            uses("INDEX events_undispatched_by_tenant ("),
+            "events not yet fanned out: {plan:?}"
+        );
+        assert!(
+            uses("INDEX webhook_deliveries_unattempted ("),
+            "deliveries not yet attempted: {plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.starts_with("SCAN events")
+                || step.contains("USING INDEX events_by_tenant")),
+            "the agency's history is walked: {plan:?}"
+        );
     }
 }
