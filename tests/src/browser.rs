@@ -3,6 +3,9 @@
 //! WebDriver lacks (extra request headers). Debian's `chromium` and
 //! `chromium-driver` packages; `scripts/test` installs them.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,11 +19,14 @@ pub struct Browser {
     base: String,
     session: String,
     client: reqwest::Client,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ending the session makes chromedriver quit its Chromium; killing
+        // chromedriver alone would leave Chromium running after the test.
+        self.end_session();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -74,7 +80,51 @@ impl Browser {
             base,
             session,
             client,
-            _profile: profile,
+            profile,
+        }
+    }
+
+    /// Where Chromium keeps this session's profile (on its command line).
+    pub fn profile_dir(&self) -> &Path {
+        self.profile.path()
+    }
+
+    /// Deletes the WebDriver session, waiting (at most 10 s) for chromedriver's
+    /// answer, which comes once Chromium has quit. Blocking, since `Drop` cannot await;
+    /// best effort, since the driver is killed next whatever happens.
+    fn end_session(&self) {
+        let Some(address) = self.base.strip_prefix("http://") else {
+            return;
+        };
+        let Ok(mut stream) = TcpStream::connect(address) else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let request = format!(
+            "DELETE /session/{} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.session
+        );
+        if stream.write_all(request.as_bytes()).is_err() {
+            return;
+        }
+        // chromedriver answers once Chromium has quit, and may keep the
+        // connection open after: read the answer's head and body, no more.
+        let mut answer = Vec::new();
+        let mut chunk = [0_u8; 4096];
+        while let Ok(read @ 1..) = stream.read(&mut chunk) {
+            answer.extend_from_slice(&chunk[..read]);
+            let text = String::from_utf8_lossy(&answer);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .filter_map(|line| line.split_once(':'))
+                    .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    return;
+                }
+            }
         }
     }
 

@@ -467,3 +467,34 @@ async fn a_new_user_chooses_a_password_on_the_page_the_email_links_to() {
         .unwrap();
     assert_eq!(me["user"]["email"], email.as_str());
 }
+
+/// The processes whose command line names `profile` (the session's Chromium).
+fn chromium_processes_of(profile: &std::path::Path) -> usize {
+    let needle = profile.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_name().to_string_lossy().parse::<u32>().is_ok())
+                .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+                .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(&needle))
+                .count()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_finished_page_test_leaves_no_chromium_running() {
+    let browser = Browser::start().await;
+    browser.open("about:blank").await;
+    let profile = browser.profile_dir().to_path_buf();
+    assert!(
+        chromium_processes_of(&profile) > 0,
+        "the session's Chromium is found by its profile"
+    );
+    drop(browser);
+    tests::deployment::eventually(PATIENCE, "the session's Chromium to quit", || async {
+        (chromium_processes_of(&profile) == 0).then_some(())
+    })
+    .await;
+}
