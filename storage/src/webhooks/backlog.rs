@@ -7,22 +7,29 @@ use super::Webhooks;
 use crate::db::on_pool;
 use crate::{Result, Tenant};
 
-/// The backlog: each part read through a partial index of what is still
-/// owed (`events_undispatched_by_tenant`, `webhook_deliveries_unattempted`),
-/// so its cost follows the backlog, not the agency's history.
-const BACKLOG_SQL: &str = "select
+/// The backlog counted up to `limit`: each part read through a partial index
+/// of what is still owed (`events_undispatched_by_tenant`,
+/// `webhook_deliveries_unattempted`), so its cost follows the backlog, not
+/// the agency's history. The limit is written into the statement, not
+/// bound: SQLite plans a `LIMIT` by its bound value, so a statement with a
+/// bound limit is compiled anew on every run, which cost more than the read.
+fn backlog_sql(limit: u32) -> String {
+    format!(
+        "select
              (select count(*) from (
                  select 1 from events
                  where dispatched_at is null and agency_id = $1 and is_sandbox = $2
                    and exists (
                        select 1 from webhook_endpoints
                        where agency_id = $1 and status = 'enabled' and deleted_at is null)
-                 limit $4) as undispatched)
+                 limit {limit}) as undispatched)
            + (select count(*) from (
                  select 1 from webhook_deliveries
                  where status = 'pending' and attempts = 0
                    and agency_id = $1 and is_sandbox = $2 and next_attempt_at <= $3
-                 limit $4) as unattempted)";
+                 limit {limit}) as unattempted)"
+    )
+}
 
 impl Webhooks<'_> {
     /// How many of `tenant`'s events are not yet fanned out plus how many of
@@ -35,13 +42,11 @@ impl Webhooks<'_> {
     pub async fn delivery_backlog(&self, tenant: &Tenant, limit: u32) -> Result<u32> {
         let now = self.store.clock().now();
         let sandbox = tenant.environment.is_sandbox();
-        let limit = i64::from(limit);
         let backlog: i64 = on_pool!(self.store.db(), pool => {
-            sqlx::query_scalar(BACKLOG_SQL)
+            sqlx::query_scalar(sqlx::AssertSqlSafe(backlog_sql(limit)))
             .bind(&tenant.agency_id)
             .bind(sandbox)
             .bind(now)
-            .bind(limit)
             .fetch_one(pool)
             .await?
         });
@@ -51,7 +56,7 @@ impl Webhooks<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::BACKLOG_SQL;
+    use super::backlog_sql;
     use crate::db::{Database, DatabaseTarget, PoolSettings};
 
     /// The backlog is read on every paced write: each part must be found
@@ -70,7 +75,8 @@ mod tests {
             unreachable!()
         };
         let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "explain query plan {BACKLOG_SQL}"
+            "explain query plan {}",
+            backlog_sql(100)
         )))
         .fetch_all(sqlite.pool())
         .await
