@@ -3,8 +3,6 @@
 //! WebDriver lacks (extra request headers). Debian's `chromium` and
 //! `chromium-driver` packages; `scripts/test` installs them.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -89,43 +87,26 @@ impl Browser {
         self.profile.path()
     }
 
-    /// Deletes the WebDriver session, waiting (at most 10 s) for chromedriver's
-    /// answer, which comes once Chromium has quit. Blocking, since `Drop` cannot await;
-    /// best effort, since the driver is killed next whatever happens.
+    /// Deletes the WebDriver session; chromedriver answers once Chromium
+    /// has quit. `Drop` cannot await, and the test's runtime may have its one
+    /// thread here, so the request goes from a thread and runtime of its own,
+    /// with a client of its own. Best effort: the driver is killed next.
     fn end_session(&self) {
-        let Some(address) = self.base.strip_prefix("http://") else {
-            return;
-        };
-        let Ok(mut stream) = TcpStream::connect(address) else {
-            return;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-        let request = format!(
-            "DELETE /session/{} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.session
-        );
-        if stream.write_all(request.as_bytes()).is_err() {
-            return;
-        }
-        // chromedriver answers once Chromium has quit, and may keep the
-        // connection open after: read the answer's head and body, no more.
-        let mut answer = Vec::new();
-        let mut chunk = [0_u8; 4096];
-        while let Ok(read @ 1..) = stream.read(&mut chunk) {
-            answer.extend_from_slice(&chunk[..read]);
-            let text = String::from_utf8_lossy(&answer);
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let length = head
-                    .lines()
-                    .filter_map(|line| line.split_once(':'))
-                    .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-                    .and_then(|(_, value)| value.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                if body.len() >= length {
-                    return;
-                }
-            }
-        }
+        let url = format!("{}/session/{}", self.base, self.session);
+        let ending = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let client = crate::app::base_client()
+                    .timeout(Duration::from_secs(10))
+                    .build()
+                    .ok()?;
+                client.delete(url).send().await.ok()
+            })
+        });
+        let _ = ending.join();
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
