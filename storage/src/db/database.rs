@@ -217,3 +217,17 @@ impl Database {
         }
     }
 }
+
+/// (tests) A SQLite database of its own, in a temporary directory that is
+/// removed when the returned guard drops; without migrations.
+#[cfg(test)]
+pub(crate) async fn scratch_sqlite() -> (Database, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = Database::connect(
+        &DatabaseTarget::SqliteFile(dir.path().join("scratch.sqlite3")),
+        &PoolSettings::default(),
+    )
+    .await
+    .expect("a scratch SQLite database");
+    (db, dir)
+}

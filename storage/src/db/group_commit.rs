@@ -280,16 +280,10 @@ mod tests {
 
     use sqlx::Row;
 
-    use crate::db::{Database, DatabaseTarget, PoolSettings, in_transaction};
+    use crate::db::{Database, in_transaction, scratch_sqlite};
 
     async fn database() -> (Database, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::connect(
-            &DatabaseTarget::SqliteFile(dir.path().join("g.sqlite3")),
-            &PoolSettings::default(),
-        )
-        .await
-        .unwrap();
+        let (db, dir) = scratch_sqlite().await;
         let Database::Sqlite(sqlite) = &db else {
             unreachable!()
         };

@@ -17,6 +17,8 @@ mod lock;
 mod tx;
 mod writes;
 
+#[cfg(test)]
+pub(crate) use database::scratch_sqlite;
 pub use database::{Backend, Database, DatabaseTarget, PoolSettings, SqliteDb};
 pub use lock::{lock_for_migrations, lock_sqlite_file};
 pub(crate) use tx::Tx;

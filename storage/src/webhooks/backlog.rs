@@ -57,19 +57,13 @@ impl Webhooks<'_> {
 #[cfg(test)]
 mod tests {
     use super::backlog_sql;
-    use crate::db::{Database, DatabaseTarget, PoolSettings};
+    use crate::db::{Database, scratch_sqlite};
 
     /// The backlog is read on every paced write: each part must be found
     /// through its partial index, never by walking the agency's events.
     #[tokio::test]
     async fn the_backlog_is_read_through_the_indexes_of_what_is_owed() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::connect(
-            &DatabaseTarget::SqliteFile(dir.path().join("backlog.sqlite3")),
-            &PoolSettings::default(),
-        )
-        .await
-        .unwrap();
+        let (db, _dir) = scratch_sqlite().await;
         db.migrate().await.unwrap();
         let Database::Sqlite(sqlite) = &db else {
             unreachable!()
