@@ -12,7 +12,7 @@ use crate::{Result, Tenant};
 /// `webhook_deliveries_unattempted`), so its cost follows the backlog, not
 /// the agency's history. The limit is written into the statement, not
 /// bound: SQLite plans a `LIMIT` by its bound value, so a statement with a
-/// bound limit is compiled anew on every run, which cost more than the read.
+/// bound limit is compiled anew on every run, here on every paced write.
 fn backlog_sql(limit: u32) -> String {
     format!(
         "select
