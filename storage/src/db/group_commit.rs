@@ -228,6 +228,40 @@ impl GroupCommit {
     }
 }
 
+/// The commit of a write whose caller went on before it reached the disk
+/// (`deferred_transaction!`): what the write did is visible on the writer's
+/// connection at once, to the read pool and to other processes once this
+/// commit is done. Dropping it does not undo or hold anything: the batch
+/// commits all the same.
+#[derive(Debug, Default)]
+#[must_use = "a deferred write is durable only once its commit is awaited"]
+pub struct Commit {
+    pending: Option<(Arc<GroupCommit>, u64)>,
+}
+
+impl Commit {
+    /// A commit already done (PostgreSQL commits before the call returns).
+    pub(crate) fn done() -> Self {
+        Self::default()
+    }
+
+    /// The commit of `batch` of `group`, still to come.
+    pub(crate) fn pending(group: &Arc<GroupCommit>, batch: u64) -> Self {
+        Self {
+            pending: Some((group.clone(), batch)),
+        }
+    }
+
+    /// Waits until the write is on disk; an error if its batch's commit
+    /// failed (the write is then undone).
+    pub async fn durable(self) -> Result<()> {
+        match self.pending {
+            Some((group, batch)) => group.committed(batch).await,
+            None => Ok(()),
+        }
+    }
+}
+
 /// A writer's turn: the shared connection, inside the writer's savepoint.
 pub(crate) struct Slot {
     guard: Option<OwnedMutexGuard<Batch>>,

@@ -6,8 +6,9 @@
 //! placeholders, `on conflict` and `returning`); the macros of `writes`
 //! compile a repository body once per backend. Reads use the pool; every write
 //! goes through `in_transaction!` (durable), `write_on_pool!` (one durable
-//! statement) or `bookkeeping_transaction!` (need not wait for the disk). On
-//! SQLite all three go through the file's group commit (`group_commit`). A
+//! statement), `bookkeeping_transaction!` (need not wait for the disk) or
+//! `deferred_transaction!` (waits for the disk later, through a [`Commit`]). On
+//! SQLite all four go through the file's group commit (`group_commit`). A
 //! repository function that writes as part of another's transaction takes a
 //! [`Tx`].
 
@@ -20,9 +21,11 @@ mod writes;
 #[cfg(test)]
 pub(crate) use database::scratch_sqlite;
 pub use database::{Backend, Database, DatabaseTarget, PoolSettings, SqliteDb};
+pub use group_commit::Commit;
 pub use lock::{lock_for_migrations, lock_sqlite_file};
 pub(crate) use tx::Tx;
 pub(crate) use tx::on_tx;
 pub(crate) use writes::{
-    bookkeeping_transaction, in_transaction, on_pool, write_on_pool, write_unit,
+    bookkeeping_transaction, deferred_transaction, in_transaction, on_pool, write_on_pool,
+    write_unit,
 };

@@ -33,23 +33,33 @@ macro_rules! write_unit {
                 .await;
                 let batch = slot.finish(result.is_ok()).await?;
                 let output = result?;
-                $crate::db::write_unit!(@wait $durability, sqlite, batch);
-                output
+                $crate::db::write_unit!(@sqlite $durability, sqlite, batch, output)
             }
             $crate::db::Database::Postgres(pool) => {
                 let mut $tx = pool.begin().await?;
                 let result: $crate::Result<_> = async { Ok($body) }.await;
                 let output = result?;
                 $tx.commit().await?;
-                output
+                $crate::db::write_unit!(@postgres $durability, output)
             }
         }
     };
-    (@wait durable, $sqlite:ident, $batch:ident) => {
+    (@sqlite durable, $sqlite:ident, $batch:ident, $output:ident) => {{
         $sqlite.group().committed($batch).await?;
-    };
-    (@wait bookkeeping, $sqlite:ident, $batch:ident) => {
+        $output
+    }};
+    (@sqlite bookkeeping, $sqlite:ident, $batch:ident, $output:ident) => {{
         let _ = $batch;
+        $output
+    }};
+    (@sqlite deferred, $sqlite:ident, $batch:ident, $output:ident) => {
+        ($output, $crate::db::Commit::pending($sqlite.group(), $batch))
+    };
+    (@postgres deferred, $output:ident) => {
+        ($output, $crate::db::Commit::done())
+    };
+    (@postgres $durability:ident, $output:ident) => {
+        $output
     };
 }
 pub(crate) use write_unit;
@@ -72,6 +82,19 @@ macro_rules! write_on_pool {
     };
 }
 pub(crate) use write_on_pool;
+
+/// A write whose caller goes on before its commit reached the disk: returns
+/// `(output, Commit)`, and the caller awaits `Commit::durable` before it
+/// tells anyone outside this process that the write happened. On SQLite the
+/// write is visible at once on the group commit's connection (to later
+/// writes of this process), to the read pool only after the commit; on
+/// PostgreSQL the commit is done when the call returns.
+macro_rules! deferred_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, deferred, |$tx| $body)
+    };
+}
+pub(crate) use deferred_transaction;
 
 /// A bookkeeping write (idempotency records): on SQLite part of the group
 /// commit without waiting for it; on PostgreSQL a transaction on the
