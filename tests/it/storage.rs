@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
-use storage::ids::{AgencyId, ApiKeyId, EventId, UserId};
+use storage::ids::{AgencyId, ApiKeyId, DeliveryId, EventId, UserId};
 use storage::listings::NewListing;
 use storage::users::{NewUser, Role, UserFilter};
-use storage::webhooks::{EndpointEnvironment, NewEndpoint};
+use storage::webhooks::{DeliveryOrdering, EndpointEnvironment, NewEndpoint};
 use storage::{Clock, Entity, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};
 
@@ -287,6 +287,8 @@ backend_tests! {
         ids.push(events[0].event_id.clone());
 
         let fan_out = store.webhooks().fan_out(&ids).await.unwrap();
+        assert_eq!(fan_out.targets.len(), fan_out.deliveries.len(), "a target for each");
+        fan_out.commit.durable().await.unwrap();
         let dispatched: Vec<&str> = fan_out.dispatched.iter().map(|e| e.event_id.as_str()).collect();
         let in_commit_order: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
         assert_eq!(dispatched, in_commit_order, "each event once, in commit order");
@@ -327,6 +329,56 @@ backend_tests! {
         };
         assert_eq!(total, 12);
         assert!(store.webhooks().fan_out(&[]).await.unwrap().dispatched.is_empty());
+    }
+
+    async fn a_fan_out_hands_its_first_attempts_what_the_store_reads_once_committed(backend) {
+        let (store, _db) = store(backend).await;
+        let (agency, owner) = store.agencies().create("Fan Targets", AgencyKind::MediaAgency).await.unwrap();
+        let tenant = live(&agency.id);
+        let endpoint = |ordering| NewEndpoint {
+            url: "https://hooks.example.com/in".to_owned(),
+            event_types: Some(vec!["listing.created".to_owned()]),
+            environment: EndpointEnvironment::Live,
+            ordering,
+            created_by: Some(owner.id.clone()),
+            ..Default::default()
+        };
+        // One endpoint in its secret's overlap (two secrets sign), one ordered
+        // by listing (its deliveries carry their place in order).
+        let (rotated, _) = store.webhooks().create(&tenant, endpoint(DeliveryOrdering::None)).await.unwrap();
+        store.webhooks().rotate_secret(&tenant, &rotated.id, 3_600).await.unwrap().unwrap();
+        let (ordered, _) = store.webhooks().create(&tenant, endpoint(DeliveryOrdering::Listing)).await.unwrap();
+        for n in 0..2 {
+            store.listings().create(&tenant, NewListing {
+                address: format!("{n} Target Row"),
+                owner_user_id: owner.id.to_string(),
+                agent_one_id: owner.id.to_string(),
+                ..Default::default()
+            }).await.unwrap();
+        }
+        let ids: Vec<EventId> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap()
+            .into_iter().map(|event| event.event_id).collect();
+
+        let fan_out = store.webhooks().fan_out(&ids).await.unwrap();
+        fan_out.commit.durable().await.unwrap();
+        assert_eq!(fan_out.deliveries.len(), 4, "two listing.created events, two endpoints");
+        let delivery_ids: Vec<DeliveryId> =
+            fan_out.deliveries.iter().map(|due| due.delivery_id.clone()).collect();
+        let stored = store.webhooks().targets(&delivery_ids).await.unwrap();
+        assert_eq!(fan_out.targets.len(), stored.len());
+        for (id, read) in &stored {
+            let handed = &fan_out.targets[id];
+            assert_eq!(handed.delivery, read.delivery);
+            assert_eq!(handed.endpoint, read.endpoint);
+            assert_eq!(handed.secret, read.secret);
+            assert_eq!(handed.previous_secret, read.previous_secret);
+            assert_eq!(handed.held_until, read.held_until);
+            assert_eq!(handed.order_key, read.order_key);
+            assert_eq!(handed.event_seq, read.event_seq);
+            let endpoint_id = &handed.delivery.endpoint_id;
+            assert_eq!(handed.signing_secrets().len(), if *endpoint_id == rotated.id { 2 } else { 1 });
+            assert_eq!(handed.order_key.is_some(), *endpoint_id == ordered.id);
+        }
     }
 }
 

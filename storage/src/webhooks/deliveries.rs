@@ -206,20 +206,19 @@ impl Webhooks<'_> {
             (deliveries, endpoints)
         });
         let now = self.store.clock().now();
-        let keys = self.store.derived_keys();
         let mut opened: HashMap<String, (WebhookEndpoint, String, Option<String>)> = HashMap::new();
         for row in endpoints {
             let endpoint = WebhookEndpoint::try_from(row.endpoint)?;
-            let Some(secret) = keys.open(&row.secret_sealed, endpoint.id.as_str()) else {
+            let Some((secret, previous)) = self.open_secrets(
+                &endpoint,
+                &row.secret_sealed,
+                row.previous_secret_sealed.as_deref(),
+                now,
+            ) else {
                 return Err(StorageError::Corrupt(format!(
                     "the signing secret of {} does not open",
                     endpoint.id
                 )));
-            };
-            // The replaced secret signs too while the overlap runs.
-            let previous = match (&row.previous_secret_sealed, endpoint.overlap_until(now)) {
-                (Some(sealed), Some(_)) => keys.open(sealed, endpoint.id.as_str()),
-                _ => None,
             };
             opened.insert(endpoint.id.to_string(), (endpoint, secret, previous));
         }
@@ -250,6 +249,27 @@ impl Webhooks<'_> {
             );
         }
         Ok(targets)
+    }
+}
+
+impl Webhooks<'_> {
+    /// `endpoint`'s signing secrets, opened: its current one, and the one its
+    /// last rotation replaced while the overlap runs (it signs too). `None`
+    /// when the current one does not open.
+    pub(super) fn open_secrets(
+        &self,
+        endpoint: &WebhookEndpoint,
+        sealed: &str,
+        previous_sealed: Option<&str>,
+        now: Timestamp,
+    ) -> Option<(String, Option<String>)> {
+        let keys = self.store.derived_keys();
+        let secret = keys.open(sealed, endpoint.id.as_str())?;
+        let previous = match (previous_sealed, endpoint.overlap_until(now)) {
+            (Some(sealed), Some(_)) => keys.open(sealed, endpoint.id.as_str()),
+            _ => None,
+        };
+        Some((secret, previous))
     }
 }
 

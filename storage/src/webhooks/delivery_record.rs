@@ -1,10 +1,13 @@
 //! A delivery as stored: its kind and status, its record and columns, its
 //! attempts, and what recording an attempt or a fan-out reports.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 use sqlx::types::Json;
 
 use super::endpoint_record::WebhookEndpoint;
+use crate::db::Commit;
 use crate::ids::{AgencyId, DeliveryId, EventId, NotificationId, WebhookEndpointId};
 use crate::outbox::StoredEvent;
 use crate::{Result, StorageError, Timestamp};
@@ -288,6 +291,14 @@ pub struct FanOut {
     pub missing: Vec<EventId>,
     /// The new deliveries, due now, in event order.
     pub deliveries: Vec<DueAttempt>,
+    /// What the first attempt of each new delivery needs, read in the
+    /// fan-out's transaction: an attempt made in this process need neither
+    /// read it again nor wait for the commit to see it. A delivery whose
+    /// endpoint's secret does not open has none.
+    pub targets: HashMap<DeliveryId, DeliveryTarget>,
+    /// The fan-out's commit: await it before another process is told of
+    /// the deliveries (a pushed job reads them from the store).
+    pub commit: Commit,
 }
 
 /// An attempt of a delivery to push: which delivery, to which endpoint (the
