@@ -3,12 +3,15 @@
 //! fifth failure fails the delivery. Each attempt number runs once: an
 //! attempt already recorded makes a repeated job a no-op.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use jobs::kinds::{DeliverWebhook, SendNotification};
 use jobs::{Job, PushOptions};
+use storage::ids::DeliveryId;
 use storage::webhooks::{
-    AfterAttempt, AttemptOutcome, AttemptToRecord, BudgetSlot, DueAttempt, EndpointStatus,
+    AfterAttempt, AttemptOutcome, AttemptToRecord, BudgetSlot, DeliveryTarget, DueAttempt,
+    EndpointStatus,
 };
 
 use super::{Handler, JobError, WorkerState};
@@ -36,24 +39,32 @@ pub async fn offer_released(queue: &jobs::JobQueue, released: Vec<DueAttempt>) {
 impl Handler for DeliverWebhook {
     /// Makes one attempt.
     async fn run(&self, state: &WorkerState, _attempt: usize) -> Result<(), JobError> {
-        deliver(self, state).await
+        deliver(self, state, None).await
     }
 }
 
 /// Makes the first attempts of new deliveries here and now, each in a free
 /// first-attempt slot of this process, without a round trip through the queue;
-/// returns those no slot was free for, to be queued. A first attempt made
-/// here is a run of the delivery queue for the console and the metrics, its
-/// run id the delivery's. Should it fail short of an attempt recorded (the
-/// store away), it is queued to be retried like any job; should the process
-/// die first, the delivery is overdue and the sweep offers it again.
-pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> Vec<DueAttempt> {
+/// returns those no slot was free for, to be queued. Each starts with its
+/// delivery's target from `targets` (read by the fan-out; taken out of the
+/// map), or reads it when there is none. A first attempt made here is a run
+/// of the delivery queue for the console and the metrics, its run id the
+/// delivery's. Should it fail short of an attempt recorded (the store away),
+/// it is queued to be retried like any job; should the process die first,
+/// the delivery is overdue (or, its fan-out lost, its event undispatched) and
+/// a sweep offers it again.
+pub fn attempt_first_here(
+    state: &WorkerState,
+    deliveries: Vec<DueAttempt>,
+    targets: &mut HashMap<DeliveryId, DeliveryTarget>,
+) -> Vec<DueAttempt> {
     let mut queued = Vec::new();
     for due in deliveries {
         let Some(slot) = state.first_attempt_slots.try_take() else {
             queued.push(due);
             continue;
         };
+        let target = targets.remove(&due.delivery_id);
         let state = state.clone();
         tokio::spawn(async move {
             // Held to the end, record and retry push included: a stopping
@@ -68,7 +79,7 @@ pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> V
                 endpoint_id: job.endpoint(),
                 due_at: Some(state.store.clock().now()),
             };
-            let result = super::run_here(&state, run, deliver(&job, &state)).await;
+            let result = super::run_here(&state, run, deliver(&job, &state, target)).await;
             metrics::counter!("webhook_first_attempts_here_total").increment(1);
             if let Err(err) = result {
                 tracing::info!(%err, delivery_id = %job.delivery_id, "a first attempt failed short of its record; queued to be retried");
@@ -81,17 +92,29 @@ pub fn attempt_first_here(state: &WorkerState, deliveries: Vec<DueAttempt>) -> V
     queued
 }
 
-async fn deliver(job: &DeliverWebhook, state: &WorkerState) -> Result<(), JobError> {
+/// Makes `job`'s attempt, with its delivery's `target` when the caller has
+/// it already (else read from the store).
+async fn deliver(
+    job: &DeliverWebhook,
+    state: &WorkerState,
+    target: Option<DeliveryTarget>,
+) -> Result<(), JobError> {
     let store = &state.store;
     let webhooks = store.webhooks();
-    let Some(target) = state
-        .delivery_batches
-        .target(&job.delivery_id)
-        .await
-        .map_err(JobError)?
-    else {
-        // Purged by retention.
-        return Ok(());
+    let target = match target {
+        Some(target) => target,
+        None => {
+            let read = state
+                .delivery_batches
+                .target(&job.delivery_id)
+                .await
+                .map_err(JobError)?;
+            // None: purged by retention.
+            let Some(target) = read else {
+                return Ok(());
+            };
+            target
+        }
     };
     let secrets = target.signing_secrets();
     let delivery = target.delivery;

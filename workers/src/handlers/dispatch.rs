@@ -36,24 +36,32 @@ impl Handler for DispatchEvents {
 }
 
 /// Fans `event_ids` out and starts their deliveries' first attempts;
-/// returns the ids that named no event.
+/// returns the ids that named no event once the fan-out is on disk.
+///
+/// First attempts made here start before the fan-out's commit, with what
+/// the fan-out read: should the commit be lost (the process dies, the batch
+/// fails), the events stay undispatched and are fanned out again, so the
+/// receiver may hear an event twice (under its one event id, which the
+/// signature headers carry for its idempotency), never not at all. Pushed
+/// deliveries wait for the commit: the worker that takes one reads it.
 async fn fan_out(state: &WorkerState, event_ids: &[EventId]) -> Result<Vec<EventId>, JobError> {
-    let fan_out = state.store.webhooks().fan_out(event_ids).await?;
+    let mut fan_out = state.store.webhooks().fan_out(event_ids).await?;
+    let queued =
+        super::deliver::attempt_first_here(state, fan_out.deliveries, &mut fan_out.targets);
+    fan_out.commit.durable().await?;
     for event in &fan_out.dispatched {
         tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, "event dispatched");
         metrics::counter!("events_dispatched_total", "event_type" => event.event_type.clone())
             .increment(1);
     }
-    push_deliveries(state, fan_out.deliveries).await;
+    push_deliveries(state, queued).await;
     Ok(fan_out.missing)
 }
 
-/// Makes the first attempt of each new delivery here while this process has
-/// a free first-attempt slot, and pushes the rest. A failed push is logged, not
-/// returned: the deliveries are committed and due, and the overdue sweep
-/// pushes them.
+/// Pushes the deliveries no first-attempt slot was free for. A failed push
+/// is logged, not returned: the deliveries are committed and due, and the
+/// overdue sweep pushes them.
 async fn push_deliveries(state: &WorkerState, deliveries: Vec<DueAttempt>) {
-    let deliveries = super::deliver::attempt_first_here(state, deliveries);
     if deliveries.is_empty() {
         return;
     }
