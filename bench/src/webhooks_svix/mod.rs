@@ -318,13 +318,14 @@ async fn post(args: &Args, target: &Target, load: &Load) -> anyhow::Result<Vec<P
         child_args.extend(["--idempotency-header".to_owned(), header.to_owned()]);
     }
     let command = crate::process::pinned(1, &exe.to_string_lossy(), &child_args);
+    // `output()` captures stderr whatever was set: it is passed on here.
     let output = tokio::process::Command::from(command)
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
         .output()
         .await
         .context("running the posting client")?;
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
     if !output.status.success() {
         bail!("the posting client failed: {}", output.status);
     }

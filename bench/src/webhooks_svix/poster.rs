@@ -1,6 +1,8 @@
 //! The posting client (a child role pinned to core 1): posts numbered events
 //! to one system, as fast as it accepts them over a fixed number of
-//! connections or at a fixed rate, and prints when each post was sent.
+//! connections or at a fixed rate, and prints when each post was sent (and,
+//! on stderr, how long the posts took to be answered: what acceptance adds
+//! to each event's post→arrival latency).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,8 +46,9 @@ fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 
-/// Posts event `seq` and returns its post.
-async fn post_one(client: &reqwest::Client, args: &PosterArgs, seq: u64) -> Post {
+/// Posts event `seq` and returns its post and how long its answer took, in
+/// microseconds.
+async fn post_one(client: &reqwest::Client, args: &PosterArgs, seq: u64) -> (Post, i64) {
     let body = args.body.replace("{seq}", &seq.to_string());
     let mut request = client
         .post(&args.url)
@@ -60,7 +63,17 @@ async fn post_one(client: &reqwest::Client, args: &PosterArgs, seq: u64) -> Post
         .send()
         .await
         .map_or(0, |response| response.status().as_u16());
-    (seq, sent, status)
+    ((seq, sent, status), now_micros() - sent)
+}
+
+/// The p50 and p99 of `answered` (microseconds), in milliseconds.
+fn answer_percentiles(mut answered: Vec<i64>) -> Option<(f64, f64)> {
+    answered.sort_unstable();
+    let at = |share: f64| {
+        let index = ((answered.len() - 1) as f64 * share).round() as usize;
+        answered[index] as f64 / 1000.0
+    };
+    (!answered.is_empty()).then(|| (at(0.5), at(0.99)))
 }
 
 /// (child) Posts the events and prints `{"posts": [[seq, sent_us, status]…]}`.
@@ -72,7 +85,7 @@ pub async fn run_poster(args: PosterArgs) -> anyhow::Result<()> {
         .build()?;
     let args = Arc::new(args);
     let started = Instant::now();
-    let mut posts: Vec<Post> = Vec::with_capacity(usize::try_from(args.events)?);
+    let mut posts: Vec<(Post, i64)> = Vec::with_capacity(usize::try_from(args.events)?);
     if args.rate > 0.0 {
         // Open loop: post n leaves at n / rate seconds.
         let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
@@ -110,7 +123,11 @@ pub async fn run_poster(args: PosterArgs) -> anyhow::Result<()> {
             posts.extend(lane.await.context("a posting connection")?);
         }
     }
-    posts.sort_unstable_by_key(|post| post.0);
+    posts.sort_unstable_by_key(|(post, _)| post.0);
+    let (posts, answered): (Vec<Post>, Vec<i64>) = posts.into_iter().unzip();
+    if let Some((p50, p99)) = answer_percentiles(answered) {
+        eprintln!("  posts answered in p50 {p50:.1} ms, p99 {p99:.1} ms");
+    }
     println!(
         "{}",
         json!({"posts": posts, "seconds": started.elapsed().as_secs_f64()})
