@@ -7,9 +7,11 @@
 //! A first attempt skips the queue only when a slot is free this instant,
 //! the queue is not paused or this process quieted, and the process is not
 //! stopping; otherwise it is pushed as before, and the queue's fair order
-//! between endpoints decides when it runs. Either way the delivery is
-//! committed and due before its attempt starts, so a first attempt lost
-//! with its process is offered again by the overdue sweep, like a lost push.
+//! between endpoints decides when it runs. A pushed one waits for its
+//! fan-out's commit; one made here starts at once, its fan-out in the
+//! store's open commit. Lost with its process, it is offered again: by the
+//! overdue sweep once the fan-out is on disk, like a lost push, or, the
+//! fan-out lost with it, by the outbox sweep, which fans its event out again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
