@@ -156,7 +156,11 @@ pub struct DeliverWebhook {
 impl Job for DeliverWebhook {
     const KIND: &'static str = "webhook_delivery";
     const MAX_ATTEMPTS: usize = 5;
-    const DEFAULT_CONCURRENCY: usize = 64;
+    /// Attempts wait on receivers, not on the core. As many as write
+    /// pacing's default backlog (100, `WEBHOOK_BACKLOG_LIMIT`) and more: a
+    /// paced burst's first attempts then fit the process's first-attempt
+    /// slots (as many again) instead of spilling into the queue.
+    const DEFAULT_CONCURRENCY: usize = 128;
 
     /// The attempt: each attempt number of a delivery is pushed once.
     fn dedupe_key(&self) -> Option<String> {
