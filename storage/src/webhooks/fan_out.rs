@@ -200,53 +200,20 @@ impl Webhooks<'_> {
                         insert.build_query_scalar().fetch_all(&mut *tx).await?;
                     inserted.extend(ids);
                 }
-                let deliveries = rows
-                    .iter()
-                    .filter(|(id, endpoint, _)| {
-                        endpoint.status == EndpointStatus::Enabled && inserted.contains(id)
-                    })
-                    .map(|(id, endpoint, _)| DueAttempt {
+                let mut deliveries = Vec::with_capacity(inserted.len());
+                let mut targets = HashMap::with_capacity(inserted.len());
+                for (id, endpoint, event) in rows {
+                    if endpoint.status != EndpointStatus::Enabled || !inserted.contains(&id) {
+                        continue;
+                    }
+                    deliveries.push(DueAttempt {
                         delivery_id: id.clone(),
                         endpoint_id: endpoint.id.clone(),
                         attempt: 1,
-                    })
-                    .collect();
-                let targets = rows
-                    .into_iter()
-                    .filter(|(id, endpoint, _)| {
-                        endpoint.status == EndpointStatus::Enabled && inserted.contains(id)
-                    })
-                    .map(|(id, endpoint, event)| {
-                        let target = DeliveryTarget {
-                            delivery: Delivery {
-                                id: id.clone(),
-                                endpoint_id: endpoint.id.clone(),
-                                agency_id: event.agency_id.clone(),
-                                kind: DeliveryKind::Event,
-                                replay_of: None,
-                                event_id: event.event_id.clone(),
-                                event_type: event.event_type.clone(),
-                                api_version: event.api_version.clone(),
-                                occurred_at: event.occurred_at,
-                                is_sandbox: event.environment.is_sandbox(),
-                                data: event.data.clone(),
-                                status: DeliveryStatus::Pending,
-                                attempts: 0,
-                                next_attempt_at: Some(now),
-                                created_at: now,
-                                completed_at: None,
-                            },
-                            endpoint: Some(endpoint.clone()),
-                            // Opened below, outside the transaction.
-                            secret: None,
-                            previous_secret: None,
-                            held_until: None,
-                            order_key: endpoint.ordering.key_of(&event.data),
-                            event_seq: Some(event.seq),
-                        };
-                        (id, target)
-                    })
-                    .collect();
+                    });
+                    let target = first_attempt_target(&id, endpoint, event, now);
+                    targets.insert(id, target);
+                }
                 (
                     FanOut {
                         dispatched,
@@ -279,5 +246,42 @@ impl Webhooks<'_> {
         });
         fan_out.commit = commit;
         Ok(fan_out)
+    }
+}
+
+/// What the first attempt of new delivery `id` of `event` to `endpoint`
+/// needs, as the store holds it once the fan-out is committed; its secrets
+/// are opened later, out of the writer's turn.
+fn first_attempt_target(
+    id: &DeliveryId,
+    endpoint: &WebhookEndpoint,
+    event: &StoredEvent,
+    now: crate::Timestamp,
+) -> DeliveryTarget {
+    DeliveryTarget {
+        delivery: Delivery {
+            id: id.clone(),
+            endpoint_id: endpoint.id.clone(),
+            agency_id: event.agency_id.clone(),
+            kind: DeliveryKind::Event,
+            replay_of: None,
+            event_id: event.event_id.clone(),
+            event_type: event.event_type.clone(),
+            api_version: event.api_version.clone(),
+            occurred_at: event.occurred_at,
+            is_sandbox: event.environment.is_sandbox(),
+            data: event.data.clone(),
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            next_attempt_at: Some(now),
+            created_at: now,
+            completed_at: None,
+        },
+        endpoint: Some(endpoint.clone()),
+        secret: None,
+        previous_secret: None,
+        held_until: None,
+        order_key: endpoint.ordering.key_of(&event.data),
+        event_seq: Some(event.seq),
     }
 }
