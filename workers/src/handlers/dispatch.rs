@@ -41,8 +41,8 @@ impl Handler for DispatchEvents {
 /// First attempts made here start before the fan-out's commit, with what
 /// the fan-out read: should the commit be lost (the process dies, the batch
 /// fails), the events stay undispatched and are fanned out again, so the
-/// receiver may hear an event twice (under its one event id, which the
-/// signature headers carry for its idempotency), never not at all. Pushed
+/// receiver may hear an event twice (under its one event id, sent as
+/// `X-Event-Id` or `webhook-id` for its idempotency), never not at all. Pushed
 /// deliveries wait for the commit: the worker that takes one reads it.
 async fn fan_out(state: &WorkerState, event_ids: &[EventId]) -> Result<Vec<EventId>, JobError> {
     let mut fan_out = state.store.webhooks().fan_out(event_ids).await?;
