@@ -28,6 +28,18 @@ fn new_user(role: Role, email: &str, manager: Option<&UserId>) -> NewUser {
     }
 }
 
+/// Creates a listing at `address`, owned and agented by `owner`: the
+/// simplest write that commits events.
+async fn create_listing(store: &Store, tenant: &Tenant, owner: &UserId, address: String) {
+    let listing = NewListing {
+        address,
+        owner_user_id: owner.to_string(),
+        agent_one_id: owner.to_string(),
+        ..Default::default()
+    };
+    store.listings().create(tenant, listing).await.unwrap();
+}
+
 fn live(agency: &AgencyId) -> Tenant {
     Tenant::new(agency.clone(), Environment::Live)
 }
@@ -213,12 +225,7 @@ backend_tests! {
         let (agency, owner) = store.agencies().create("Sweep & Co", AgencyKind::MediaAgency).await.unwrap();
         let tenant = live(&agency.id);
         for n in 0..2 {
-            store.listings().create(&tenant, NewListing {
-                address: format!("{n} Sweep Row"),
-                owner_user_id: owner.id.to_string(),
-                agent_one_id: owner.id.to_string(),
-                ..Default::default()
-            }).await.unwrap();
+            create_listing(&store, &tenant, &owner.id, format!("{n} Sweep Row")).await;
         }
         let events: Vec<EventId> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap().into_iter().map(|e| e.event_id).collect();
         assert!(events.len() >= 2);
@@ -266,12 +273,7 @@ backend_tests! {
         // Interleaved commits of the two agencies: one listing (two events) each, twice.
         for round in 0..2 {
             for (tenant, owner) in &tenants {
-                store.listings().create(tenant, NewListing {
-                    address: format!("{round} Fan Lane"),
-                    owner_user_id: owner.id.to_string(),
-                    agent_one_id: owner.id.to_string(),
-                    ..Default::default()
-                }).await.unwrap();
+                create_listing(&store, tenant, &owner.id, format!("{round} Fan Lane")).await;
             }
         }
         let mut events = Vec::new();
@@ -349,12 +351,7 @@ backend_tests! {
         store.webhooks().rotate_secret(&tenant, &rotated.id, 3_600).await.unwrap().unwrap();
         let (ordered, _) = store.webhooks().create(&tenant, endpoint(DeliveryOrdering::Listing)).await.unwrap();
         for n in 0..2 {
-            store.listings().create(&tenant, NewListing {
-                address: format!("{n} Target Row"),
-                owner_user_id: owner.id.to_string(),
-                agent_one_id: owner.id.to_string(),
-                ..Default::default()
-            }).await.unwrap();
+            create_listing(&store, &tenant, &owner.id, format!("{n} Target Row")).await;
         }
         let ids: Vec<EventId> = store.outbox().for_tenant(&tenant, 0, 100).await.unwrap()
             .into_iter().map(|event| event.event_id).collect();
