@@ -12,6 +12,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::Post;
+use crate::platform::percentile;
 
 /// What the posting client is told.
 #[derive(Debug, Clone, clap::Args)]
@@ -66,16 +67,6 @@ async fn post_one(client: &reqwest::Client, args: &PosterArgs, seq: u64) -> (Pos
     ((seq, sent, status), now_micros() - sent)
 }
 
-/// The p50 and p99 of `answered` (microseconds), in milliseconds.
-fn answer_percentiles(mut answered: Vec<i64>) -> Option<(f64, f64)> {
-    answered.sort_unstable();
-    let at = |share: f64| {
-        let index = ((answered.len() - 1) as f64 * share).round() as usize;
-        answered[index] as f64 / 1000.0
-    };
-    (!answered.is_empty()).then(|| (at(0.5), at(0.99)))
-}
-
 /// (child) Posts the events and prints `{"posts": [[seq, sent_us, status]…]}`.
 pub async fn run_poster(args: PosterArgs) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
@@ -125,9 +116,13 @@ pub async fn run_poster(args: PosterArgs) -> anyhow::Result<()> {
     }
     posts.sort_unstable_by_key(|(post, _)| post.0);
     let (posts, answered): (Vec<Post>, Vec<i64>) = posts.into_iter().unzip();
-    if let Some((p50, p99)) = answer_percentiles(answered) {
-        eprintln!("  posts answered in p50 {p50:.1} ms, p99 {p99:.1} ms");
-    }
+    let mut answered_ms: Vec<f64> = answered.iter().map(|us| *us as f64 / 1000.0).collect();
+    answered_ms.sort_by(f64::total_cmp);
+    eprintln!(
+        "  posts answered in p50 {:.1} ms, p99 {:.1} ms",
+        percentile(&answered_ms, 50.0),
+        percentile(&answered_ms, 99.0)
+    );
     println!(
         "{}",
         json!({"posts": posts, "seconds": started.elapsed().as_secs_f64()})
