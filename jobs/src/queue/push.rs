@@ -1,7 +1,7 @@
 //! Pushing jobs: one or many of a kind in one queue transaction, each
 //! under its dedupe key ([`Job::dedupe_key`], extended by a later offer).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use apalis::prelude::{TaskBuilder, TaskId, TaskSink};
@@ -68,6 +68,10 @@ impl JobQueue {
             return Ok(Vec::new());
         }
         let tags = self.fair_tags(&jobs).await?;
+        let due: BTreeSet<u64> = jobs
+            .iter()
+            .filter_map(|(_, options)| options.run_at.map(due_second))
+            .collect();
         let mut ids = Vec::with_capacity(jobs.len());
         let mut parked = false;
         let redis = matches!(self.backend, QueueBackend::Redis(_));
@@ -117,6 +121,9 @@ impl JobQueue {
             }
         }
         self.announce(J::KIND).await;
+        for second in due {
+            self.bells.ring_at(J::KIND, second);
+        }
         Ok(ids)
     }
 
@@ -211,17 +218,22 @@ impl JobQueue {
         if let Some(tag) = parked_tag {
             builder = builder.run_at_timestamp(fair::parked_score(tag));
         } else if let Some(run_at) = options.run_at {
-            // The queues keep whole seconds: round up, so a job never runs
-            // before its time (a retry schedule's wait is a minimum).
-            let seconds = run_at
-                .as_micros()
-                .saturating_add(999_999)
-                .div_euclid(1_000_000);
-            builder = builder.run_at_timestamp(u64::try_from(seconds).unwrap_or(0));
+            builder = builder.run_at_timestamp(due_second(run_at));
         }
         if let Some(key) = &dedupe_key {
             builder = builder.idempotency_key(key);
         }
         builder.build()
     }
+}
+
+/// The Unix second a job with `run_at` is kept for. The queues keep whole
+/// seconds: rounded up, so a job never runs before its time (a retry
+/// schedule's wait is a minimum).
+fn due_second(run_at: Timestamp) -> u64 {
+    let seconds = run_at
+        .as_micros()
+        .saturating_add(999_999)
+        .div_euclid(1_000_000);
+    u64::try_from(seconds).unwrap_or(0)
 }

@@ -10,6 +10,12 @@
 //! a fallback interval for what no bell announces (a scheduled job coming
 //! due, a notification lost while Redis reconnected).
 //!
+//! A job pushed with a later `run_at` sets an alarm on its queue's bell in
+//! the pushing process ([`Bells::ring_at`]): the bell rings when the job
+//! comes due, so a retry 30 seconds out runs at its second, not at the next
+//! fallback poll after it. Another process's scheduled pushes still reach
+//! its workers at the poll.
+//!
 //! A Redis announcement names the process that pushed, so a process does
 //! not hear its own pushes twice; what other processes push also rings the
 //! queue's *announced* bell, on which the fair queues' feeder waits (a
@@ -19,16 +25,17 @@
 //! after one empty fetch an idle worker slept until its next heartbeat (ten
 //! seconds by default): that was the idle stall.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use apalis_core::backend::ext::poll_strategy::{PollSnapshot, PollStrategy};
 use futures::StreamExt;
 use sqlx::SqlitePool;
+use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 /// Prefix of the Redis channel a push to a queue is announced on.
@@ -39,11 +46,24 @@ pub fn wake_channel(queue: &str) -> String {
     format!("{WAKE_CHANNEL_PREFIX}{queue}")
 }
 
-/// One queue's bell: a count of rings and the wakers of workers waiting on it.
+/// How far past a due second an alarm rings: the queues compare a job's
+/// `run_at` with the current whole second, so the ring comes just after it.
+const ALARM_MARGIN: Duration = Duration::from_millis(5);
+
+/// Alarms closer together than this ring once.
+const ALARM_COALESCING: Duration = Duration::from_millis(20);
+
+/// One queue's bell: a count of rings, the wakers of workers waiting on it,
+/// and the alarms set for scheduled jobs coming due.
 #[derive(Debug, Default)]
 pub struct Bell {
     rung: AtomicU64,
     waiting: Mutex<Vec<Waker>>,
+    alarms: Mutex<BTreeSet<Instant>>,
+    /// Told when an alarm earlier than every other was set.
+    alarm_moved: Arc<Notify>,
+    /// Whether the task ringing the alarms runs.
+    alarm_task: AtomicBool,
 }
 
 impl Bell {
@@ -74,11 +94,74 @@ impl Bell {
         Poll::Ready(())
     }
 
+    /// Rings the bell at `at` (and not again for alarms within a few
+    /// milliseconds of it). Outside a Tokio runtime it does nothing: the
+    /// workers' fallback poll finds the job.
+    pub fn ring_at(self: &Arc<Self>, at: Instant) {
+        let earliest = {
+            let mut alarms = self.alarms.lock().unwrap_or_else(|p| p.into_inner());
+            let near = alarms
+                .range(at.checked_sub(ALARM_COALESCING).unwrap_or(at)..=at + ALARM_COALESCING)
+                .next()
+                .is_some();
+            if near {
+                return;
+            }
+            alarms.insert(at);
+            alarms.first() == Some(&at)
+        };
+        if !self.alarm_task.swap(true, Ordering::AcqRel) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(ring_alarms(Arc::downgrade(self), self.alarm_moved.clone()));
+                }
+                Err(_) => self.alarm_task.store(false, Ordering::Release),
+            }
+        }
+        if earliest {
+            self.alarm_moved.notify_one();
+        }
+    }
+
+    /// Removes the alarms due by `now`; returns whether there were any, and
+    /// the next alarm.
+    fn take_due_alarms(&self, now: Instant) -> (bool, Option<Instant>) {
+        let mut alarms = self.alarms.lock().unwrap_or_else(|p| p.into_inner());
+        let later = alarms.split_off(&(now + Duration::from_nanos(1)));
+        let fired = !alarms.is_empty();
+        *alarms = later;
+        (fired, alarms.first().copied())
+    }
+
     /// Registers `waker` for the next ring.
     fn listen(&self, waker: &Waker) {
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if !waiting.iter().any(|w| w.will_wake(waker)) {
             waiting.push(waker.clone());
+        }
+    }
+}
+
+/// Rings `bell` at each of its alarms, sleeping until the earliest or until
+/// an earlier one is set; ends when the bell is gone.
+async fn ring_alarms(bell: Weak<Bell>, moved: Arc<Notify>) {
+    loop {
+        let next = {
+            let Some(bell) = bell.upgrade() else { return };
+            let (fired, next) = bell.take_due_alarms(Instant::now());
+            if fired {
+                bell.ring();
+            }
+            next
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = moved.notified() => {}
+                }
+            }
+            None => moved.notified().await,
         }
     }
 }
@@ -132,6 +215,18 @@ impl Bells {
     /// Rings `queue`'s bell.
     pub fn ring(&self, queue: &str) {
         self.bell(queue).ring();
+    }
+
+    /// Rings `queue`'s bell just after the Unix second `due`, when a job
+    /// scheduled for it becomes visible to a fetch; nothing when that is past.
+    pub fn ring_at(&self, queue: &str, due: u64) {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let wait = (Duration::from_secs(due) + ALARM_MARGIN).saturating_sub(now);
+        if !wait.is_zero() {
+            self.bell(queue).ring_at(Instant::now() + wait);
+        }
     }
 
     /// Another process pushed to `queue`: rings its announced bell, and its
@@ -383,5 +478,80 @@ mod tests {
             counter.0.load(Ordering::SeqCst) > before,
             "the re-armed timer woke the worker without being polled again"
         );
+    }
+
+    /// Lets the alarm task run at the paused clock's current instant.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_alarm_rings_the_bell_when_it_is_due_and_not_before() {
+        let bells = Bells::default();
+        let bell = bells.bell("deliver_webhook");
+        let start = Instant::now();
+        bell.ring_at(start + Duration::from_secs(30));
+        settle().await;
+        tokio::time::advance(Duration::from_millis(29_990)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 0, "not before its time");
+        tokio::time::advance(Duration::from_millis(20)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 1, "rung when due");
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 1, "once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn alarms_ring_in_time_order_whatever_order_they_were_set_in() {
+        let bells = Bells::default();
+        let bell = bells.bell("deliver_webhook");
+        let start = Instant::now();
+        bell.ring_at(start + Duration::from_secs(300));
+        settle().await;
+        // Set after the task went to sleep until the later one.
+        bell.ring_at(start + Duration::from_secs(30));
+        // Within the coalescing window of the one before: no ring of its own.
+        bell.ring_at(start + Duration::from_millis(30_005));
+        settle().await;
+        tokio::time::advance(Duration::from_millis(30_010)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 1, "the earlier alarm rang at its time");
+        tokio::time::advance(Duration::from_secs(200)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 1, "the later one waits for its own");
+        tokio::time::advance(Duration::from_secs(70)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 2, "and rings then");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_alarm_wakes_a_worker_waiting_past_its_fallback_poll() {
+        let bells = Bells::default();
+        let mut strategy =
+            BellOrInterval::new(bells.bell("deliver_webhook"), Duration::from_secs(3600));
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(counter.clone());
+        assert!(drive(&mut strategy, &waker).is_pending());
+        bells
+            .bell("deliver_webhook")
+            .ring_at(Instant::now() + Duration::from_secs(30));
+        settle().await;
+        tokio::time::advance(Duration::from_millis(30_001)).await;
+        settle().await;
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1, "the alarm woke it");
+        assert!(drive(&mut strategy, &waker).is_ready());
+    }
+
+    #[test]
+    fn an_alarm_for_a_second_gone_by_is_not_set() {
+        let bells = Bells::default();
+        bells.ring_at("deliver_webhook", 1);
+        let bell = bells.bell("deliver_webhook");
+        assert!(bell.alarms.lock().unwrap().is_empty());
+        assert!(!bell.alarm_task.load(Ordering::SeqCst));
     }
 }

@@ -80,6 +80,45 @@ async fn a_push_wakes_the_idle_workers_of_its_process_on_redis() {
     pushes_after_idle_gaps_are_taken(true).await;
 }
 
+/// Pushes a probe due two seconds from now to workers polling once an hour
+/// and waits until they completed it: only the alarm its push set on the
+/// queue's bell gets it taken within the test's patience.
+async fn a_scheduled_job_is_taken_when_due(redis: bool) {
+    let mut builder = TestApp::builder(Backend::Sqlite)
+        .with_workers()
+        .tune_workers(|settings| {
+            settings.poll = AN_HOUR;
+            settings.heartbeat = AN_HOUR;
+            settings.schedules = false;
+        });
+    if redis {
+        builder = builder.redis();
+    }
+    let app = builder.spawn().await;
+    let agency = app.agency().await;
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let queue = app.state.platform().queue.clone();
+    // Idle first, so the workers wait on their bell.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let job = probe(&tenant);
+    let options = PushOptions {
+        run_at: Some(storage::Timestamp::from(chrono::Utc::now()).plus_seconds(2)),
+        ..PushOptions::default()
+    };
+    queue.push(job.clone(), options).await.unwrap();
+    wait_for_status(&app.store, &tenant, job.operation_id.as_str(), "completed").await;
+}
+
+#[tokio::test]
+async fn a_scheduled_job_wakes_the_idle_workers_of_its_process_when_due_on_sqlite() {
+    a_scheduled_job_is_taken_when_due(false).await;
+}
+
+#[tokio::test]
+async fn a_scheduled_job_wakes_the_idle_workers_of_its_process_when_due_on_redis() {
+    a_scheduled_job_is_taken_when_due(true).await;
+}
+
 /// A worker process polling once an hour takes a job pushed by another
 /// process: Redis announces the push.
 #[tokio::test]
