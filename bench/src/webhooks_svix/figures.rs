@@ -257,7 +257,8 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
          from the first post to the last successful arrival. Latency: the first \
          successful arrival of a delivery minus the sending of the post that created \
          its event. Ratios: deliveries/s ours / Svix, latency Svix / ours (above 1: \
-         ours is better).\n\n",
+         ours is better); on C also ours / Svix retrying on the specification's \
+         schedule (30 s, 5 min, 30 min, 2 h; Svix's own begins at 5 s).\n\n",
         versions.svix.as_deref().unwrap_or("not run"),
         versions.postgres.as_deref().unwrap_or("not run"),
         versions.redis.as_deref().unwrap_or("?"),
@@ -272,16 +273,29 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
         let svix = rows
             .iter()
             .find(|r| r.workload == row.workload && r.system == System::Svix);
-        let (throughput, p50, p99) = match (row.system, svix) {
-            (System::Embedded | System::Redis, Some(svix)) => (
-                row.deliveries_per_s
-                    .zip(svix.deliveries_per_s)
-                    .map(|(ours, theirs)| ours / theirs),
+        let ours = matches!(row.system, System::Embedded | System::Redis);
+        let throughput_against = |system: System| {
+            rows.iter()
+                .find(|r| r.workload == row.workload && r.system == system)
+                .and_then(|theirs| row.deliveries_per_s.zip(theirs.deliveries_per_s))
+                .filter(|_| ours)
+                .map(|(ours, theirs)| ours / theirs)
+        };
+        let (throughput, p50, p99) = match svix {
+            Some(svix) if ours => (
+                throughput_against(System::Svix),
                 Some(svix.p50_ms / row.p50_ms),
                 Some(svix.p99_ms / row.p99_ms),
             ),
             _ => (None, None, None),
         };
+        let mut throughput = ratio(throughput);
+        if let Some(same_schedule) = throughput_against(System::SvixSpecSchedule) {
+            throughput.push_str(&format!(
+                " ({} on the same schedule)",
+                ratio(Some(same_schedule))
+            ));
+        }
         let delivered = if row.delivered < row.expected {
             format!(
                 "{} of {}",
@@ -318,7 +332,7 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
             duration(row.p99_ms),
             duration(row.max_ms),
             row.retry_ms.map_or_else(|| "–".into(), duration),
-            ratio(throughput),
+            throughput,
             ratio(p50),
             ratio(p99),
         ));

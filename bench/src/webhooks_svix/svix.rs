@@ -293,6 +293,25 @@ fn svix_once(
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Which retry schedule Svix runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RetrySchedule {
+    /// Its own default: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+    Svix,
+    /// Ours, the specification's: 30 s, 5 min, 30 min, 2 h.
+    Specification,
+}
+
+/// The specification's waits before each retry, in seconds, as Svix's
+/// `retry_schedule` setting spells them ("30,300,1800,7200").
+fn specification_retry_schedule() -> String {
+    (2..=workers::webhooks::schedule::MAX_ATTEMPTS)
+        .filter_map(workers::webhooks::schedule::delay_before)
+        .map(|wait| wait.as_secs().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Starts PostgreSQL, Redis and svix-server trusting the receiver, creates
 /// an application with `endpoints` endpoints at the receiver, and returns
 /// where to post messages.
@@ -300,6 +319,7 @@ pub(super) async fn start(
     bin: &Path,
     receiver: &ReceiverProcess,
     endpoints: u32,
+    retry_schedule: RetrySchedule,
 ) -> anyhow::Result<Target> {
     let (postgres, redis) =
         tokio::task::block_in_place(|| anyhow::Ok((Postgres::start()?, Redis::start_on(1)?)))?;
@@ -329,6 +349,10 @@ pub(super) async fn start(
         ("RUST_LOG", "warn".into()),
         ("SSL_CERT_FILE", bundle.to_string_lossy().into_owned()),
     ];
+    let mut env = env.to_vec();
+    if retry_schedule == RetrySchedule::Specification {
+        env.push(("SVIX_RETRY_SCHEDULE", specification_retry_schedule()));
+    }
     let token = tokio::task::block_in_place(|| {
         svix_once(bin, &["migrate"], &env, dir.path())?;
         let printed = svix_once(bin, &["jwt", "generate"], &env, dir.path())?;
@@ -420,4 +444,12 @@ pub(super) async fn start(
         idempotency_header: None,
         _running: Box::new(running),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_specification_schedule_is_spelled_as_svix_reads_it() {
+        assert_eq!(super::specification_retry_schedule(), "30,300,1800,7200");
+    }
 }
