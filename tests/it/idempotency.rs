@@ -321,3 +321,100 @@ backend_tests! {
         assert_eq!(listings_total(&ctx).await, 3);
     }
 }
+
+/// A handler that panics while it holds its idempotency key.
+async fn panic_holding_the_key() -> &'static str {
+    panic!("forced panic under an idempotency key")
+}
+
+/// A request whose handler panics gives its key back before its 500 goes
+/// out: a retry the moment the answer arrives runs again instead of meeting
+/// `idempotency_key_in_progress`. The probe route runs the idempotency
+/// middleware itself and, when the panic comes through it, reserves the key
+/// at once, as a retry would, and answers what it found (instead of the
+/// panic guard's 500).
+#[tokio::test]
+async fn a_panicking_request_frees_its_key_before_it_is_answered() {
+    use std::panic::AssertUnwindSafe;
+    use std::sync::{Arc, OnceLock};
+
+    use axum::extract::Request;
+    use axum::middleware::Next;
+    use axum::response::{IntoResponse, Response as AxumResponse};
+    use futures::FutureExt;
+    use storage::idempotency::Reservation;
+    use storage::ids::AgencyId;
+    use storage::{Environment, Store};
+
+    let slot: Arc<OnceLock<(Store, AgencyId)>> = Arc::default();
+    let seen = slot.clone();
+    let routes = axum::Router::new()
+        .route(
+            "/api/v1/probe/panic-under-key",
+            axum::routing::post(panic_holding_the_key),
+        )
+        .route_layer(axum::middleware::from_fn(
+            move |request: Request, next: Next| {
+                let seen = seen.clone();
+                async move {
+                    let (store, agency) = seen.get().expect("the store is set").clone();
+                    let key = request.headers()["x-idempotency-key"]
+                        .to_str()
+                        .unwrap()
+                        .to_owned();
+                    let run = api::middleware::idempotency::run(
+                        &store,
+                        &agency,
+                        Environment::Live,
+                        request,
+                        next,
+                    );
+                    let outcome = AssertUnwindSafe(run).catch_unwind().await;
+                    match outcome {
+                        Ok(response) => response,
+                        Err(_) => {
+                            let retry = store
+                                .idempotency()
+                                .reserve(
+                                    &agency,
+                                    &key,
+                                    "a retry",
+                                    api::middleware::idempotency::LEASE,
+                                )
+                                .await
+                                .unwrap();
+                            let found = if retry == Reservation::Proceed {
+                                "free"
+                            } else {
+                                "held"
+                            };
+                            // A plain 200: the error envelope renders a 500's body its own way.
+                            let response: AxumResponse = found.into_response();
+                            response
+                        }
+                    }
+                }
+            },
+        ));
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .extra_routes(routes)
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    slot.set((app.store.clone(), agency.id.clone()))
+        .unwrap_or_else(|_| unreachable!());
+    let response = app
+        .client
+        .post(app.url("/api/v1/probe/panic-under-key"))
+        .header("X-Idempotency-Key", "panics")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "the probe saw the panic");
+    let text = response.text().await.unwrap();
+    assert_eq!(
+        text, "free",
+        "the key was given back before the panic went on"
+    );
+}

@@ -11,6 +11,7 @@
 //! Not stored, so the key is released: every 5xx, and every request refused
 //! before it did anything (validation, budgets, credentials), Stripe's rule.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, to_bytes};
@@ -18,6 +19,7 @@ use axum::extract::{OriginalUri, Request};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use storage::idempotency::{Reservation, StoredResponse};
@@ -301,11 +303,15 @@ fn sent_path(parts: &axum::http::request::Parts) -> String {
 
 /// Runs `work`, renewing the key's reservation every [`RENEW_EVERY`] until
 /// it finishes. A renewal that fails is logged; the next one may succeed
-/// before the lease runs out.
+/// before the lease runs out. Should `work` panic, the key is given back
+/// (and `guard` disarmed) before the panic goes on to the panic guard, so
+/// the client's 500 goes out with the key free and a retry runs again
+/// instead of meeting `idempotency_key_in_progress`.
 async fn holding_the_lease(
     store: &Store,
     agency: &AgencyId,
     key: &str,
+    guard: &mut ReleaseOnDrop,
     work: impl Future<Output = Response>,
 ) -> Response {
     let renewals = async {
@@ -316,9 +322,19 @@ async fn holding_the_lease(
             }
         }
     };
-    tokio::select! {
-        response = work => response,
+    let outcome = tokio::select! {
+        outcome = AssertUnwindSafe(work).catch_unwind() => outcome,
         never = renewals => never,
+    };
+    match outcome {
+        Ok(response) => response,
+        Err(panic) => {
+            if let Err(err) = store.idempotency().release(agency, key).await {
+                tracing::warn!(%err, "could not release an idempotency key");
+            }
+            guard.armed = false;
+            std::panic::resume_unwind(panic)
+        }
     }
 }
 
@@ -363,7 +379,8 @@ async fn run_multipart(
             let mut request = Request::from_parts(parts, body);
             let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
-            let response = holding_the_lease(store, agency, &key, next.run(request)).await;
+            let response =
+                holding_the_lease(store, agency, &key, &mut guard, next.run(request)).await;
             let full = response
                 .extensions()
                 .get::<crate::multipart::BodyFingerprint>()
@@ -433,7 +450,8 @@ pub async fn run(
             let mut request = Request::from_parts(parts, Body::from(bytes));
             let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
             request.extensions_mut().insert(IdempotencyKey(key.clone()));
-            let response = holding_the_lease(store, agency, &key, next.run(request)).await;
+            let response =
+                holding_the_lease(store, agency, &key, &mut guard, next.run(request)).await;
             let response = record(store, agency, &key, None, response).await;
             guard.armed = false;
             response
