@@ -122,7 +122,7 @@ impl JobQueue {
         }
         self.announce(J::KIND).await;
         for second in due {
-            self.bells.ring_at(J::KIND, second);
+            self.bells.ring_when_due(J::KIND, second);
         }
         Ok(ids)
     }

@@ -11,7 +11,7 @@
 //! due, a notification lost while Redis reconnected).
 //!
 //! A job pushed with a later `run_at` sets an alarm on its queue's bell in
-//! the pushing process ([`Bells::ring_at`]): the bell rings when the job
+//! the pushing process ([`Bells::ring_when_due`]): the bell rings when the job
 //! comes due, so a retry 30 seconds out runs at its second, not at the next
 //! fallback poll after it. Another process's scheduled pushes still reach
 //! its workers at the poll.
@@ -60,10 +60,19 @@ pub struct Bell {
     rung: AtomicU64,
     waiting: Mutex<Vec<Waker>>,
     alarms: Mutex<BTreeSet<Instant>>,
-    /// Told when an alarm earlier than every other was set.
+    /// Told when an alarm earlier than every other was set, and when the
+    /// bell is dropped.
     alarm_moved: Arc<Notify>,
-    /// Whether the task ringing the alarms runs.
-    alarm_task: AtomicBool,
+    /// The task ringing the alarms, once one was set (spawned again should
+    /// its runtime have ended).
+    alarm_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Bell {
+    fn drop(&mut self) {
+        // Ends the alarm task, should it be waiting for a first alarm.
+        self.alarm_moved.notify_one();
+    }
 }
 
 impl Bell {
@@ -98,6 +107,9 @@ impl Bell {
     /// milliseconds of it). Outside a Tokio runtime it does nothing: the
     /// workers' fallback poll finds the job.
     pub fn ring_at(self: &Arc<Self>, at: Instant) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let earliest = {
             let mut alarms = self.alarms.lock().unwrap_or_else(|p| p.into_inner());
             let near = alarms
@@ -110,12 +122,15 @@ impl Bell {
             alarms.insert(at);
             alarms.first() == Some(&at)
         };
-        if !self.alarm_task.swap(true, Ordering::AcqRel) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(ring_alarms(Arc::downgrade(self), self.alarm_moved.clone()));
-                }
-                Err(_) => self.alarm_task.store(false, Ordering::Release),
+        {
+            let mut task = self.alarm_task.lock().unwrap_or_else(|p| p.into_inner());
+            if task
+                .as_ref()
+                .is_none_or(tokio::task::JoinHandle::is_finished)
+            {
+                *task = Some(
+                    runtime.spawn(ring_alarms(Arc::downgrade(self), self.alarm_moved.clone())),
+                );
             }
         }
         if earliest {
@@ -143,7 +158,7 @@ impl Bell {
 }
 
 /// Rings `bell` at each of its alarms, sleeping until the earliest or until
-/// an earlier one is set; ends when the bell is gone.
+/// an earlier one is set; ends once the bell is gone (its drop wakes it).
 async fn ring_alarms(bell: Weak<Bell>, moved: Arc<Notify>) {
     loop {
         let next = {
@@ -218,13 +233,16 @@ impl Bells {
     }
 
     /// Rings `queue`'s bell just after the Unix second `due`, when a job
-    /// scheduled for it becomes visible to a fetch; nothing when that is past.
-    pub fn ring_at(&self, queue: &str, due: u64) {
+    /// scheduled for it becomes visible to a fetch; at once when that has
+    /// passed (it may have while the job was being pushed).
+    pub fn ring_when_due(&self, queue: &str, due: u64) {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let wait = (Duration::from_secs(due) + ALARM_MARGIN).saturating_sub(now);
-        if !wait.is_zero() {
+        if wait.is_zero() {
+            self.ring(queue);
+        } else {
             self.bell(queue).ring_at(Instant::now() + wait);
         }
     }
@@ -546,12 +564,37 @@ mod tests {
         assert!(drive(&mut strategy, &waker).is_ready());
     }
 
-    #[test]
-    fn an_alarm_for_a_second_gone_by_is_not_set() {
+    #[tokio::test(start_paused = true)]
+    async fn a_job_due_by_the_time_it_was_pushed_rings_at_once() {
         let bells = Bells::default();
-        bells.ring_at("deliver_webhook", 1);
+        bells.ring_when_due("deliver_webhook", 1);
         let bell = bells.bell("deliver_webhook");
+        assert_eq!(bell.rung(), 1);
+        assert!(bell.alarms.lock().unwrap().is_empty(), "no alarm left");
+    }
+
+    #[test]
+    fn outside_a_runtime_no_alarm_is_kept() {
+        let bells = Bells::default();
+        let bell = bells.bell("deliver_webhook");
+        bell.ring_at(Instant::now() + Duration::from_secs(30));
         assert!(bell.alarms.lock().unwrap().is_empty());
-        assert!(!bell.alarm_task.load(Ordering::SeqCst));
+        assert!(bell.alarm_task.lock().unwrap().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_alarm_task_ends_with_its_bell() {
+        let bell = Arc::new(Bell::default());
+        bell.ring_at(Instant::now() + Duration::from_secs(30));
+        settle().await;
+        tokio::time::advance(Duration::from_secs(31)).await;
+        settle().await;
+        assert_eq!(bell.rung(), 1);
+        // No alarm left: the task waits for the next one, or for the drop.
+        let task = bell.alarm_task.lock().unwrap().take().unwrap();
+        assert!(!task.is_finished());
+        drop(bell);
+        settle().await;
+        assert!(task.is_finished(), "the drop ended it");
     }
 }
