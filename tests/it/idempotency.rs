@@ -417,4 +417,18 @@ async fn a_panicking_request_frees_its_key_before_it_is_answered() {
         text, "free",
         "the key was given back before the panic went on"
     );
+    // Given back once: the retry's reservation, made after the release,
+    // still holds the key.
+    let again = app
+        .store
+        .idempotency()
+        .reserve(
+            &agency.id,
+            "panics",
+            "a retry",
+            api::middleware::idempotency::LEASE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, storage::idempotency::Reservation::InProgress);
 }

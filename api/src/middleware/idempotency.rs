@@ -109,8 +109,17 @@ fn canonical_json(value: &Value) -> Vec<u8> {
     out
 }
 
+/// Gives `key` back, so a retry with it runs again; a failure is logged
+/// (the reservation's lease frees the key within seconds anyway).
+async fn release(store: &Store, agency: &AgencyId, key: &str) {
+    if let Err(err) = store.idempotency().release(agency, key).await {
+        tracing::warn!(%err, "could not release an idempotency key");
+    }
+}
+
 /// Gives the reservation back if the request ends without recording an
-/// outcome (a panic unwinding through the handler, say).
+/// outcome: stopped at its deadline, its client gone, or (through
+/// [`Self::release_spawned`]) a panic.
 struct ReleaseOnDrop {
     store: Store,
     agency: AgencyId,
@@ -131,28 +140,37 @@ impl ReleaseOnDrop {
             armed: true,
         }
     }
+
+    /// Disarms the guard and releases the key in a task of its own,
+    /// registered with the request's clean-ups; the receiver hears when it
+    /// is done. Once only: `None` when disarmed already (or outside a
+    /// runtime). A task, so the release completes even if whoever waits
+    /// for it is dropped, and is never made twice.
+    fn release_spawned(&mut self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        if !std::mem::replace(&mut self.armed, false) {
+            return None;
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (store, agency, key) = (
+            self.store.clone(),
+            self.agency.clone(),
+            std::mem::take(&mut self.key),
+        );
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let task = runtime.spawn(async move {
+            release(&store, &agency, &key).await;
+            let _ = done.send(());
+        });
+        if let Some(cleanups) = &self.cleanups {
+            cleanups.register(task);
+        }
+        Some(finished)
+    }
 }
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (store, agency, key) = (
-                self.store.clone(),
-                self.agency.clone(),
-                std::mem::take(&mut self.key),
-            );
-            let release = runtime.spawn(async move {
-                if let Err(err) = store.idempotency().release(&agency, &key).await {
-                    tracing::warn!(%err, "could not release an idempotency key");
-                }
-            });
-            if let Some(cleanups) = &self.cleanups {
-                cleanups.register(release);
-            }
-        }
+        let _ = self.release_spawned();
     }
 }
 
@@ -230,16 +248,14 @@ async fn record(
         None => !status.is_client_error() && !status.is_server_error(),
     };
     if !kept {
-        if let Err(err) = store.idempotency().release(agency, key).await {
-            tracing::warn!(%err, "could not release an idempotency key");
-        }
+        release(store, agency, key).await;
         return response;
     }
     let (parts, body) = response.into_parts();
     let bytes: Bytes = match to_bytes(body, MAX_STORED_RESPONSE).await {
         Ok(bytes) => bytes,
         Err(err) => {
-            let _ = store.idempotency().release(agency, key).await;
+            release(store, agency, key).await;
             return ApiError::internal(format!("response body unreadable: {err}")).into_response();
         }
     };
@@ -304,7 +320,7 @@ fn sent_path(parts: &axum::http::request::Parts) -> String {
 /// Runs `work`, renewing the key's reservation every [`RENEW_EVERY`] until
 /// it finishes. A renewal that fails is logged; the next one may succeed
 /// before the lease runs out. Should `work` panic, the key is given back
-/// (and `guard` disarmed) before the panic goes on to the panic guard, so
+/// (by `guard`, once) before the panic goes on to the panic guard, so
 /// the client's 500 goes out with the key free and a retry runs again
 /// instead of meeting `idempotency_key_in_progress`.
 async fn holding_the_lease(
@@ -329,10 +345,9 @@ async fn holding_the_lease(
     match outcome {
         Ok(response) => response,
         Err(panic) => {
-            if let Err(err) = store.idempotency().release(agency, key).await {
-                tracing::warn!(%err, "could not release an idempotency key");
+            if let Some(finished) = guard.release_spawned() {
+                let _ = finished.await;
             }
-            guard.armed = false;
             std::panic::resume_unwind(panic)
         }
     }
@@ -389,9 +404,7 @@ async fn run_multipart(
                 Some(full) => record(store, agency, &key, Some(&full), response).await,
                 // Refused before the body was read through: nothing to replay.
                 None => {
-                    if let Err(err) = store.idempotency().release(agency, &key).await {
-                        tracing::warn!(%err, "could not release an idempotency key");
-                    }
+                    release(store, agency, &key).await;
                     response
                 }
             };
