@@ -4,7 +4,7 @@
 //!
 //! Three systems: Svix (PostgreSQL 15 and Redis 7, its workers in the server
 //! process; on C also a second time, retrying on the specification's
-//! schedule as ours does, so the two are compared on the same workload), ours on the embedded profile (SQLite store and queue) and ours
+//! schedule as ours does, within its own ±20 % jitter), ours on the embedded profile (SQLite store and queue) and ours
 //! with the queue on Redis, both the release `api serve` with its workers in
 //! process. Each run starts the system afresh, registers the endpoints at one
 //! loopback HTTPS receiver (a new one per run, its self-signed certificate
