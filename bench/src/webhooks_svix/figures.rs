@@ -258,7 +258,8 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
          successful arrival of a delivery minus the sending of the post that created \
          its event. Ratios: deliveries/s ours / Svix, latency Svix / ours (above 1: \
          ours is better); on C also ours / Svix retrying on the specification's \
-         schedule (30 s, 5 min, 30 min, 2 h; Svix's own begins at 5 s).\n\n",
+         schedule (30 s, 5 min, 30 min, 2 h, each wait jittered ±20 % by Svix; \
+         its own schedule begins at 5 s).\n\n",
         versions.svix.as_deref().unwrap_or("not run"),
         versions.postgres.as_deref().unwrap_or("not run"),
         versions.redis.as_deref().unwrap_or("?"),
@@ -292,7 +293,7 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
         let mut throughput = ratio(throughput);
         if let Some(same_schedule) = throughput_against(System::SvixSpecSchedule) {
             throughput.push_str(&format!(
-                " ({} on the same schedule)",
+                " ({} against Svix on our schedule)",
                 ratio(Some(same_schedule))
             ));
         }
