@@ -51,8 +51,9 @@ async fn push_after_gaps(
     }
 }
 
-/// Pushes probes after idle gaps to workers of `app` and waits for each.
-async fn pushes_after_idle_gaps_are_taken(redis: bool) {
+/// An app whose in-process workers poll and heartbeat once an hour (the
+/// queue on Redis when `redis`), with an agency's live tenant and the queue.
+async fn app_polling_hourly(redis: bool) -> (TestApp, Tenant, JobQueue) {
     let mut builder = TestApp::builder(Backend::Sqlite)
         .with_workers()
         .tune_workers(|settings| {
@@ -67,6 +68,12 @@ async fn pushes_after_idle_gaps_are_taken(redis: bool) {
     let agency = app.agency().await;
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
     let queue = app.state.platform().queue.clone();
+    (app, tenant, queue)
+}
+
+/// Pushes probes after idle gaps to workers of `app` and waits for each.
+async fn pushes_after_idle_gaps_are_taken(redis: bool) {
+    let (app, tenant, queue) = app_polling_hourly(redis).await;
     push_after_gaps(&queue, &app.store, &tenant, &[300, 1200]).await;
 }
 
@@ -84,20 +91,7 @@ async fn a_push_wakes_the_idle_workers_of_its_process_on_redis() {
 /// and waits until they completed it: only the alarm its push set on the
 /// queue's bell gets it taken within the test's patience.
 async fn a_scheduled_job_is_taken_when_due(redis: bool) {
-    let mut builder = TestApp::builder(Backend::Sqlite)
-        .with_workers()
-        .tune_workers(|settings| {
-            settings.poll = AN_HOUR;
-            settings.heartbeat = AN_HOUR;
-            settings.schedules = false;
-        });
-    if redis {
-        builder = builder.redis();
-    }
-    let app = builder.spawn().await;
-    let agency = app.agency().await;
-    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
-    let queue = app.state.platform().queue.clone();
+    let (app, tenant, queue) = app_polling_hourly(redis).await;
     // Idle first, so the workers wait on their bell.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let job = probe(&tenant);
