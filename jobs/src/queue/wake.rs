@@ -505,6 +505,12 @@ mod tests {
         }
     }
 
+    /// Moves the paused clock on by `by` and lets the alarm task run.
+    async fn advance(by: Duration) {
+        tokio::time::advance(by).await;
+        settle().await;
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_alarm_rings_the_bell_when_it_is_due_and_not_before() {
         let bells = Bells::default();
@@ -512,14 +518,11 @@ mod tests {
         let start = Instant::now();
         bell.ring_at(start + Duration::from_secs(30));
         settle().await;
-        tokio::time::advance(Duration::from_millis(29_990)).await;
-        settle().await;
+        advance(Duration::from_millis(29_990)).await;
         assert_eq!(bell.rung(), 0, "not before its time");
-        tokio::time::advance(Duration::from_millis(20)).await;
-        settle().await;
+        advance(Duration::from_millis(20)).await;
         assert_eq!(bell.rung(), 1, "rung when due");
-        tokio::time::advance(Duration::from_secs(3600)).await;
-        settle().await;
+        advance(Duration::from_secs(3600)).await;
         assert_eq!(bell.rung(), 1, "once");
     }
 
@@ -535,14 +538,11 @@ mod tests {
         // Within the coalescing window of the one before: no ring of its own.
         bell.ring_at(start + Duration::from_millis(30_005));
         settle().await;
-        tokio::time::advance(Duration::from_millis(30_010)).await;
-        settle().await;
+        advance(Duration::from_millis(30_010)).await;
         assert_eq!(bell.rung(), 1, "the earlier alarm rang at its time");
-        tokio::time::advance(Duration::from_secs(200)).await;
-        settle().await;
+        advance(Duration::from_secs(200)).await;
         assert_eq!(bell.rung(), 1, "the later one waits for its own");
-        tokio::time::advance(Duration::from_secs(70)).await;
-        settle().await;
+        advance(Duration::from_secs(70)).await;
         assert_eq!(bell.rung(), 2, "and rings then");
     }
 
@@ -558,8 +558,7 @@ mod tests {
             .bell("deliver_webhook")
             .ring_at(Instant::now() + Duration::from_secs(30));
         settle().await;
-        tokio::time::advance(Duration::from_millis(30_001)).await;
-        settle().await;
+        advance(Duration::from_millis(30_001)).await;
         assert_eq!(counter.0.load(Ordering::SeqCst), 1, "the alarm woke it");
         assert!(drive(&mut strategy, &waker).is_ready());
     }
@@ -587,8 +586,7 @@ mod tests {
         let bell = Arc::new(Bell::default());
         bell.ring_at(Instant::now() + Duration::from_secs(30));
         settle().await;
-        tokio::time::advance(Duration::from_secs(31)).await;
-        settle().await;
+        advance(Duration::from_secs(31)).await;
         assert_eq!(bell.rung(), 1);
         // No alarm left: the task waits for the next one, or for the drop.
         let task = bell.alarm_task.lock().unwrap().take().unwrap();
