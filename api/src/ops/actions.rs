@@ -14,7 +14,7 @@ use workers::telemetry;
 
 use super::OpsState;
 use super::auth::OpsActor;
-use super::console::{Console, ConsoleError, FilterInput, JobAction};
+use super::console::{Console, ConsoleError, FilterInput, JobAction, run_json};
 use super::pages::{range_named, read_history, shown_state};
 use crate::error::{ApiError, Resource};
 
@@ -110,10 +110,13 @@ pub(super) async fn jobs(
             .filter(|l| (1..=1_000).contains(l))
             .ok_or_else(|| ApiError::field("limit", "is a number from 1 to 1000"))?,
     };
-    let found = console(&state).find(query.filter.checked()?).await?;
-    let count = found.len();
-    let items: Vec<_> = found.into_iter().take(limit).collect();
-    Ok(Json(json!({"items": items, "count": count})))
+    let found = console(&state).search(query.filter.checked()?).await?;
+    let count = found.jobs.len();
+    let items: Vec<_> = found.jobs.into_iter().take(limit).collect();
+    let runs: Vec<Value> = found.runs_in_process.iter().map(run_json).collect();
+    Ok(Json(
+        json!({"items": items, "count": count, "runs_in_process": runs}),
+    ))
 }
 
 /// One job with every attempt.

@@ -7,7 +7,7 @@ use jobs::JobQueue;
 use jobs::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
 use serde_json::{Value, json};
 use storage::Store;
-use storage::job_console::WorkerRequest;
+use storage::job_console::{AttemptRecord, WorkerRequest};
 
 /// Why a console action was refused or failed.
 #[derive(Debug)]
@@ -187,6 +187,37 @@ fn filter_json(filter: &JobFilter) -> Value {
     })
 }
 
+/// Most runs made without a queue job that a search shows.
+pub const RUNS_IN_PROCESS_SHOWN: usize = 100;
+
+/// What a filter finds.
+#[derive(Debug)]
+pub struct Found {
+    /// Its jobs, oldest first.
+    pub jobs: Vec<JobSummary>,
+    /// Runs no queue holds (an event's dispatch, a delivery's first
+    /// attempt) of what its listing number stands for, newest first.
+    pub runs_in_process: Vec<AttemptRecord>,
+}
+
+/// A run as JSON.
+pub fn run_json(run: &AttemptRecord) -> Value {
+    json!({
+        "job_id": run.job_id,
+        "queue": run.queue,
+        "attempt": run.attempt,
+        "worker_id": run.worker_id,
+        "host": run.host,
+        "agency_id": run.agency_id,
+        "endpoint_id": run.endpoint_id,
+        "due_at": run.due_at.map(|at| at.to_rfc3339()),
+        "started_at": run.started_at.to_rfc3339(),
+        "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
+        "outcome": run.outcome,
+        "error": run.error,
+    })
+}
+
 /// The console over a store and a queue.
 pub struct Console<'a> {
     store: &'a Store,
@@ -209,11 +240,51 @@ impl<'a> Console<'a> {
 
     /// Every job `filter` finds, oldest first; a search that is a listing
     /// number also finds the jobs of its listing, media, events and deliveries.
-    pub async fn find(&self, mut filter: JobFilter) -> Result<Vec<JobSummary>, ConsoleError> {
-        if let Some(search) = &filter.search {
-            filter.related = self.store.job_search().related_ids(search).await?;
-        }
+    pub async fn find(&self, filter: JobFilter) -> Result<Vec<JobSummary>, ConsoleError> {
+        let (filter, _) = self.with_related(filter).await?;
         Ok(self.admin.find_jobs(&filter).await?)
+    }
+
+    /// What `filter` finds: its jobs, as [`Self::find`], and the latest
+    /// [`RUNS_IN_PROCESS_SHOWN`] runs made without a queue job that a
+    /// listing number stands for (in the filter's queue and agency, in any
+    /// state): an event's dispatch and a delivery's first attempt run in the
+    /// process that committed them, so no queue holds them.
+    pub async fn search(&self, filter: JobFilter) -> Result<Found, ConsoleError> {
+        let (filter, listing_agency) = self.with_related(filter).await?;
+        let jobs = self.admin.find_jobs(&filter).await?;
+        let mut runs_in_process = Vec::new();
+        // Every id a listing number stands for is its agency's: another
+        // agency's filter finds none of them.
+        let agency_matches = filter.agency.is_none() || filter.agency == listing_agency;
+        if !filter.related.is_empty() && agency_matches {
+            runs_in_process = self
+                .store
+                .job_attempts()
+                .of_jobs(&filter.related, RUNS_IN_PROCESS_SHOWN)
+                .await?;
+            runs_in_process.retain(|run| filter.queue.as_ref().is_none_or(|q| *q == run.queue));
+        }
+        Ok(Found {
+            jobs,
+            runs_in_process,
+        })
+    }
+
+    /// `filter` with the ids its search stands for, and the agency of the
+    /// listing it names, if it names one.
+    async fn with_related(
+        &self,
+        mut filter: JobFilter,
+    ) -> Result<(JobFilter, Option<String>), ConsoleError> {
+        let Some(search) = &filter.search else {
+            return Ok((filter, None));
+        };
+        let Some(related) = self.store.job_search().listing(search).await? else {
+            return Ok((filter, None));
+        };
+        filter.related = related.ids;
+        Ok((filter, Some(related.agency_id)))
     }
 
     /// Job `id` as JSON with every run (`attempt_history`), if a queue holds it.
@@ -223,21 +294,7 @@ impl<'a> Console<'a> {
         };
         let runs = self.store.job_attempts().of_job(id).await?;
         let mut body = json!(job);
-        body["attempt_history"] = runs
-            .into_iter()
-            .map(|run| {
-                json!({
-                    "attempt": run.attempt,
-                    "worker_id": run.worker_id,
-                    "host": run.host,
-                    "due_at": run.due_at.map(|at| at.to_rfc3339()),
-                    "started_at": run.started_at.to_rfc3339(),
-                    "finished_at": run.finished_at.map(|at| at.to_rfc3339()),
-                    "outcome": run.outcome,
-                    "error": run.error,
-                })
-            })
-            .collect();
+        body["attempt_history"] = runs.iter().map(run_json).collect();
         Ok(Some(body))
     }
 

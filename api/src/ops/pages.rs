@@ -14,11 +14,11 @@ use axum::{Extension, Form};
 use jobs::admin::{JOB_STATES, JobFilter, JobSummary};
 use serde::Deserialize;
 use storage::Timestamp;
-use storage::job_console::{Breakdown, HistoryPoint, Resolution, WorkerRequest};
+use storage::job_console::{AttemptRecord, Breakdown, HistoryPoint, Resolution, WorkerRequest};
 
 use super::OpsState;
 use super::auth::OpsActor;
-use super::console::{Console, ConsoleError, FilterInput, JobAction};
+use super::console::{Console, ConsoleError, FilterInput, Found, JobAction, RUNS_IN_PROCESS_SHOWN};
 use crate::portal::chart::Columns;
 
 /// Jobs a page lists.
@@ -239,6 +239,8 @@ struct JobsPage {
     last: usize,
     actions: Vec<ActionView>,
     jobs: Vec<JobRow>,
+    runs_in_process: Vec<RunRow>,
+    runs_limit: usize,
     previous: Option<String>,
     next: Option<String>,
 }
@@ -320,10 +322,18 @@ pub(super) async fn jobs_page(
         Err(err) => return unavailable(&err),
     };
     let view = FilterView::of(&filter);
-    let found = match console.find(filter.clone()).await {
+    let Found {
+        jobs: found,
+        runs_in_process,
+    } = match console.search(filter.clone()).await {
         Ok(found) => found,
         Err(err) => return unavailable(&err),
     };
+    let runs_in_process = runs_in_process
+        .into_iter()
+        .enumerate()
+        .map(|(index, run)| run_row(index + 1, run))
+        .collect();
     let count = found.len();
     let pages = count.div_ceil(PAGE_SIZE).max(1);
     let page = query
@@ -357,6 +367,8 @@ pub(super) async fn jobs_page(
         error,
         count,
         jobs,
+        runs_in_process,
+        runs_limit: RUNS_IN_PROCESS_SHOWN,
     })
 }
 
@@ -495,6 +507,9 @@ pub(super) async fn bulk(
 
 pub(super) struct RunRow {
     pub run: usize,
+    pub job_id: String,
+    pub queue: String,
+    pub agency: String,
     pub attempt: i64,
     pub started: String,
     pub ended: String,
@@ -505,6 +520,39 @@ pub(super) struct RunRow {
     pub outcome: String,
     pub outcome_class: &'static str,
     pub error: String,
+}
+
+/// Run `number` of a job, as a row.
+fn run_row(number: usize, run: AttemptRecord) -> RunRow {
+    let took = run
+        .finished_at
+        .map(|end| duration((end.as_micros() - run.started_at.as_micros()) / 1_000))
+        .unwrap_or_default();
+    let waited = run
+        .due_at
+        .map(|due| duration(((run.started_at.as_micros() - due.as_micros()) / 1_000).max(0)))
+        .unwrap_or_default();
+    let outcome = run.outcome.clone().unwrap_or_else(|| "running".to_owned());
+    RunRow {
+        run: number,
+        job_id: run.job_id,
+        queue: run.queue,
+        agency: run.agency_id.unwrap_or_default(),
+        attempt: run.attempt,
+        started: when(run.started_at),
+        ended: run.finished_at.map(when).unwrap_or_default(),
+        took,
+        waited,
+        outcome_class: match outcome.as_str() {
+            "succeeded" => "ok",
+            "failed" => "error",
+            _ => "muted",
+        },
+        outcome,
+        worker: run.worker_id,
+        host: run.host,
+        error: run.error.unwrap_or_default(),
+    }
 }
 
 #[derive(Template)]
@@ -572,36 +620,7 @@ pub(super) async fn job_page(
     let runs = runs
         .into_iter()
         .enumerate()
-        .map(|(index, run)| {
-            let took = run
-                .finished_at
-                .map(|end| duration((end.as_micros() - run.started_at.as_micros()) / 1_000))
-                .unwrap_or_default();
-            let waited = run
-                .due_at
-                .map(|due| {
-                    duration(((run.started_at.as_micros() - due.as_micros()) / 1_000).max(0))
-                })
-                .unwrap_or_default();
-            let outcome = run.outcome.clone().unwrap_or_else(|| "running".to_owned());
-            RunRow {
-                run: index + 1,
-                attempt: run.attempt,
-                started: when(run.started_at),
-                ended: run.finished_at.map(when).unwrap_or_default(),
-                took,
-                waited,
-                outcome_class: match outcome.as_str() {
-                    "succeeded" => "ok",
-                    "failed" => "error",
-                    _ => "muted",
-                },
-                outcome,
-                worker: run.worker_id,
-                host: run.host,
-                error: run.error.unwrap_or_default(),
-            }
-        })
+        .map(|(index, run)| run_row(index + 1, run))
         .collect();
     let pushed_at = ulid::Ulid::from_string(&job.summary.id)
         .ok()

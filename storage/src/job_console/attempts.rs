@@ -18,6 +18,9 @@ pub const ATTEMPTS_KEPT_SECONDS: i64 = 31 * 86_400;
 /// database's limit on bound values.
 const RUNS_PER_STATEMENT: usize = 256;
 
+/// Ids a lookup binds in one statement.
+const IDS_PER_STATEMENT: usize = 500;
+
 /// One run of a job.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct AttemptRecord {
@@ -122,6 +125,32 @@ impl JobAttempts<'_> {
             .fetch_all(pool)
             .await?)
         })
+    }
+
+    /// The latest `limit` runs of any of `job_ids`, newest first. Runs made
+    /// in the process that committed their work (an event's dispatch, a
+    /// delivery's first attempt) go by the id of what they worked on, not a
+    /// queue job's: this is how a search by those ids finds them.
+    pub async fn of_jobs(&self, job_ids: &[String], limit: usize) -> Result<Vec<AttemptRecord>> {
+        let mut runs: Vec<AttemptRecord> = Vec::new();
+        on_pool!(self.store.db(), pool => {
+            for chunk in job_ids.chunks(IDS_PER_STATEMENT) {
+                let mut select = QueryBuilder::new(
+                    "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id,
+                            due_at, started_at, finished_at, outcome, error
+                     from job_attempts where job_id in (",
+                );
+                let mut ids = select.separated(", ");
+                for id in chunk {
+                    ids.push_bind(id);
+                }
+                select.push(")");
+                runs.extend(select.build_query_as::<AttemptRecord>().fetch_all(pool).await?);
+            }
+        });
+        runs.sort_by_key(|run| std::cmp::Reverse(run.started_at));
+        runs.truncate(limit);
+        Ok(runs)
     }
 
     /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before `now`.

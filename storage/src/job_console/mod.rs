@@ -16,5 +16,5 @@ pub use history::{
     Breakdown, HISTORY_HOURS_KEPT_SECONDS, HISTORY_MINUTES_KEPT_SECONDS, HistoryPoint, JobHistory,
     Resolution,
 };
-pub use search::JobSearch;
+pub use search::{JobSearch, RelatedIds};
 pub use workers::{WorkerBeat, WorkerProcess, WorkerProcesses, WorkerRequest};

@@ -8,6 +8,16 @@ use crate::{Result, Store};
 /// Most events (and deliveries) a listing number stands for: the latest.
 const RELATED_LIMIT: i64 = 2_000;
 
+/// What a listing number stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelatedIds {
+    /// The listing's agency (`agc_…`).
+    pub agency_id: String,
+    /// The listing's id, its media items', its latest events' and their
+    /// deliveries'.
+    pub ids: Vec<String>,
+}
+
 /// Searches of the job console.
 pub struct JobSearch<'a> {
     store: &'a Store,
@@ -21,13 +31,13 @@ impl Store {
 }
 
 impl JobSearch<'_> {
-    /// The ids `text` stands for when it is a listing number: the listing's,
-    /// its media items', its latest events' and their deliveries'. Empty when
-    /// no listing has that number.
-    pub async fn related_ids(&self, text: &str) -> Result<Vec<String>> {
+    /// What `text` stands for when it is a listing number: the listing's
+    /// agency, and the ids of the listing, its media items, its latest events
+    /// and their deliveries. None when no listing has that number.
+    pub async fn listing(&self, text: &str) -> Result<Option<RelatedIds>> {
         let number = text.trim().to_ascii_uppercase();
         if number.is_empty() || number.len() > 32 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         on_pool!(self.store.db(), pool => {
             let listing: Option<(String, String)> =
@@ -36,7 +46,7 @@ impl JobSearch<'_> {
                     .fetch_optional(pool)
                     .await?;
             let Some((listing_id, agency_id)) = listing else {
-                return Ok(Vec::new());
+                return Ok(None);
             };
             let mut ids = vec![listing_id.clone()];
             let media: Vec<String> = sqlx::query_scalar("select id from media_items where listing_id = $1")
@@ -69,7 +79,7 @@ impl JobSearch<'_> {
                 ids.extend(deliveries);
             }
             ids.extend(events);
-            Ok(ids)
+            Ok(Some(RelatedIds { agency_id, ids }))
         })
     }
 }

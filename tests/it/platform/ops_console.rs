@@ -1,6 +1,7 @@
 //! The job console in headless Chromium, on both profiles: a search by
-//! listing number finds the listing's jobs; a bulk retry by filter moves all
-//! thirty dead probes, not the first page's twenty-five, after a confirmation
+//! listing number finds the listing's jobs, and apart from them its runs no
+//! queue holds; a bulk retry by filter moves all thirty dead probes, not the
+//! first page's twenty-five, after a confirmation
 //! that says how many, and lands in the audit log; a job's page shows every
 //! attempt; the history charts draw a burst of jobs; auto-refresh keeps the
 //! filter; quiet stops a worker process taking jobs. Each page is looked at
@@ -16,7 +17,7 @@ use storage::api_keys::Scope;
 use storage::ids::{AgencyId, OperationId};
 use tests::browser::Browser;
 use tests::deployment::eventually;
-use tests::{Backend, TestApp, idempotency_key};
+use tests::{Backend, TestAgency, TestApp, idempotency_key};
 
 use super::PATIENCE;
 
@@ -97,6 +98,30 @@ async fn open_until(browser: &Browser, url: &str, css: &str) {
     }
 }
 
+/// Creates a listing of `agency` with `key`; returns its number.
+async fn create_listing(app: &TestApp, agency: &TestAgency, key: &str) -> String {
+    let created = app
+        .client
+        .post(app.url("/api/v1/listings"))
+        .header("X-API-Key", key)
+        .header("X-Idempotency-Key", idempotency_key())
+        .json(&json!({
+            "address": "7 Quay Lane, Falmouth",
+            "owner_user_id": agency.owner_id.as_str(),
+            "agent_one_id": agency.owner_id.as_str(),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let listing: Value = created.json().await.unwrap();
+    listing["data"]["listing_number"]
+        .as_str()
+        .or_else(|| listing["listing_number"].as_str())
+        .unwrap_or_else(|| panic!("a listing number: {listing}"))
+        .to_owned()
+}
+
 /// The queue of the listing's job the console finds.
 const DISPATCH: &str = "outbox_dispatch";
 
@@ -110,26 +135,7 @@ async fn the_job_console_works_in_the_browser(app: TestApp) {
     let writer = app
         .key(&agency, &[Scope::ListingsWrite, Scope::ListingsRead])
         .await;
-    let created = app
-        .client
-        .post(app.url("/api/v1/listings"))
-        .header("X-API-Key", &writer)
-        .header("X-Idempotency-Key", idempotency_key())
-        .json(&json!({
-            "address": "7 Quay Lane, Falmouth",
-            "owner_user_id": agency.owner_id.as_str(),
-            "agent_one_id": agency.owner_id.as_str(),
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let listing: Value = created.json().await.unwrap();
-    let number = listing["data"]["listing_number"]
-        .as_str()
-        .or_else(|| listing["listing_number"].as_str())
-        .unwrap_or_else(|| panic!("a listing number: {listing}"))
-        .to_owned();
+    let number = create_listing(&app, &agency, &writer).await;
 
     app.store
         .schedules()
@@ -180,6 +186,21 @@ async fn the_job_console_works_in_the_browser(app: TestApp) {
         .open(&ops(&app, "/ops/?state=done&search=ZZ99ZZ99"))
         .await;
     browser.find("#no-jobs", PATIENCE).await;
+
+    // With dispatch running, a new listing's events are fanned out where
+    // they were committed, with no job: the search shows that run apart.
+    let in_process = create_listing(&app, &agency, &writer).await;
+    open_until(
+        &browser,
+        &ops(&app, &format!("/ops/?state=done&search={in_process}")),
+        "#runs-in-process",
+    )
+    .await;
+    browser
+        .wait_for_text("#runs-in-process tbody", "outbox_dispatch", PATIENCE)
+        .await;
+    browser.find("#no-jobs", PATIENCE).await;
+    browser.look_at("ops-runs-in-process").await;
 
     // Auto-refresh keeps the filter: the page refreshes itself and the
     // search box and URL still hold the listing number.

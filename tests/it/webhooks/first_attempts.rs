@@ -1,15 +1,16 @@
 //! Work done where it is committed: a process whose workers consume the
 //! dispatch queue fans its own events out without a dispatch job, and makes
 //! a delivery's first attempt without a delivery job while it has a free
-//! slot; the console still counts both as runs of their queues. Pausing
-//! either queue sends that work through the queue again.
+//! slot; the console still counts both as runs of their queues, and its
+//! search by listing number finds them. Pausing either queue sends that
+//! work through the queue again.
 
 use std::time::Duration;
 
 use jobs::Job;
 use jobs::admin::QueueAdmin;
 use jobs::kinds::{DeliverWebhook, DispatchEvents};
-use serde_json::json;
+use serde_json::{Value, json};
 use tests::Backend;
 use tests::deployment::eventually;
 
@@ -46,6 +47,7 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
         backend,
         CtxOptions {
             redis,
+            ops: Some(OPS_LOGIN),
             ..CtxOptions::default()
         },
     )
@@ -60,7 +62,7 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
         (!processes.is_empty()).then_some(())
     })
     .await;
-    ctx.create_listing().await;
+    let listing_number = ctx.create_listing().await;
     ctx.receiver.wait_for_arrivals(1, PATIENCE).await;
     let deliveries = ctx.deliveries(&endpoint_id).await;
     let [delivery] = deliveries.as_slice() else {
@@ -105,7 +107,7 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
         .filter(|event| ["listing.created", "invoice.created"].contains(&event.event_type.as_str()))
         .collect();
     assert!(!events.is_empty(), "the listing's events");
-    eventually(
+    let dispatched_under = eventually(
         PATIENCE,
         "the dispatch recorded for the console",
         || async {
@@ -118,13 +120,120 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
                     .await
                     .unwrap();
                 if runs.iter().any(|run| run.queue == DispatchEvents::KIND) {
-                    return Some(());
+                    return Some(event.event_id.to_string());
                 }
             }
             None
         },
     )
     .await;
+
+    // The console's search by listing number finds both runs, though no
+    // queue holds a job for either, in whatever state it is asked for.
+    let search = ops_json(
+        &ctx,
+        &format!("/ops/api/jobs?state=dead&search={listing_number}"),
+    )
+    .await;
+    assert_eq!(search["count"], 0, "no dead job: {search}");
+    let runs = search["runs_in_process"].as_array().unwrap();
+    let delivery_run = runs
+        .iter()
+        .find(|run| run["job_id"] == delivery_id.as_str())
+        .unwrap_or_else(|| panic!("the first attempt: {search}"));
+    assert_eq!(delivery_run["queue"], DeliverWebhook::KIND);
+    assert_eq!(delivery_run["attempt"], 1);
+    assert_eq!(delivery_run["outcome"], "succeeded");
+    assert_eq!(delivery_run["endpoint_id"], endpoint_id.as_str());
+    assert!(
+        runs.iter()
+            .any(|run| run["job_id"] == dispatched_under.as_str()
+                && run["queue"] == DispatchEvents::KIND),
+        "the dispatch: {search}"
+    );
+    // A queue narrows them, the listing's agency keeps them; another agency,
+    // or another number, finds none.
+    let own_agency = ops_json(
+        &ctx,
+        &format!(
+            "/ops/api/jobs?state=done&agency={}&search={listing_number}",
+            ctx.agency.id
+        ),
+    )
+    .await;
+    assert!(
+        own_agency["runs_in_process"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|run| run["job_id"] == delivery_id.as_str()),
+        "{own_agency}"
+    );
+    let deliveries_only = ops_json(
+        &ctx,
+        &format!(
+            "/ops/api/jobs?state=done&queue={}&search={listing_number}",
+            DeliverWebhook::KIND
+        ),
+    )
+    .await;
+    let queues: Vec<&Value> = deliveries_only["runs_in_process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| &run["queue"])
+        .collect();
+    assert_eq!(queues, [DeliverWebhook::KIND], "{deliveries_only}");
+    let other = ctx.app.agency().await;
+    for query in [
+        format!("state=done&agency={}&search={listing_number}", other.id),
+        "state=done&search=ZZ99ZZ99".to_owned(),
+    ] {
+        let found = ops_json(&ctx, &format!("/ops/api/jobs?{query}")).await;
+        assert_eq!(found["runs_in_process"], json!([]), "{query}: {found}");
+    }
+
+    // The jobs page lists them under their own heading.
+    let page = ctx
+        .app
+        .client
+        .get(ops_url(
+            &ctx,
+            &format!("/ops/?state=done&search={listing_number}"),
+        ))
+        .basic_auth(OPS_LOGIN.0, Some(OPS_LOGIN.1))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("id=\"runs-in-process\""), "{page}");
+    assert!(page.contains(&delivery_id), "{page}");
+}
+
+/// The ops listener's login in these tests.
+const OPS_LOGIN: (&str, &str) = ("ops", "correct-horse-battery");
+
+fn ops_url(ctx: &Ctx, path: &str) -> String {
+    format!(
+        "{}{path}",
+        ctx.app.ops_url.as_deref().expect("ops listener")
+    )
+}
+
+/// The ops listener's JSON at `path`.
+async fn ops_json(ctx: &Ctx, path: &str) -> Value {
+    let response = ctx
+        .app
+        .client
+        .get(ops_url(ctx, path))
+        .basic_auth(OPS_LOGIN.0, Some(OPS_LOGIN.1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.unwrap()
 }
 
 /// With `queue` paused, the work it names waits in it as a job rather than

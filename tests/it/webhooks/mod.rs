@@ -84,6 +84,8 @@ pub struct CtxOptions {
     pub paused_queues: Vec<&'static str>,
     /// The routes' deadlines (`None`: the specification's).
     pub request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
+    /// The ops listener, with this user and password.
+    pub ops: Option<(&'static str, &'static str)>,
 }
 
 /// Delivery settings for a receiver and a speedup.
@@ -167,6 +169,9 @@ impl Ctx {
         }
         if let Some(deadlines) = options.request_deadlines {
             builder = builder.request_deadlines(deadlines);
+        }
+        if let Some((user, password)) = options.ops {
+            builder = builder.with_ops(user, password);
         }
         let app = builder.spawn().await;
         let agency = app.agency().await;

@@ -12,7 +12,7 @@ use storage::job_console::WorkerRequest;
 use super::error::AdminError;
 use super::open::open_platform;
 use crate::config::StorageArgs;
-use crate::ops::console::{Console, ConsoleError, FilterInput, JobAction};
+use crate::ops::console::{Console, ConsoleError, FilterInput, JobAction, run_json};
 
 /// The console's commands.
 #[derive(Debug, Subcommand)]
@@ -189,11 +189,12 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
             let filter = args.filter.input().checked()?;
             let platform = open_platform(&args.storage).await?;
             let found = Console::new(&platform.store, &platform.queue)
-                .find(filter)
+                .search(filter)
                 .await?;
-            let count = found.len();
-            let items: Vec<_> = found.into_iter().take(args.limit).collect();
-            Ok(json!({ "items": items, "count": count }))
+            let count = found.jobs.len();
+            let items: Vec<_> = found.jobs.into_iter().take(args.limit).collect();
+            let runs: Vec<_> = found.runs_in_process.iter().map(run_json).collect();
+            Ok(json!({ "items": items, "count": count, "runs_in_process": runs }))
         }
         OpsCommand::Job(args) => {
             let platform = open_platform(&args.storage).await?;
