@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use jobs::Job;
+use jobs::kinds::DeliverWebhook;
 use storage::{Store, Tenant};
 use tokio::sync::Notify;
 
@@ -45,14 +47,34 @@ pub struct PacingSettings {
     pub max_wait: Duration,
 }
 
+/// The default backlog limit: 100 waiting deliveries, a few hundredths of a
+/// second of one core's deliveries.
+pub const DEFAULT_BACKLOG_LIMIT: u32 = 100;
+
+// A paced burst's first attempts fit a process's default first-attempt
+// slots (one per delivery slot): the backlog never outgrows them.
+const _: () = assert!(
+    DEFAULT_BACKLOG_LIMIT as usize <= <DeliverWebhook as Job>::DEFAULT_CONCURRENCY,
+    "the default backlog limit outgrows the default delivery slots"
+);
+
 impl Default for PacingSettings {
-    /// 100 waiting deliveries (a few hundredths of a second of one core's
-    /// deliveries), at most one second's wait.
+    /// [`DEFAULT_BACKLOG_LIMIT`], at most one second's wait.
     fn default() -> Self {
         Self {
-            backlog_limit: 100,
+            backlog_limit: DEFAULT_BACKLOG_LIMIT,
             max_wait: Duration::from_secs(1),
         }
+    }
+}
+
+impl PacingSettings {
+    /// Whether an agency's backlog may outgrow `delivery_slots` (a process's
+    /// `webhook_delivery` concurrency, and so its first-attempt slots): the
+    /// first attempts beyond them then go through the queue, a write and a
+    /// fetch each.
+    pub fn outgrows(&self, delivery_slots: usize) -> bool {
+        usize::try_from(self.backlog_limit).map_or(true, |limit| limit > delivery_slots)
     }
 }
 
@@ -274,5 +296,23 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
         metrics::gauge!("api_writes_waiting").decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backlog_outgrows_fewer_delivery_slots_than_its_limit() {
+        let default = PacingSettings::default();
+        assert!(!default.outgrows(<DeliverWebhook as Job>::DEFAULT_CONCURRENCY));
+        assert!(!default.outgrows(100));
+        assert!(default.outgrows(99));
+        let off = PacingSettings {
+            backlog_limit: 0,
+            ..default
+        };
+        assert!(!off.outgrows(1));
     }
 }

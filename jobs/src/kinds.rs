@@ -159,7 +159,9 @@ impl Job for DeliverWebhook {
     /// Attempts wait on receivers, not on the core. As many as write
     /// pacing's default backlog (100, `WEBHOOK_BACKLOG_LIMIT`) and more: a
     /// paced burst's first attempts then fit the process's first-attempt
-    /// slots (as many again) instead of spilling into the queue.
+    /// slots (as many again) instead of spilling into the queue. The api
+    /// crate asserts this at compile time, and `api serve` warns when a
+    /// configured backlog limit outgrows the configured slots.
     const DEFAULT_CONCURRENCY: usize = 128;
 
     /// The attempt: each attempt number of a delivery is pushed once.

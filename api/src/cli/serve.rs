@@ -2,6 +2,8 @@
 //! listener and (unless `--no-workers`) run the workers, all until SIGTERM.
 
 use anyhow::Context;
+use jobs::Job;
+use jobs::kinds::DeliverWebhook;
 use tokio::sync::watch;
 
 use crate::config::ServeArgs;
@@ -101,6 +103,21 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         let settings = workers::cli::settings(&args.workers)?;
+        let pacing = args.write_pacing();
+        let delivery_slots = settings
+            .queues
+            .get(<DeliverWebhook as Job>::KIND)
+            .copied()
+            .unwrap_or(0);
+        if delivery_slots > 0 && pacing.outgrows(delivery_slots) {
+            tracing::warn!(
+                backlog_limit = pacing.backlog_limit,
+                delivery_slots,
+                "an agency's webhook backlog may outgrow this process's delivery slots, \
+                 so first attempts beyond them wait in the queue: raise \
+                 `--queue webhook_delivery=N` to at least WEBHOOK_BACKLOG_LIMIT"
+            );
+        }
         workers::runtime::run(platform.clone(), settings, stopped(stop_flag.clone())).await
     };
     let outcome = tokio::try_join!(public, ops, workers);
