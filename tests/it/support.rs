@@ -195,6 +195,70 @@ pub mod sql {
         .unwrap();
     }
 
+    /// Makes the commit of a transaction that inserted a webhook delivery
+    /// fail, as a full disk or a lost connection would: the statements all
+    /// pass, the commit does not, and the transaction is undone whole. On
+    /// SQLite a deferred foreign key checked at commit fails every such
+    /// commit until [`drop_commit_fault`]; on PostgreSQL a deferred
+    /// constraint trigger fails the first one only (a sequence counts, and
+    /// outlives the rollback).
+    pub async fn fail_commits_of_deliveries(db: &Database) {
+        let statements: &[&str] = match db {
+            Database::Sqlite(_) => &[
+                "create table injected_commit_fault_target (id integer primary key)",
+                "create table injected_commit_fault (target integer
+                     references injected_commit_fault_target (id) deferrable initially deferred)",
+                "create trigger injected_commit_fault after insert on webhook_deliveries
+                 begin insert into injected_commit_fault (target) values (1); end",
+            ],
+            Database::Postgres(_) => &[
+                "create sequence injected_commit_fault",
+                "create function injected_commit_fault() returns trigger language plpgsql as $$
+                 begin
+                     if nextval('injected_commit_fault') = 1 then
+                         raise exception 'injected commit fault';
+                     end if;
+                     return null;
+                 end $$",
+                "create constraint trigger injected_commit_fault after insert on webhook_deliveries
+                 deferrable initially deferred for each row execute function injected_commit_fault()",
+            ],
+        };
+        for statement in statements {
+            execute!(db, *statement);
+        }
+    }
+
+    /// Whether the PostgreSQL commit fault has failed a commit.
+    pub async fn commit_fault_fired(db: &Database) -> bool {
+        let Database::Postgres(pool) = db else {
+            unreachable!("SQLite's fault fails every commit it sees");
+        };
+        sqlx::query_scalar("select is_called from injected_commit_fault")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    /// Removes what [`fail_commits_of_deliveries`] made.
+    pub async fn drop_commit_fault(db: &Database) {
+        let statements: &[&str] = match db {
+            Database::Sqlite(_) => &[
+                "drop trigger injected_commit_fault",
+                "drop table injected_commit_fault",
+                "drop table injected_commit_fault_target",
+            ],
+            Database::Postgres(_) => &[
+                "drop trigger injected_commit_fault on webhook_deliveries",
+                "drop function injected_commit_fault()",
+                "drop sequence injected_commit_fault",
+            ],
+        };
+        for statement in statements {
+            execute!(db, *statement);
+        }
+    }
+
     /// What the database holds about one listing, its orders and its shoot, one
     /// sorted line per row (`listing status=… tour3d=… …`, `order …`,
     /// `appointment …`), read past every cache: equal snapshots mean nothing

@@ -15,6 +15,7 @@ use tests::Backend;
 use tests::deployment::eventually;
 
 use super::{Ctx, CtxOptions};
+use crate::support::sql;
 
 /// Guards against a hang; never what a test passes by.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -210,6 +211,97 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
         .unwrap();
     assert!(page.contains("id=\"runs-in-process\""), "{page}");
     assert!(page.contains(&delivery_id), "{page}");
+}
+
+/// A fan-out whose commit is lost. On SQLite its first attempt goes out
+/// before the commit, with what the fan-out read, so the receiver hears the
+/// event while no delivery is recorded; on PostgreSQL the fan-out commits
+/// before any attempt, so its failure sends nothing. Either way the event
+/// stays undispatched and is fanned out again: it is delivered, every
+/// request under its one event id, and one delivery is recorded.
+async fn a_lost_fan_out_commit_is_fanned_out_again(backend: Backend, redis: bool) {
+    let ctx = Ctx::with(
+        backend,
+        CtxOptions {
+            redis,
+            // The listing's answer and its key's completion commit before
+            // the fault is set: the fan-out runs when dispatch resumes.
+            paused_queues: vec![DispatchEvents::KIND],
+            ..CtxOptions::default()
+        },
+    )
+    .await;
+    let (endpoint_id, _) = ctx
+        .register_with(&ctx.key, json!({ "event_types": ["listing.created"] }))
+        .await;
+    ctx.create_listing().await;
+    eventually(PATIENCE, "the dispatch queued", || async {
+        (jobs_of(&ctx, DispatchEvents::KIND).await >= 1).then_some(())
+    })
+    .await;
+    let db = ctx.app.store.db();
+    sql::fail_commits_of_deliveries(db).await;
+    ctx.app
+        .store
+        .schedules()
+        .set_paused(DispatchEvents::KIND, false)
+        .await
+        .expect("resume dispatch");
+    if backend == Backend::Sqlite {
+        // Every commit of a delivery fails while the fault stands, so this
+        // request went out before its fan-out's commit.
+        ctx.receiver.wait_for_arrivals(1, PATIENCE).await;
+        assert_eq!(
+            ctx.deliveries(&endpoint_id).await,
+            Vec::<Value>::new(),
+            "no delivery committed"
+        );
+        sql::drop_commit_fault(db).await;
+    }
+    let delivered = eventually(
+        PATIENCE,
+        "the event fanned out again and delivered",
+        || async {
+            match ctx.deliveries(&endpoint_id).await.as_slice() {
+                [delivery] if delivery["status"] == "succeeded" => Some(delivery.clone()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    if backend != Backend::Sqlite {
+        assert!(sql::commit_fault_fired(db).await, "the fault never fired");
+        sql::drop_commit_fault(db).await;
+    }
+    let received = ctx.receiver.received();
+    let event_ids: std::collections::BTreeSet<Option<&str>> = received
+        .iter()
+        .map(|request| request.header("X-Event-Id"))
+        .collect();
+    let event_id = delivered["event_id"].as_str();
+    assert_eq!(
+        event_ids,
+        [event_id].into(),
+        "every request carries the event's one id"
+    );
+    if backend == Backend::Sqlite {
+        assert!(
+            received.len() >= 2,
+            "heard before the lost commit and again after: {} requests",
+            received.len()
+        );
+    }
+    assert_eq!(ctx.deliveries(&endpoint_id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_fan_out_commit_on_sqlite_is_fanned_out_again() {
+    a_lost_fan_out_commit_is_fanned_out_again(Backend::Sqlite, false).await;
+}
+
+#[tokio::test]
+async fn a_lost_fan_out_commit_on_postgres_is_fanned_out_again() {
+    a_lost_fan_out_commit_is_fanned_out_again(Backend::Postgres, true).await;
 }
 
 /// The ops listener's login in these tests.
