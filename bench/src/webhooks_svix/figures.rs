@@ -222,6 +222,20 @@ fn ratio(value: Option<f64>) -> String {
 }
 
 /// What a workload is, for the table.
+/// The "Deliveries/s vs Svix" cell: the ratio against Svix on its own
+/// schedule, then the one against Svix on ours, where each was run.
+fn throughput_cell(own_schedule: Option<f64>, our_schedule: Option<f64>) -> String {
+    match (own_schedule, our_schedule) {
+        (own, None) => ratio(own),
+        (None, Some(ours)) => format!("{} against Svix on our schedule", ratio(Some(ours))),
+        (Some(own), Some(ours)) => format!(
+            "{} ({} against Svix on our schedule)",
+            ratio(Some(own)),
+            ratio(Some(ours))
+        ),
+    }
+}
+
 fn workload_text(row: &Row) -> String {
     match row.workload {
         Workload::A => "A: 1 endpoint, as fast as accepted".into(),
@@ -290,13 +304,7 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
             ),
             _ => (None, None, None),
         };
-        let mut throughput = ratio(throughput);
-        if let Some(same_schedule) = throughput_against(System::SvixSpecSchedule) {
-            throughput.push_str(&format!(
-                " ({} against Svix on our schedule)",
-                ratio(Some(same_schedule))
-            ));
-        }
+        let throughput = throughput_cell(throughput, throughput_against(System::SvixSpecSchedule));
         let delivered = if row.delivered < row.expected {
             format!(
                 "{} of {}",
@@ -339,4 +347,25 @@ pub(super) fn markdown(args: &Args, rows: &[Row], versions: &Versions) -> String
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_throughput_cell_names_only_the_runs_made() {
+        let own = ratio(Some(0.25));
+        let ours = ratio(Some(1.2));
+        assert_eq!(throughput_cell(None, None), ratio(None));
+        assert_eq!(throughput_cell(Some(0.25), None), own);
+        assert_eq!(
+            throughput_cell(None, Some(1.2)),
+            format!("{ours} against Svix on our schedule")
+        );
+        assert_eq!(
+            throughput_cell(Some(0.25), Some(1.2)),
+            format!("{own} ({ours} against Svix on our schedule)")
+        );
+    }
 }
