@@ -69,11 +69,16 @@ impl Default for PacingSettings {
 }
 
 impl PacingSettings {
-    /// Whether an agency's backlog may outgrow `delivery_slots` (a process's
-    /// `webhook_delivery` concurrency, and so its first-attempt slots): the
-    /// first attempts beyond them then go through the queue, a write and a
-    /// fetch each.
+    /// Whether the backlog limit is above `delivery_slots` (a process's
+    /// `webhook_delivery` concurrency, and so its first-attempt slots): a
+    /// paced burst's first attempts beyond them then go through the queue,
+    /// a write and a fetch each. Pacing off (a limit or wait of 0) bounds no
+    /// backlog and is never reported: turning it off is a choice, not a
+    /// mismatch.
     pub fn outgrows(&self, delivery_slots: usize) -> bool {
+        if self.backlog_limit == 0 || self.max_wait.is_zero() {
+            return false;
+        }
         usize::try_from(self.backlog_limit).map_or(true, |limit| limit > delivery_slots)
     }
 }
@@ -306,13 +311,19 @@ mod tests {
     #[test]
     fn a_backlog_outgrows_fewer_delivery_slots_than_its_limit() {
         let default = PacingSettings::default();
+        let limit = DEFAULT_BACKLOG_LIMIT as usize;
         assert!(!default.outgrows(<DeliverWebhook as Job>::DEFAULT_CONCURRENCY));
-        assert!(!default.outgrows(100));
-        assert!(default.outgrows(99));
+        assert!(!default.outgrows(limit));
+        assert!(default.outgrows(limit - 1));
         let off = PacingSettings {
             backlog_limit: 0,
             ..default
         };
         assert!(!off.outgrows(1));
+        let no_wait = PacingSettings {
+            max_wait: Duration::ZERO,
+            ..default
+        };
+        assert!(!no_wait.outgrows(1));
     }
 }

@@ -199,9 +199,9 @@ pub mod sql {
     /// fail, as a full disk or a lost connection would: the statements all
     /// pass, the commit does not, and the transaction is undone whole. On
     /// SQLite a deferred foreign key checked at commit fails every such
-    /// commit until [`drop_commit_fault`]; on PostgreSQL a deferred
+    /// commit until [`end_commit_fault`]; on PostgreSQL a deferred
     /// constraint trigger fails the first one only (a sequence counts, and
-    /// outlives the rollback).
+    /// outlives the rollback). SQLite's fault ends with [`end_commit_fault`].
     pub async fn fail_commits_of_deliveries(db: &Database) {
         let statements: &[&str] = match db {
             Database::Sqlite(_) => &[
@@ -238,6 +238,15 @@ pub mod sql {
             .fetch_one(pool)
             .await
             .unwrap()
+    }
+
+    /// Ends the SQLite commit fault in one statement (the key its rows
+    /// point at now exists); [`drop_commit_fault`] removes it after.
+    pub async fn end_commit_fault(db: &Database) {
+        execute!(
+            db,
+            "insert into injected_commit_fault_target (id) values (1)"
+        );
     }
 
     /// Removes what [`fail_commits_of_deliveries`] made.

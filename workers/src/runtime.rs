@@ -61,6 +61,15 @@ pub struct RuntimeSettings {
     pub schedules: bool,
 }
 
+impl RuntimeSettings {
+    /// First attempts this process makes at once after a fan-out: as many
+    /// as its delivery queue's workers take from the queue; none when it
+    /// does not consume that queue.
+    pub fn first_attempt_slots(&self) -> Option<usize> {
+        self.queues.get(DeliverWebhook::KIND).copied()
+    }
+}
+
 /// Heartbeats a worker may miss before its jobs go to others.
 const MISSED_HEARTBEATS: usize = 3;
 
@@ -287,9 +296,8 @@ pub async fn run(
     // First attempts made here after a fan-out: as many at once as the
     // delivery queue's workers take from the queue.
     let first_attempt_slots = settings
-        .queues
-        .get(DeliverWebhook::KIND)
-        .map(|slots| FirstAttemptSlots::new(*slots, gates.gate(DeliverWebhook::KIND)))
+        .first_attempt_slots()
+        .map(|slots| FirstAttemptSlots::new(slots, gates.gate(DeliverWebhook::KIND)))
         .unwrap_or_default();
     let state = state
         .with_agency_caps(settings.agency_caps.clone())

@@ -2,8 +2,6 @@
 //! listener and (unless `--no-workers`) run the workers, all until SIGTERM.
 
 use anyhow::Context;
-use jobs::Job;
-use jobs::kinds::DeliverWebhook;
 use tokio::sync::watch;
 
 use crate::config::ServeArgs;
@@ -104,12 +102,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         let settings = workers::cli::settings(&args.workers)?;
         let pacing = args.write_pacing();
-        let delivery_slots = settings
-            .queues
-            .get(<DeliverWebhook as Job>::KIND)
-            .copied()
-            .unwrap_or(0);
-        if delivery_slots > 0 && pacing.outgrows(delivery_slots) {
+        if let Some(delivery_slots) = settings.first_attempt_slots()
+            && pacing.outgrows(delivery_slots)
+        {
             tracing::warn!(
                 backlog_limit = pacing.backlog_limit,
                 delivery_slots,

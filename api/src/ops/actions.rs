@@ -14,7 +14,7 @@ use workers::telemetry;
 
 use super::OpsState;
 use super::auth::OpsActor;
-use super::console::{Console, ConsoleError, FilterInput, JobAction, run_json};
+use super::console::{Console, ConsoleError, FilterInput, JobAction};
 use super::pages::{range_named, read_history, shown_state};
 use crate::error::{ApiError, Resource};
 
@@ -97,7 +97,8 @@ pub(super) struct JobsQuery {
 }
 
 /// Jobs a filter finds, oldest first: at most `limit` (50; 1 to 1000) of
-/// them, and `count`, every match.
+/// them, and `count`, every match; for a listing number, also the runs no
+/// queue holds (`runs_in_process`, `more_runs_in_process`).
 pub(super) async fn jobs(
     State(state): State<OpsState>,
     Query(query): Query<JobsQuery>,
@@ -111,12 +112,7 @@ pub(super) async fn jobs(
             .ok_or_else(|| ApiError::field("limit", "is a number from 1 to 1000"))?,
     };
     let found = console(&state).search(query.filter.checked()?).await?;
-    let count = found.jobs.len();
-    let items: Vec<_> = found.jobs.into_iter().take(limit).collect();
-    let runs: Vec<Value> = found.runs_in_process.iter().map(run_json).collect();
-    Ok(Json(
-        json!({"items": items, "count": count, "runs_in_process": runs}),
-    ))
+    Ok(Json(found.into_json(limit)))
 }
 
 /// One job with every attempt.

@@ -196,8 +196,27 @@ pub struct Found {
     /// Its jobs, oldest first.
     pub jobs: Vec<JobSummary>,
     /// Runs no queue holds (an event's dispatch, a delivery's first
-    /// attempt) of what its listing number stands for, newest first.
+    /// attempt) of what its listing number stands for, in its queue, newest
+    /// first, at most [`RUNS_IN_PROCESS_SHOWN`].
     pub runs_in_process: Vec<AttemptRecord>,
+    /// Whether older such runs were left out.
+    pub more_runs_in_process: bool,
+}
+
+impl Found {
+    /// As the JSON routes and `api ops jobs` give it: the first `limit` jobs,
+    /// their `count`, and the runs no queue holds.
+    pub fn into_json(self, limit: usize) -> Value {
+        let count = self.jobs.len();
+        let items: Vec<JobSummary> = self.jobs.into_iter().take(limit).collect();
+        let runs: Vec<Value> = self.runs_in_process.iter().map(run_json).collect();
+        json!({
+            "items": items,
+            "count": count,
+            "runs_in_process": runs,
+            "more_runs_in_process": self.more_runs_in_process,
+        })
+    }
 }
 
 /// A run as JSON.
@@ -247,9 +266,10 @@ impl<'a> Console<'a> {
 
     /// What `filter` finds: its jobs, as [`Self::find`], and the latest
     /// [`RUNS_IN_PROCESS_SHOWN`] runs made without a queue job that a
-    /// listing number stands for (in the filter's queue and agency, in any
-    /// state): an event's dispatch and a delivery's first attempt run in the
-    /// process that committed them, so no queue holds them.
+    /// listing number stands for (in the filter's queue, in any state; none
+    /// for another agency's filter): an event's dispatch and a delivery's
+    /// first attempt run in the process that committed them, so no queue
+    /// holds them.
     pub async fn search(&self, filter: JobFilter) -> Result<Found, ConsoleError> {
         let (filter, listing_agency) = self.with_related(filter).await?;
         let jobs = self.admin.find_jobs(&filter).await?;
@@ -261,13 +281,19 @@ impl<'a> Console<'a> {
             runs_in_process = self
                 .store
                 .job_attempts()
-                .of_jobs(&filter.related, RUNS_IN_PROCESS_SHOWN)
+                .of_jobs(
+                    &filter.related,
+                    filter.queue.as_deref(),
+                    RUNS_IN_PROCESS_SHOWN + 1,
+                )
                 .await?;
-            runs_in_process.retain(|run| filter.queue.as_ref().is_none_or(|q| *q == run.queue));
         }
+        let more_runs_in_process = runs_in_process.len() > RUNS_IN_PROCESS_SHOWN;
+        runs_in_process.truncate(RUNS_IN_PROCESS_SHOWN);
         Ok(Found {
             jobs,
             runs_in_process,
+            more_runs_in_process,
         })
     }
 

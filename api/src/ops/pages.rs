@@ -241,6 +241,7 @@ struct JobsPage {
     jobs: Vec<JobRow>,
     runs_in_process: Vec<RunRow>,
     runs_limit: usize,
+    more_runs_in_process: bool,
     previous: Option<String>,
     next: Option<String>,
 }
@@ -325,6 +326,7 @@ pub(super) async fn jobs_page(
     let Found {
         jobs: found,
         runs_in_process,
+        more_runs_in_process,
     } = match console.search(filter.clone()).await {
         Ok(found) => found,
         Err(err) => return unavailable(&err),
@@ -369,6 +371,7 @@ pub(super) async fn jobs_page(
         jobs,
         runs_in_process,
         runs_limit: RUNS_IN_PROCESS_SHOWN,
+        more_runs_in_process,
     })
 }
 
@@ -522,7 +525,8 @@ pub(super) struct RunRow {
     pub error: String,
 }
 
-/// Run `number` of a job, as a row.
+/// A run as a row, numbered `number` in its table (a job's runs in order,
+/// or a search's runs without a queue job).
 fn run_row(number: usize, run: AttemptRecord) -> RunRow {
     let took = run
         .finished_at

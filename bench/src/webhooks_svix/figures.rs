@@ -221,11 +221,12 @@ fn ratio(value: Option<f64>) -> String {
         .map_or_else(|| "–".into(), |v| format!("{v:.2}×"))
 }
 
-/// What a workload is, for the table.
 /// The "Deliveries/s vs Svix" cell: the ratio against Svix on its own
-/// schedule, then the one against Svix on ours, where each was run.
+/// schedule, then the one against Svix on ours, where each was run (and
+/// gave a finite ratio).
 fn throughput_cell(own_schedule: Option<f64>, our_schedule: Option<f64>) -> String {
-    match (own_schedule, our_schedule) {
+    let finite = |ratio: Option<f64>| ratio.filter(|v| v.is_finite());
+    match (finite(own_schedule), finite(our_schedule)) {
         (own, None) => ratio(own),
         (None, Some(ours)) => format!("{} against Svix on our schedule", ratio(Some(ours))),
         (Some(own), Some(ours)) => format!(
@@ -236,6 +237,7 @@ fn throughput_cell(own_schedule: Option<f64>, our_schedule: Option<f64>) -> Stri
     }
 }
 
+/// What a workload is, for the table.
 fn workload_text(row: &Row) -> String {
     match row.workload {
         Workload::A => "A: 1 endpoint, as fast as accepted".into(),
@@ -358,6 +360,10 @@ mod tests {
         let own = ratio(Some(0.25));
         let ours = ratio(Some(1.2));
         assert_eq!(throughput_cell(None, None), ratio(None));
+        assert_eq!(
+            throughput_cell(Some(f64::INFINITY), Some(1.2)),
+            format!("{ours} against Svix on our schedule")
+        );
         assert_eq!(throughput_cell(Some(0.25), None), own);
         assert_eq!(
             throughput_cell(None, Some(1.2)),

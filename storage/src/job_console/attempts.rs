@@ -18,9 +18,6 @@ pub const ATTEMPTS_KEPT_SECONDS: i64 = 31 * 86_400;
 /// database's limit on bound values.
 const RUNS_PER_STATEMENT: usize = 256;
 
-/// Ids a lookup binds in one statement.
-const IDS_PER_STATEMENT: usize = 500;
-
 /// One run of a job.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct AttemptRecord {
@@ -127,30 +124,39 @@ impl JobAttempts<'_> {
         })
     }
 
-    /// The latest `limit` runs of any of `job_ids`, newest first. Runs made
-    /// in the process that committed their work (an event's dispatch, a
-    /// delivery's first attempt) go by the id of what they worked on, not a
-    /// queue job's: this is how a search by those ids finds them.
-    pub async fn of_jobs(&self, job_ids: &[String], limit: usize) -> Result<Vec<AttemptRecord>> {
-        let mut runs: Vec<AttemptRecord> = Vec::new();
+    /// The latest `limit` runs of any of `job_ids` (of `queue` only, when
+    /// given), newest first. Runs made in the process that committed their
+    /// work (an event's dispatch, a delivery's first attempt) go by the id
+    /// of what they worked on, not a queue job's: this is how a search by
+    /// those ids finds them.
+    pub async fn of_jobs(
+        &self,
+        job_ids: &[String],
+        queue: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AttemptRecord>> {
+        if job_ids.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ids = serde_json::to_string(job_ids)
+            .map_err(|err| crate::StorageError::Corrupt(format!("job ids: {err}")))?;
+        let sql = format!(
+            "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id, due_at,
+                    started_at, finished_at, outcome, error
+             from job_attempts
+             where job_id in ({}) and ($2 is null or queue = $2)
+             order by started_at desc limit $3",
+            self.store.db().backend().id_list("$1")
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         on_pool!(self.store.db(), pool => {
-            for chunk in job_ids.chunks(IDS_PER_STATEMENT) {
-                let mut select = QueryBuilder::new(
-                    "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id,
-                            due_at, started_at, finished_at, outcome, error
-                     from job_attempts where job_id in (",
-                );
-                let mut ids = select.separated(", ");
-                for id in chunk {
-                    ids.push_bind(id);
-                }
-                select.push(")");
-                runs.extend(select.build_query_as::<AttemptRecord>().fetch_all(pool).await?);
-            }
-        });
-        runs.sort_by_key(|run| std::cmp::Reverse(run.started_at));
-        runs.truncate(limit);
-        Ok(runs)
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(ids)
+                .bind(queue)
+                .bind(limit)
+                .fetch_all(pool)
+                .await?)
+        })
     }
 
     /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before `now`.

@@ -1,7 +1,8 @@
 //! The job console's history on both databases, on a manual clock: runs
 //! counted per minute and hour, the same before and after the rollup, late
 //! runs counted when they land, a delivery's agency found from its
-//! endpoint, the breakdowns, and what is kept.
+//! endpoint, the breakdowns, what is kept, and the runs of named ids a
+//! search finds.
 
 use storage::agencies::AgencyKind;
 use storage::job_console::{AttemptRecord, Resolution};
@@ -140,5 +141,38 @@ backend_tests! {
         store.job_history().roll_up(clock.now()).await.unwrap();
         assert!(store.job_history().series(Resolution::Hour, since, clock.now(), None).await.unwrap().is_empty());
         assert_eq!(store.job_attempts().purge(clock.now()).await.unwrap(), 5);
+    }
+}
+
+backend_tests! {
+    async fn runs_of_named_ids_come_newest_first_in_their_queue_up_to_the_limit(backend) {
+        let clock = Clock::manual(at(NOON));
+        let (store, _db) = store(backend, clock).await;
+        // Three dispatch runs under event ids, two first attempts under
+        // delivery ids, and a run of an id nobody asks for.
+        let runs = [
+            a_run("evt_1", "outbox_dispatch", NOON + 1, 5, false),
+            a_run("whd_1", "webhook_delivery", NOON + 2, 5, false),
+            a_run("evt_2", "outbox_dispatch", NOON + 3, 5, false),
+            a_run("whd_2", "webhook_delivery", NOON + 4, 5, true),
+            a_run("evt_3", "outbox_dispatch", NOON + 5, 5, false),
+            a_run("evt_9", "outbox_dispatch", NOON + 6, 5, false),
+        ];
+        store.job_attempts().record(&runs).await.unwrap();
+        let named: Vec<String> = ["evt_1", "evt_2", "evt_3", "whd_1", "whd_2", "lst_1"]
+            .map(str::to_owned)
+            .to_vec();
+        let ids = |runs: Vec<AttemptRecord>| runs.into_iter().map(|run| run.job_id).collect::<Vec<_>>();
+
+        let all = store.job_attempts().of_jobs(&named, None, 10).await.unwrap();
+        assert_eq!(ids(all), ["evt_3", "whd_2", "evt_2", "whd_1", "evt_1"]);
+        // The queue is applied before the limit: the two latest dispatches,
+        // though the latest runs overall are mixed.
+        let dispatches = store.job_attempts().of_jobs(&named, Some("outbox_dispatch"), 2).await.unwrap();
+        assert_eq!(ids(dispatches), ["evt_3", "evt_2"]);
+        let deliveries = store.job_attempts().of_jobs(&named, Some("webhook_delivery"), 10).await.unwrap();
+        assert_eq!(ids(deliveries), ["whd_2", "whd_1"]);
+        assert!(store.job_attempts().of_jobs(&[], None, 10).await.unwrap().is_empty());
+        assert!(store.job_attempts().of_jobs(&named, None, 0).await.unwrap().is_empty());
     }
 }

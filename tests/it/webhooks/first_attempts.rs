@@ -137,6 +137,7 @@ async fn dispatch_and_first_attempts_skip_the_queue(backend: Backend, redis: boo
     )
     .await;
     assert_eq!(search["count"], 0, "no dead job: {search}");
+    assert_eq!(search["more_runs_in_process"], false, "{search}");
     let runs = search["runs_in_process"].as_array().unwrap();
     let delivery_run = runs
         .iter()
@@ -249,14 +250,11 @@ async fn a_lost_fan_out_commit_is_fanned_out_again(backend: Backend, redis: bool
         .expect("resume dispatch");
     if backend == Backend::Sqlite {
         // Every commit of a delivery fails while the fault stands, so this
-        // request went out before its fan-out's commit.
+        // request went out before its fan-out's commit. The fault ends at
+        // once, in one statement: SQLite retries a failed dispatch job
+        // without a pause, and one that died would hold the sweep's re-push.
         ctx.receiver.wait_for_arrivals(1, PATIENCE).await;
-        assert_eq!(
-            ctx.deliveries(&endpoint_id).await,
-            Vec::<Value>::new(),
-            "no delivery committed"
-        );
-        sql::drop_commit_fault(db).await;
+        sql::end_commit_fault(db).await;
     }
     let delivered = eventually(
         PATIENCE,
@@ -271,25 +269,30 @@ async fn a_lost_fan_out_commit_is_fanned_out_again(backend: Backend, redis: bool
     .await;
     if backend != Backend::Sqlite {
         assert!(sql::commit_fault_fired(db).await, "the fault never fired");
-        sql::drop_commit_fault(db).await;
     }
+    sql::drop_commit_fault(db).await;
     let received = ctx.receiver.received();
     let event_ids: std::collections::BTreeSet<Option<&str>> = received
         .iter()
         .map(|request| request.header("X-Event-Id"))
         .collect();
     let event_id = delivered["event_id"].as_str();
+    assert!(event_id.is_some(), "{delivered}");
     assert_eq!(
         event_ids,
         [event_id].into(),
         "every request carries the event's one id"
     );
     if backend == Backend::Sqlite {
+        // One delivery is recorded, so the earlier requests were made for
+        // fan-outs whose commit was lost.
         assert!(
             received.len() >= 2,
             "heard before the lost commit and again after: {} requests",
             received.len()
         );
+    } else {
+        assert_eq!(received.len(), 1, "nothing went out before the commit");
     }
     assert_eq!(ctx.deliveries(&endpoint_id).await.len(), 1);
 }

@@ -12,14 +12,15 @@ use storage::job_console::WorkerRequest;
 use super::error::AdminError;
 use super::open::open_platform;
 use crate::config::StorageArgs;
-use crate::ops::console::{Console, ConsoleError, FilterInput, JobAction, run_json};
+use crate::ops::console::{Console, ConsoleError, FilterInput, JobAction};
 
 /// The console's commands.
 #[derive(Debug, Subcommand)]
 pub enum OpsCommand {
     /// Every queue's jobs by state and whether it is paused → {"items"}.
     Queues(StorageOnly),
-    /// The jobs a filter finds, oldest first → {"items", "count"}.
+    /// The jobs a filter finds, oldest first, and a listing number's runs no
+    /// queue holds → {"items", "count", "runs_in_process", "more_runs_in_process"}.
     Jobs(JobsArgs),
     /// One job with every attempt → the job, with "attempt_history".
     Job(JobArgs),
@@ -191,10 +192,7 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
             let found = Console::new(&platform.store, &platform.queue)
                 .search(filter)
                 .await?;
-            let count = found.jobs.len();
-            let items: Vec<_> = found.jobs.into_iter().take(args.limit).collect();
-            let runs: Vec<_> = found.runs_in_process.iter().map(run_json).collect();
-            Ok(json!({ "items": items, "count": count, "runs_in_process": runs }))
+            Ok(found.into_json(args.limit))
         }
         OpsCommand::Job(args) => {
             let platform = open_platform(&args.storage).await?;
