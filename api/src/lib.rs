@@ -3,6 +3,7 @@
 pub use storage::changelog;
 pub mod cli;
 pub mod config;
+pub mod cross_site;
 pub mod endpoints;
 pub mod error;
 pub mod extract;

@@ -79,7 +79,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
                     eprintln!("workers stopped: {err:#}");
                 }
             });
-            api::app(state, TransportPolicy::ServeAll)
+            api::app(state, TransportPolicy::serve_all())
         }
         "unguarded" => {
             let key = described["key"].as_str().context("fixture key")?;
@@ -106,7 +106,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
                 deadlines: Default::default(),
                 uploads: Default::default(),
             };
-            api::middleware::apply(routes, TransportPolicy::ServeAll, Some(deadlines))
+            api::middleware::apply(routes, TransportPolicy::serve_all(), Some(deadlines))
         }
         other => anyhow::bail!("unknown stack {other}"),
     };

@@ -123,6 +123,7 @@ impl TestAppBuilder {
     /// Serve HTTPS with a self-signed certificate.
     pub fn tls(mut self) -> Self {
         self.tls = Some(TlsIdentity::self_signed());
+        self.transport = TransportPolicy::tls();
         self
     }
 
@@ -379,7 +380,7 @@ impl TestApp {
     pub fn builder(backend: Backend) -> TestAppBuilder {
         TestAppBuilder {
             backend,
-            transport: TransportPolicy::ServeAll,
+            transport: TransportPolicy::serve_all(),
             extra_routes: Router::new(),
             tls: None,
             legacy_base_url: None,

@@ -1,4 +1,5 @@
-//! The middleware stack, outermost first: request id → metrics → error
+//! The middleware stack, outermost first: security headers (and the
+//! connection's classification) → request id → metrics → error
 //! envelope → access log → transport policy → panic guard → the route's
 //! deadline (`deadline`) → routing; per
 //! route (`guard`, from the route table): authentication (`auth`, `session`,
@@ -15,6 +16,7 @@ pub mod key_cache;
 pub mod progress_token;
 pub mod query_params;
 pub mod request_id;
+pub mod security_headers;
 pub mod session;
 pub mod transport;
 
@@ -45,7 +47,7 @@ pub fn apply(
                 axum::response::IntoResponse::into_response(ApiError::internal("handler panicked"))
             },
         ))
-        .layer(from_fn_with_state(transport, transport::enforce))
+        .layer(from_fn_with_state(transport.clone(), transport::enforce))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_id::make_span)
@@ -54,4 +56,5 @@ pub fn apply(
         .layer(from_fn(envelope::render))
         .layer(from_fn(crate::metrics::record))
         .layer(from_fn(request_id::assign))
+        .layer(from_fn_with_state(transport, security_headers::apply))
 }

@@ -1,9 +1,13 @@
 //! The ops credential: HTTP basic auth with the configured operator account,
 //! or the API key of a platform identity (`super_admin`, `admin`). Anything
-//! else is 401 with a basic-auth challenge, so a browser asks for it.
+//! else is 401 with a basic-auth challenge, so a browser asks for it. Failed
+//! sign-ins are counted per client address and per user name; after a few,
+//! the listener answers 429 with `Retry-After` until the budget refills.
+
+use std::net::IpAddr;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -13,6 +17,8 @@ use storage::api_keys::key_shape;
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::middleware::transport::ClientConnection;
+use crate::rate_limit::Bucket;
 use crate::state::AppState;
 
 /// The configured operator account, if any; the password is kept hashed.
@@ -103,38 +109,84 @@ fn challenge() -> Response {
     response
 }
 
-/// Whether a request that changes something comes from another site's page.
-/// A browser resends remembered basic credentials with any request to the
-/// listener, so a form elsewhere could otherwise pause a queue or discard a
-/// job; browsers name the initiating site in `Sec-Fetch-Site` and `Origin`.
-fn cross_site(method: &Method, headers: &HeaderMap) -> bool {
-    if method.is_safe() {
-        return false;
+/// Failed sign-ins a client address, and separately a user name, may make
+/// in a burst; after that one more each `60 / FAILED_SIGN_INS_PER_MINUTE`
+/// seconds. A password guesser is slowed to that pace, while the operator
+/// who mistypes gets a few tries and, at worst, waits seconds, never longer
+/// than the `Retry-After` the refusal names.
+pub const FAILED_SIGN_INS_PER_MINUTE: u32 = 5;
+
+/// The buckets failed sign-ins are counted in: the client's address (an IPv6
+/// client by its /64, which one host usually holds whole) and, for basic
+/// credentials, the user name (keyed-hashed, so the limiter's keys do not
+/// list the names tried).
+fn failure_buckets(address: Option<IpAddr>, user: Option<&str>) -> Vec<Bucket> {
+    let mut buckets = Vec::with_capacity(2);
+    if let Some(address) = address {
+        let network = match address {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => {
+                let segments = v6.segments();
+                format!(
+                    "{:x}:{:x}:{:x}:{:x}::/64",
+                    segments[0], segments[1], segments[2], segments[3]
+                )
+            }
+        };
+        buckets.push(Bucket {
+            key: format!("ops_sign_in:address:{network}"),
+            name: "ops_failed_sign_ins".to_owned(),
+            limit: FAILED_SIGN_INS_PER_MINUTE,
+        });
     }
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(site) = header("sec-fetch-site") {
-        return !matches!(site, "same-origin" | "none");
+    if let Some(user) = user {
+        let hashed = storage::secrets::hmac_sha256(b"listing-api/ops-sign-in", user.as_bytes());
+        buckets.push(Bucket {
+            key: format!("ops_sign_in:user:{}", hex::encode(&hashed[..12])),
+            name: "ops_failed_sign_ins".to_owned(),
+            limit: FAILED_SIGN_INS_PER_MINUTE,
+        });
     }
-    match (header("origin"), header(header::HOST.as_str())) {
-        (Some(origin), Some(host)) => {
-            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-            !origin_host.eq_ignore_ascii_case(host)
-        }
-        (Some(_), None) => true,
-        (None, _) => false,
-    }
+    buckets
 }
 
-/// Middleware: lets operators through.
+/// Middleware: lets operators through, and slows down whoever keeps failing.
 pub(super) async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if cross_site(request.method(), headers) {
+    // A browser resends remembered basic credentials with a form posted from
+    // any page, so a form elsewhere could otherwise pause a queue.
+    if crate::cross_site::is_cross_site(request.method(), headers) {
         return ApiError::Forbidden(
             "Ops actions are accepted only from the ops pages' own origin.".into(),
         )
         .into_response();
     }
-    let actor = match presented_basic(headers) {
+    let basic = presented_basic(headers);
+    let presented_anything = basic.is_some()
+        || headers.contains_key(header::AUTHORIZATION)
+        || headers.contains_key("x-api-key");
+    if !presented_anything {
+        // A browser's first request carries nothing: the challenge asks for
+        // the credentials, and no failure is counted.
+        return challenge();
+    }
+    let address = request
+        .extensions()
+        .get::<ClientConnection>()
+        .and_then(|connection| connection.address);
+    let buckets = failure_buckets(address, basic.as_ref().map(|(user, _)| user.as_str()));
+    let limiter = guard.app.rate_limiter();
+    // Refused before the credentials are looked at: a throttled guesser
+    // learns nothing from a right guess either.
+    if let Some(wait) = limiter.wait_before_next(&buckets).await {
+        tracing::warn!(client = ?address, wait_seconds = wait, "ops sign-in throttled after repeated failures");
+        return ApiError::RateLimited {
+            retry_after_seconds: wait,
+            headers: HeaderMap::new(),
+        }
+        .into_response();
+    }
+    let actor = match basic {
         Some((user, password)) => guard
             .auth
             .basic_matches(&user, &password)
@@ -150,7 +202,11 @@ pub(super) async fn require(State(guard): State<Guard>, request: Request, next: 
             request.extensions_mut().insert(actor);
             next.run(request).await
         }
-        None => challenge(),
+        None => {
+            // The failure is spent; what it left is seen by the next attempt.
+            let _ = limiter.check(&buckets).await;
+            challenge()
+        }
     }
 }
 
@@ -165,45 +221,6 @@ mod tests {
         assert!(!auth.basic_matches("ops", "wrong"));
         assert!(!auth.basic_matches("root", "correct-horse-battery"));
         assert!(!OpsAuth::new(None).basic_matches("ops", "correct-horse-battery"));
-    }
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, HeaderValue::from_static(value));
-        }
-        headers
-    }
-
-    #[test]
-    fn actions_from_another_site_are_refused() {
-        let post = Method::POST;
-        assert!(!cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "same-origin")])
-        ));
-        assert!(!cross_site(&post, &headers(&[("sec-fetch-site", "none")])));
-        assert!(cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "cross-site")])
-        ));
-        assert!(cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "same-site")])
-        ));
-        let same = headers(&[
-            ("origin", "https://ops.example:8081"),
-            ("host", "ops.example:8081"),
-        ]);
-        assert!(!cross_site(&post, &same));
-        let other = headers(&[
-            ("origin", "https://evil.example"),
-            ("host", "ops.example:8081"),
-        ]);
-        assert!(cross_site(&post, &other));
-        // Scripts and curl send neither header; reads are never refused.
-        assert!(!cross_site(&post, &HeaderMap::new()));
-        assert!(!cross_site(&Method::GET, &other));
     }
 
     #[test]

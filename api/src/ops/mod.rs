@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 pub use actions::worker_json;
-pub use auth::OpsAuth;
+pub use auth::{FAILED_SIGN_INS_PER_MINUTE, OpsAuth};
 
 use crate::TransportPolicy;
 use crate::state::AppState;
@@ -96,9 +96,10 @@ pub fn router(
     // public listener's transport rule: credentials and job data never cross
     // a reachable address in plain HTTP. Probes reveal nothing and come from
     // the orchestrator on the host, so they are answered over any transport.
+    let probe_transport = transport.serving_any_transport();
     crate::middleware::apply(guarded, transport, None).merge(crate::middleware::apply(
         probes,
-        TransportPolicy::ServeAll,
+        probe_transport,
         None,
     ))
 }

@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -69,11 +69,9 @@ pub(super) async fn sign_in(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let cross_site = headers
-        .get("sec-fetch-site")
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|site| site == "cross-site");
-    if cross_site {
+    // Login CSRF: another site's form would sign the browser in to the
+    // attacker's account, and whatever the victim then sets up is his.
+    if crate::cross_site::is_cross_site(&Method::POST, &headers) {
         return problem(
             StatusCode::FORBIDDEN,
             "Sign in here",

@@ -55,7 +55,12 @@ pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
 /// How many requests a bucket holding `tat` would admit at `now`, without
 /// spending any.
 pub fn headroom(tat: Option<i64>, now: i64, limit: u32) -> u32 {
-    let outcome = evaluate(tat, now, limit);
+    admits(&evaluate(tat, now, limit))
+}
+
+/// How many requests the bucket an `outcome` was evaluated on would admit,
+/// this one included.
+pub fn admits(outcome: &Outcome) -> u32 {
     if outcome.allowed {
         outcome.remaining.saturating_add(1)
     } else {

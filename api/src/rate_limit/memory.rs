@@ -41,8 +41,8 @@ impl MemoryLimiter {
         outcomes
     }
 
-    /// What each bucket would admit now, spending nothing.
-    pub fn headroom(&self, buckets: &[Bucket]) -> Vec<u32> {
+    /// Each bucket evaluated now as `check` would, committing nothing.
+    pub fn peek(&self, buckets: &[Bucket]) -> Vec<Outcome> {
         let now = now_micros();
         let tats = self
             .tats
@@ -50,7 +50,12 @@ impl MemoryLimiter {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         buckets
             .iter()
-            .map(|bucket| gcra::headroom(tats.get(&bucket.key).copied(), now, bucket.limit))
+            .map(|bucket| gcra::evaluate(tats.get(&bucket.key).copied(), now, bucket.limit))
             .collect()
+    }
+
+    /// What each bucket would admit now, spending nothing.
+    pub fn headroom(&self, buckets: &[Bucket]) -> Vec<u32> {
+        self.peek(buckets).iter().map(gcra::admits).collect()
     }
 }

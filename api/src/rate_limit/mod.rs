@@ -123,6 +123,14 @@ pub(crate) fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 
+/// Microseconds of waiting as the whole seconds of a `Retry-After`, rounded
+/// up and at least one.
+fn whole_seconds(micros: i64) -> u64 {
+    u64::try_from((micros + 999_999) / 1_000_000)
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// Where buckets live.
 #[derive(Clone, Debug)]
 pub enum RateLimiter {
@@ -166,6 +174,27 @@ impl RateLimiter {
         }
     }
 
+    /// How long until every bucket would admit one more request, in whole
+    /// seconds; `None` when they would now. Spends nothing: a caller that
+    /// counts only some outcomes (failed sign-ins) looks first and spends
+    /// with `check` once it knows.
+    pub async fn wait_before_next(&self, buckets: &[Bucket]) -> Option<u64> {
+        let outcomes = match self {
+            Self::Memory(limiter) => limiter.peek(buckets),
+            Self::Redis(limiter, standby) => {
+                match tokio::time::timeout(REDIS_PATIENCE, limiter.peek(buckets)).await {
+                    Ok(Ok(outcomes)) => outcomes,
+                    _ => standby.peek(buckets),
+                }
+            }
+        };
+        outcomes
+            .iter()
+            .filter(|outcome| !outcome.allowed)
+            .map(|outcome| whole_seconds(outcome.retry_after))
+            .max()
+    }
+
     /// Checks (and if admitted, spends) every bucket of a request. A refused
     /// request is a 429 carrying the headers.
     pub async fn check(&self, buckets: &[Bucket]) -> Result<RateLimitHeaders, ApiError> {
@@ -206,9 +235,7 @@ impl RateLimiter {
         match refused {
             None => Ok(headers),
             Some(retry_after) => Err(ApiError::RateLimited {
-                retry_after_seconds: u64::try_from((retry_after + 999_999) / 1_000_000)
-                    .unwrap_or(1)
-                    .max(1),
+                retry_after_seconds: whole_seconds(retry_after),
                 headers: headers.0,
             }),
         }

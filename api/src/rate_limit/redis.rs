@@ -92,11 +92,8 @@ impl RedisLimiter {
             .collect())
     }
 
-    /// What each bucket would admit now, spending nothing (Redis's clock).
-    pub async fn headroom(&self, buckets: &[Bucket]) -> Result<Vec<u32>, redis::RedisError> {
-        if buckets.is_empty() {
-            return Ok(Vec::new());
-        }
+    /// Each bucket's TAT and Redis's clock, read without spending.
+    async fn tats(&self, buckets: &[Bucket]) -> Result<(i64, Vec<Option<i64>>), redis::RedisError> {
         let mut connection = self.connection.clone();
         let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut connection).await?;
         let now = seconds * 1_000_000 + micros;
@@ -108,10 +105,29 @@ impl RedisLimiter {
             .arg(&keys)
             .query_async(&mut connection)
             .await?;
+        Ok((now, tats))
+    }
+
+    /// Each bucket evaluated now as `check` would, committing nothing.
+    pub async fn peek(&self, buckets: &[Bucket]) -> Result<Vec<Outcome>, redis::RedisError> {
+        if buckets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (now, tats) = self.tats(buckets).await?;
         Ok(buckets
             .iter()
             .zip(tats)
-            .map(|(bucket, tat)| super::gcra::headroom(tat, now, bucket.limit))
+            .map(|(bucket, tat)| super::gcra::evaluate(tat, now, bucket.limit))
+            .collect())
+    }
+
+    /// What each bucket would admit now, spending nothing (Redis's clock).
+    pub async fn headroom(&self, buckets: &[Bucket]) -> Result<Vec<u32>, redis::RedisError> {
+        Ok(self
+            .peek(buckets)
+            .await?
+            .iter()
+            .map(super::gcra::admits)
             .collect())
     }
 }

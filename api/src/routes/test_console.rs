@@ -215,9 +215,12 @@ pub(crate) async fn run(
         }
         None => Body::empty(),
     };
-    for forwarded in ["x-forwarded-proto", "x-forwarded-for"] {
-        if let Some(value) = outer_headers.get(forwarded) {
-            headers.insert(forwarded, value.clone());
+    // The console's request reaches the transport rule as the outer one did,
+    // with every line of what the proxy forwarded.
+    for forwarded in ["x-forwarded-proto", "x-forwarded-for", "forwarded"] {
+        headers.remove(forwarded);
+        for value in outer_headers.get_all(forwarded) {
+            headers.append(forwarded, value.clone());
         }
     }
     let mut request = Request::builder()

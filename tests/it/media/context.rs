@@ -13,18 +13,18 @@ use super::fixtures::{BOUNDARY, Part, multipart};
 use crate::listings::Ctx;
 
 /// A listing context and a key that uploads.
-pub(super) struct Media {
-    pub(super) ctx: Ctx,
-    pub(super) key: String,
+pub(crate) struct Media {
+    pub(crate) ctx: Ctx,
+    pub(crate) key: String,
 }
 
 impl Media {
-    pub(super) async fn new(backend: tests::Backend) -> Self {
+    pub(crate) async fn new(backend: tests::Backend) -> Self {
         Self::on(TestApp::builder(backend).with_workers().spawn().await).await
     }
 
     /// On `app`, with a key that uploads and reads and writes listings.
-    pub(super) async fn on(app: TestApp) -> Self {
+    pub(crate) async fn on(app: TestApp) -> Self {
         Self::with_scopes(
             app,
             &[Scope::MediaWrite, Scope::ListingsRead, Scope::ListingsWrite],
@@ -33,7 +33,7 @@ impl Media {
     }
 
     /// On `app`, with a key of `scopes`.
-    pub(super) async fn with_scopes(app: TestApp, scopes: &[Scope]) -> Self {
+    pub(crate) async fn with_scopes(app: TestApp, scopes: &[Scope]) -> Self {
         let ctx = Ctx::with_app(app).await;
         let key = ctx.app.key(&ctx.agency, scopes).await;
         Self { ctx, key }
@@ -43,7 +43,7 @@ impl Media {
         self.ctx.app.db.data_dir().join("media")
     }
 
-    pub(super) async fn upload_to(
+    pub(crate) async fn upload_to(
         &self,
         path: &str,
         key: &str,
@@ -109,12 +109,12 @@ impl Media {
     }
 
     /// Reads a progress stream to its end; returns (event, data) pairs.
-    pub(super) async fn events(&self, url: &str, key: Option<&str>) -> Vec<(String, Value)> {
+    pub(crate) async fn events(&self, url: &str, key: Option<&str>) -> Vec<(String, Value)> {
         read_events(self.open_stream(url, key).await).await
     }
 
     /// Opens a progress stream: when this returns, the server has subscribed.
-    pub(super) async fn open_stream(&self, url: &str, key: Option<&str>) -> reqwest::Response {
+    pub(crate) async fn open_stream(&self, url: &str, key: Option<&str>) -> reqwest::Response {
         let mut request = self.ctx.app.client.get(url);
         if let Some(key) = key {
             request = request.header("X-API-Key", key);
@@ -134,7 +134,7 @@ impl Media {
     }
 
     /// The local form of a progress URL (the base URL may name another host).
-    pub(super) fn local(&self, url: &str) -> String {
+    pub(crate) fn local(&self, url: &str) -> String {
         let path = url.split_once("/v1/progress/").unwrap().1;
         self.ctx.app.url(&format!("/v1/progress/{path}"))
     }
@@ -143,7 +143,7 @@ impl Media {
 /// Reads an opened progress stream to its end; returns (event, data) pairs.
 /// The timeout only turns a stream that never ends into a failure; the whole
 /// suite shares two cores, so it is generous.
-pub(super) async fn read_events(response: reqwest::Response) -> Vec<(String, Value)> {
+pub(crate) async fn read_events(response: reqwest::Response) -> Vec<(String, Value)> {
     let text = tokio::time::timeout(Duration::from_secs(240), response.text())
         .await
         .unwrap()
@@ -165,7 +165,7 @@ pub(super) async fn read_events(response: reqwest::Response) -> Vec<(String, Val
 }
 
 /// The listing's media, as its read shows them.
-pub(super) async fn listing_media(media: &Media, number: &str) -> Vec<Value> {
+pub(crate) async fn listing_media(media: &Media, number: &str) -> Vec<Value> {
     let read = media
         .ctx
         .app
@@ -180,7 +180,7 @@ pub(super) async fn listing_media(media: &Media, number: &str) -> Vec<Value> {
 }
 
 /// Uploads `parts` to the listing and waits for the end of processing.
-pub(super) async fn upload_and_wait(media: &Media, number: &str, parts: &[Part<'_>]) -> Value {
+pub(crate) async fn upload_and_wait(media: &Media, number: &str, parts: &[Part<'_>]) -> Value {
     let response = media
         .upload_to(
             &format!("/api/v1/listings/{number}/media"),

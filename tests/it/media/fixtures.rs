@@ -4,17 +4,17 @@
 use std::io::Cursor;
 use std::path::Path;
 
-pub(super) const BOUNDARY: &str = "----listing-api-test-boundary";
+pub(crate) const BOUNDARY: &str = "----listing-api-test-boundary";
 
 /// One part of a multipart body.
-pub(super) enum Part<'a> {
+pub(crate) enum Part<'a> {
     Field(&'a str, &'a str),
     File(&'a str, &'a str, Vec<u8>),
     /// A file part with its own Content-Type.
     Typed(&'a str, &'a str, &'a str, Vec<u8>),
 }
 
-pub(super) fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
+pub(crate) fn multipart(parts: &[Part<'_>]) -> Vec<u8> {
     let mut body = Vec::new();
     for part in parts {
         body.extend_from_slice(format!("--{BOUNDARY}\r\n").as_bytes());
@@ -50,7 +50,7 @@ fn file_part(body: &mut Vec<u8>, name: &str, filename: &str, content_type: &str,
 }
 
 /// A JPEG of `width`×`height` with a gradient, so it compresses like a photo.
-pub(super) fn jpeg(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn jpeg(width: u32, height: u32) -> Vec<u8> {
     let image = image::RgbImage::from_fn(width, height, |x, y| {
         image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
     });

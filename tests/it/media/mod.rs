@@ -23,5 +23,10 @@ mod session_uploads;
 mod strategies;
 mod variants;
 
-use context::{Media, listing_media, read_events, upload_and_wait};
-use fixtures::{BOUNDARY, Part, jpeg, minimal_pdf, multipart, png, stored_files};
+/// What other areas upload with: a listing context whose key uploads, and
+/// photos to upload.
+pub(crate) use context::{Media, listing_media, upload_and_wait};
+pub(crate) use fixtures::{Part, jpeg};
+
+use context::read_events;
+use fixtures::{BOUNDARY, minimal_pdf, multipart, png, stored_files};

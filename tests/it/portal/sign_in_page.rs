@@ -110,3 +110,62 @@ async fn the_sign_in_form_refuses_with_a_page_that_says_what_to_do() {
     assert_eq!(signed_in.headers()["location"], "/settings/keys");
     assert!(signed_in.headers().contains_key("set-cookie"));
 }
+
+/// Login CSRF: another site's form posting the attacker's own, correct
+/// credentials would sign the victim's browser in to the attacker's account.
+/// A browser names the page's origin in `Origin` even where it sends no
+/// `Sec-Fetch-Site`; either naming another site refuses, with no session.
+#[tokio::test]
+async fn a_sign_in_posted_from_another_origin_opens_no_session() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let agency = app.agency().await;
+    let email = owner_login(&app, &agency).await.replace('@', "%40");
+    let body = format!(
+        "email={email}&password={}",
+        crate::sessions::PASSWORD.replace('!', "%21")
+    );
+    let no_redirects = tests::app::base_client()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let sign_in = |origin: Option<String>, site: Option<&'static str>| {
+        let mut request = no_redirects
+            .post(app.url("/settings/sign-in"))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body.clone());
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        if let Some(site) = site {
+            request = request.header("Sec-Fetch-Site", site);
+        }
+        request.send()
+    };
+    for (origin, site) in [
+        (Some("https://evil.example".to_owned()), None),
+        (Some("null".to_owned()), None),
+        (Some("https://evil.example".to_owned()), Some("same-origin")),
+        (None, Some("same-site")),
+    ] {
+        let refused = sign_in(origin.clone(), site).await.unwrap();
+        assert!(
+            !refused.headers().contains_key("set-cookie"),
+            "no session for {origin:?} {site:?}"
+        );
+        let refused = page(refused, StatusCode::FORBIDDEN).await;
+        assert!(
+            refused.contains("Another site tried to sign you in"),
+            "{refused}"
+        );
+    }
+    // The portal's own form (its origin, or a browser that names none) signs in.
+    for (origin, site) in [
+        (Some(app.base_url.clone()), Some("same-origin")),
+        (Some(app.base_url.clone()), None),
+        (None, None),
+    ] {
+        let signed_in = sign_in(origin, site).await.unwrap();
+        assert_eq!(signed_in.status(), StatusCode::SEE_OTHER);
+        assert!(signed_in.headers().contains_key("set-cookie"));
+    }
+}
