@@ -109,6 +109,8 @@ pub enum UploadRefusal {
     TooManyFiles,
     /// 400 `upload.unsupported_format`: content that is none of the formats.
     UnsupportedFormat,
+    /// 400 `upload.filename_too_long`: a file name over 255 bytes of UTF-8.
+    FilenameTooLong,
     /// 413 `upload.file_too_large`: a file over 50 MB.
     FileTooLarge,
     /// 413 `upload.request_too_large`: the request over 1 GB.
@@ -123,9 +125,11 @@ impl UploadRefusal {
     /// The HTTP status.
     pub const fn status(self) -> StatusCode {
         match self {
-            Self::Malformed | Self::NoFiles | Self::TooManyFiles | Self::UnsupportedFormat => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::Malformed
+            | Self::NoFiles
+            | Self::TooManyFiles
+            | Self::UnsupportedFormat
+            | Self::FilenameTooLong => StatusCode::BAD_REQUEST,
             Self::FileTooLarge | Self::RequestTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
             Self::StorageUnavailable => StatusCode::INTERNAL_SERVER_ERROR,
@@ -139,6 +143,7 @@ impl UploadRefusal {
             Self::NoFiles => "upload.no_files",
             Self::TooManyFiles => "upload.too_many_files",
             Self::UnsupportedFormat => "upload.unsupported_format",
+            Self::FilenameTooLong => "upload.filename_too_long",
             Self::FileTooLarge => "upload.file_too_large",
             Self::RequestTooLarge => "upload.request_too_large",
             Self::Timeout => "upload.timeout",
@@ -173,7 +178,8 @@ pub enum ApiError {
     /// unknown, already used or expired (which one is not said).
     InvalidResetToken,
     /// An upload refused while it streamed: 400 `upload.too_many_files`,
-    /// `upload.unsupported_format`, `upload.no_files`, `upload.malformed`;
+    /// `upload.unsupported_format`, `upload.filename_too_long`,
+    /// `upload.no_files`, `upload.malformed`;
     /// 413 `upload.file_too_large`, `upload.request_too_large`; 408
     /// `upload.timeout`; 500 `upload.storage_unavailable`.
     Upload {

@@ -23,6 +23,11 @@ pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
 pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
 
 pub use crate::objects::StorageKey;
+
+/// The longest file name an upload may carry, in bytes of UTF-8: what common
+/// file systems allow for one name, and what a listing read repeats for every
+/// item.
+pub const MAX_FILENAME_BYTES: usize = 255;
 use crate::{Store, Tenant};
 
 /// Media repository; see [`Store::media`].

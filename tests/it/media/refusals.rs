@@ -134,3 +134,36 @@ backend_tests! {
         expect_error(no_key, StatusCode::BAD_REQUEST, "idempotency.missing").await;
     }
 }
+
+backend_tests! {
+    /// A file name is capped at 255 bytes of UTF-8: a longer one is refused
+    /// before anything of the request is kept (the file before it included),
+    /// and a name of exactly 255 bytes is stored as sent.
+    async fn a_file_name_over_255_bytes_is_refused_and_nothing_is_kept(backend) {
+        let media = Media::new(backend).await;
+        // 89 characters, but 259 bytes: the limit counts bytes.
+        let long = format!("{}.jpg", "日".repeat(85));
+        assert_eq!(long.len(), 259);
+        let body = multipart(&[
+            Part::File("files", "ok.jpg", jpeg(32, 32)),
+            Part::File("files", &long, jpeg(32, 32)),
+        ]);
+        let response = media.upload_to("/api/v1/media/upload", &media.key, &idempotency_key(), body).await;
+        let refused = expect_error(response, StatusCode::BAD_REQUEST, "upload.filename_too_long").await;
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("255 bytes") && message.contains("File 2"), "{message}");
+        assert!(!message.contains(&long), "the name is not repeated back");
+        assert!(stored_files(&media.media_dir()).is_empty());
+        assert_eq!(
+            crate::support::sql::count_for_agency(media.ctx.app.store.db(), "media_items", media.ctx.agency.id.as_str()).await,
+            0
+        );
+        // Exactly 255 bytes is accepted and kept whole.
+        let fits = format!("{}.jpg", "a".repeat(251));
+        assert_eq!(fits.len(), 255);
+        let response = media.upload(&[Part::File("files", &fits, jpeg(32, 32))]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let accepted: Value = response.json().await.unwrap();
+        assert_eq!(accepted["files"][0]["filename"], fits.as_str());
+    }
+}

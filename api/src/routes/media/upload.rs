@@ -23,7 +23,8 @@ use sha2::{Digest, Sha256};
 use storage::Tenant;
 use storage::ids::{ListingId, MediaId, OperationId};
 use storage::media::{
-    MediaItem, MediaType, NewMediaItem, StorageKey, StorageStrategy, UploadOptions,
+    MAX_FILENAME_BYTES, MediaItem, MediaType, NewMediaItem, StorageKey, StorageStrategy,
+    UploadOptions,
 };
 use utoipa::ToSchema;
 
@@ -247,6 +248,17 @@ async fn receive_file(
         .map(str::to_owned)
         .filter(|name| !name.trim().is_empty())
         .unwrap_or_else(|| format!("file-{}", receiving.stored.len() + 1));
+    if filename.len() > MAX_FILENAME_BYTES {
+        // Said before a byte is stored; the name itself is not repeated.
+        return Err(refused(
+            UploadRefusal::FilenameTooLong,
+            format!(
+                "File {} has a name of {} bytes; names may be at most {MAX_FILENAME_BYTES} bytes of UTF-8. Rename the file and upload again.",
+                receiving.stored.len() + 1,
+                filename.len()
+            ),
+        ));
+    }
     let limits = receiving.limits;
     if receiving.stored.len() == limits.max_files {
         return Err(refused(
@@ -622,7 +634,7 @@ async fn queue_processing(
     request_body(content_type = "multipart/form-data", description = "Parts: files (repeatable), listing_number, related_entity_type, related_entity_id, storage_strategy (cloud, local, hybrid; before the files), enable_optimization"),
     responses(
         (status = 200, description = "Stored; processing started", body = UploadOut),
-        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.no_files, upload.malformed", body = ErrorEnvelope),
+        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.filename_too_long, upload.no_files, upload.malformed", body = ErrorEnvelope),
         (status = 401, description = "No key or session", body = ErrorEnvelope),
         (status = 404, description = "listing_not_found", body = ErrorEnvelope),
         (status = 408, description = "upload.timeout", body = ErrorEnvelope),
@@ -654,7 +666,7 @@ pub async fn upload(
     request_body(content_type = "multipart/form-data", description = "As POST /media/upload; a listing_number part must name the same listing"),
     responses(
         (status = 200, description = "Stored; processing started", body = UploadOut),
-        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.no_files, upload.malformed", body = ErrorEnvelope),
+        (status = 400, description = "upload.too_many_files, upload.unsupported_format, upload.filename_too_long, upload.no_files, upload.malformed", body = ErrorEnvelope),
         (status = 401, description = "No key or session", body = ErrorEnvelope),
         (status = 404, description = "listing_not_found", body = ErrorEnvelope),
         (status = 413, description = "upload.file_too_large, upload.request_too_large", body = ErrorEnvelope),
