@@ -1,9 +1,16 @@
-//! Revocation across replicas. Every API process caches authenticated keys
+//! Revocation across processes. Every API process caches authenticated keys
 //! for 30 seconds; a revocation forgets the key at once in the process that
-//! made it and, through Redis pub/sub, in every other process sharing the
-//! Redis (including revocations made by `api admin revoke-key`).
+//! made it and, in every other process, as soon as it hears of it: from the
+//! database (`spawn_database_follower`: PostgreSQL's notification, or the
+//! SQLite file's new audit rows), which reaches every process sharing the
+//! data whatever made the change (`api admin revoke-key`, a rotation
+//! expiring in a worker), and through Redis pub/sub where the deployment
+//! shares a Redis.
+
+use std::time::Duration;
 
 use futures::StreamExt;
+use storage::api_keys::KeyEnded;
 use storage::ids::ApiKeyId;
 
 use crate::state::AppState;
@@ -75,4 +82,36 @@ async fn listen(redis_url: &str, state: &AppState) -> Result<(), redis::RedisErr
         }
     }
     Ok(())
+}
+
+/// How often the SQLite follower looks at the file: a revocation made by
+/// another process is honoured within this.
+pub const SQLITE_FOLLOW_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Forgets, in this process, every key any process sharing the database
+/// ends (revokes, or expires at the end of a rotation); follows again after
+/// a lost connection. Whenever following (re)starts, every cached key is
+/// forgotten, since a key may have ended while nobody listened.
+pub fn spawn_database_follower(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let cache = state.key_cache();
+            let followed = state
+                .store()
+                .api_keys()
+                .follow_ended(SQLITE_FOLLOW_INTERVAL, |ended| match ended {
+                    KeyEnded::Key(key) => {
+                        cache.forget(&key);
+                        tracing::info!(key_id = %key, "ended key forgotten");
+                    }
+                    KeyEnded::CatchUp => cache.clear(),
+                })
+                .await;
+            if let Err(err) = followed {
+                tracing::warn!(%err, "lost the database's news of ended keys; following again");
+            }
+            state.key_cache().clear();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
 }

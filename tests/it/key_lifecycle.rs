@@ -488,3 +488,70 @@ async fn a_lost_subscription_forgets_every_cached_key_before_resubscribing() {
     .await;
     listener.abort();
 }
+
+backend_tests! {
+    /// `api admin revoke-key` against a running server, without Redis (the
+    /// embedded profile, and PostgreSQL alone): the server hears of it from
+    /// the database and refuses the key well inside its cache's 30 seconds,
+    /// as at once as a revocation made in the portal.
+    async fn the_operators_revocation_reaches_a_running_server_without_redis(backend) {
+        let deployment = Deployment::new(backend).await;
+        let client = tests::app::base_client().build().unwrap();
+        let mut server = serve(&deployment, &["--no-workers"], &client, "http").await;
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Acme"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let (key, key_id) = key_cached_by(&deployment, &agency_id, &client, [&server]).await;
+        let revoked = deployment.admin_ok(&["revoke-key", "--agency", &agency_id, "--key", &key_id]);
+        assert_eq!(revoked["status"], "revoked");
+        refused_soon(&client, &server.base_url, &key).await;
+        assert!(server.process.terminate(Duration::from_secs(30)).success());
+    }
+
+    /// The database's news of ended keys, as another process commits them:
+    /// a revocation, and a rotation's old key expiring. On a standing clock
+    /// the cache never runs out by itself, so only that news refuses the key.
+    async fn keys_ended_by_another_process_leave_the_cache_at_once(backend) {
+        let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+        let app = TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let follower = api::revocation::spawn_database_follower(app.state.clone());
+        let agency = app.agency().await;
+        // Another process: its own connections to the same database.
+        let elsewhere = app.db.store(clock.clone()).await;
+
+        let key = app.key(&agency, &[Scope::UsersRead]).await;
+        assert_eq!(status_of(&app, &key).await, StatusCode::OK);
+        let key_id = app.store.api_keys().find_by_plaintext(&key).await.unwrap().unwrap().key.id;
+        elsewhere.api_keys().revoke(&agency.id, &key_id).await.unwrap();
+        eventually(Duration::from_secs(10), "the revoked key refused", || async {
+            (status_of(&app, &key).await == StatusCode::UNAUTHORIZED).then_some(())
+        })
+        .await;
+
+        // The news itself, as a follower hears it: a revocation and an expiry.
+        let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+        let store = app.store.clone();
+        let listening = tokio::spawn(async move {
+            store
+                .api_keys()
+                .follow_ended(Duration::from_millis(20), |ended| {
+                    let _ = heard.send(ended);
+                })
+                .await
+        });
+        assert_eq!(hearing.recv().await, Some(storage::api_keys::KeyEnded::CatchUp));
+        let revoked = app.key(&agency, &[Scope::UsersRead]).await;
+        let revoked = app.store.api_keys().find_by_plaintext(&revoked).await.unwrap().unwrap().key.id;
+        let rotated = app.key(&agency, &[Scope::UsersRead]).await;
+        let rotated = app.store.api_keys().find_by_plaintext(&rotated).await.unwrap().unwrap().key.id;
+        elsewhere.api_keys().revoke(&agency.id, &revoked).await.unwrap();
+        elsewhere.api_keys().rotate(&agency.id, &rotated).await.unwrap();
+        clock.advance_seconds(OVERLAP_SECONDS);
+        assert_eq!(elsewhere.api_keys().expire_rotated().await.unwrap(), 1);
+        for expected in [revoked, rotated] {
+            let next = tokio::time::timeout(Duration::from_secs(10), hearing.recv()).await;
+            assert_eq!(next.unwrap(), Some(storage::api_keys::KeyEnded::Key(expected)));
+        }
+        listening.abort();
+        follower.abort();
+    }
+}

@@ -63,6 +63,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let revocations = redis_url
         .clone()
         .map(|url| crate::revocation::spawn_listener(url, state.clone()));
+    // And keys any process sharing the database ended, with or without Redis.
+    let database_revocations = crate::revocation::spawn_database_follower(state.clone());
     let app = crate::app(state.clone(), transport.clone());
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("binding {}", args.listen))?;
@@ -122,6 +124,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(revocations) = revocations {
         revocations.abort();
     }
+    database_revocations.abort();
     platform
         .dispatch
         .flush(std::time::Duration::from_secs(5))

@@ -1,6 +1,7 @@
 //! The end of a key: revoked by its owner, or expired when its rotation
 //! overlap ends.
 
+use super::ended;
 use super::record::{ApiKey, ApiKeyRow, KEY_COLUMNS, audit};
 use super::repository::ApiKeys;
 use crate::ids::{AgencyId, ApiKeyId};
@@ -23,6 +24,7 @@ impl ApiKeys<'_> {
             .await?;
                 for (key, agency) in &expired {
                     audit!(&mut *tx, agency, key, "expired", None::<String>, now).await?;
+                    ended::announce((&mut *tx).into(), key).await?;
                 }
                 expired
             }
@@ -52,6 +54,7 @@ impl ApiKeys<'_> {
                 .await?;
             if row.is_some() && before.as_deref() != Some("revoked") {
                 audit!(&mut *tx, agency, id, "revoked", None::<String>, now).await?;
+                ended::announce((&mut *tx).into(), id).await?;
             }
             row
         });

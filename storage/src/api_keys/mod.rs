@@ -3,9 +3,10 @@
 //! `issue`; the table holds its HMAC-SHA256 and a short hint.
 //!
 //! One file per part: formats (`format`), scopes (`scope`), the stored key
-//! (`record`), issuing and rotating (`issue`), lookups (`lookup`) and the
-//! end of a key (`lifecycle`).
+//! (`record`), issuing and rotating (`issue`), lookups (`lookup`), the
+//! end of a key (`lifecycle`) and how every process hears of it (`ended`).
 
+mod ended;
 mod format;
 mod issue;
 mod lifecycle;
@@ -16,6 +17,7 @@ mod scope;
 #[cfg(test)]
 mod tests;
 
+pub use ended::{ENDED_KEYS_CHANNEL, KeyEnded};
 pub use format::{KeyFormat, Plaintext, key_shape};
 pub use record::{
     ApiKey, Credential, IssuedKey, KeyAuditEntry, KeyStatus, KeyUnusable, NewApiKey,
