@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 24] = [
+pub static ENTRIES: [&Entry; 26] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -420,6 +420,29 @@ pub static ENTRIES: [&Entry; 24] = [
             "GET /api/v1/webhooks/listen",
             "POST /api/v1/webhooks/trigger",
         ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_28_upload_file_names",
+        date: "2026-11-28",
+        change_type: ChangeType::Security,
+        title: "Upload file names are at most 255 bytes",
+        description: "A file part whose name is longer than 255 bytes of UTF-8 is refused with 400 upload.filename_too_long before anything of the request is kept; names used to be stored at any length and repeated in every listing read.",
+        routes: &[
+            "POST /api/v1/media/upload",
+            "POST /api/v1/listings/{listing_number}/media",
+        ],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_28_response_headers",
+        date: "2026-11-28",
+        change_type: ChangeType::Security,
+        title: "Every answer carries nosniff, HSTS over HTTPS, and no-store unless it is meant to be cached",
+        description: "Responses carry X-Content-Type-Options: nosniff; over HTTPS (directly or through a trusted proxy) Strict-Transport-Security with a two-year max-age; and Cache-Control: no-store where the answer names no caching of its own. Behind a trusted proxy, only the last entry of X-Forwarded-Proto and Forwarded (the one the proxy wrote) is believed.",
+        routes: &[],
         migration: None,
         removal_date: None,
     },
