@@ -1,5 +1,8 @@
 //! The OpenAPI document: generated from the code, served on every host, listing
-//! both base URLs, and describing each route with its error envelope.
+//! both base URLs, and describing each route with its error envelope; and
+//! the document as served, held to the one recorded in `document.json`.
+
+mod recorded;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
