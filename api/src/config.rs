@@ -2,8 +2,8 @@
 //! With nothing set the server runs the embedded profile: SQLite in `./data`,
 //! the job queue beside it, local files, in-process workers, listening on
 //! 127.0.0.1:8080 with the ops listener on 127.0.0.1:8081. Where data and the
-//! queue live, and how workers run, is `workers::config`, shared with the
-//! `workers` binary.
+//! queue live is `platform::config`, and how workers run `workers::config`,
+//! both shared with the `workers` binary.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +14,8 @@ use clap::Args;
 use ipnet::IpNet;
 
 use crate::pacing::PacingSettings;
-pub use workers::config::{MASTER_KEY_FILE, QUEUE_FILE, SQLITE_FILE, StorageArgs, WorkerArgs};
+pub use platform::config::{MASTER_KEY_FILE, QUEUE_FILE, SQLITE_FILE, StorageArgs};
+pub use workers::config::WorkerArgs;
 
 /// The longest `--webhook-backlog-max-wait-ms` allowed.
 const MAX_PACING_WAIT_MS: u64 = 10_000;

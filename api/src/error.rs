@@ -683,10 +683,10 @@ impl ApiError {
     }
 }
 
-impl From<jobs::QueueError> for ApiError {
+impl From<platform::QueueError> for ApiError {
     /// The job queue did not take or give a job: it is away (Redis
     /// restarting, the queue file locked), and the request may be repeated.
-    fn from(err: jobs::QueueError) -> Self {
+    fn from(err: platform::QueueError) -> Self {
         tracing::warn!(cause = %err, "the job queue is unavailable");
         Self::NotReady("job queue")
     }

@@ -1,6 +1,6 @@
 //! Prometheus metrics of HTTP requests by route, method and status, with
 //! latency histograms. The recorder, job metrics and queue depth are the
-//! platform's (`workers::telemetry`); everything is rendered on the ops
+//! platform's (`platform::telemetry`); everything is rendered on the ops
 //! listener's `/metrics`, never on the public one.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 
-pub use workers::telemetry::install_metrics as install;
+pub use platform::telemetry::install_metrics as install;
 
 /// The route template a request matched, carried out on the response for the
 /// outer metrics layer.

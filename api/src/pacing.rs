@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobs::Job;
-use jobs::kinds::DeliverWebhook;
+use platform::Job;
+use platform::kinds::DeliverWebhook;
 use storage::{Store, Tenant};
 use tokio::sync::Notify;
 

@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use platform::Platform;
 use storage::Store;
-use workers::handlers::WorkerState;
 
 use crate::config::UploadLimits;
 use crate::middleware::deadline::RequestDeadlines;
@@ -29,7 +29,7 @@ pub struct AppState {
 }
 
 struct Inner {
-    platform: WorkerState,
+    platform: Platform,
     cursors: CursorCodec,
     urls: PublicUrls,
     rate_limiter: RateLimiter,
@@ -45,7 +45,7 @@ struct Inner {
 impl AppState {
     /// State over the platform (store, queue, progress) with a rate limiter
     /// (in process, or Redis in the distributed profile).
-    pub fn new(platform: WorkerState, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
+    pub fn new(platform: Platform, urls: PublicUrls, rate_limiter: RateLimiter) -> Self {
         let cursors = CursorCodec::new(platform.store.derived_keys().cursor_signing_key());
         let pacing = WritePacing::new(
             platform.store.clone(),
@@ -165,7 +165,7 @@ impl AppState {
     }
 
     /// The queue, progress fan-out and dispatch, shared with in-process workers.
-    pub fn platform(&self) -> &WorkerState {
+    pub fn platform(&self) -> &Platform {
         &self.inner.platform
     }
 

@@ -18,8 +18,8 @@ use apalis::prelude::{
     Attempt, BackendExt, BoxDynError, Data, TaskId, WorkerBuilder, WorkerBuilderExt,
 };
 use clap::{Args, ValueEnum};
-use jobs::queue::QueueBackend;
-use jobs::{Job, JobQueue, PushOptions, QueueTarget};
+use platform::queue::QueueBackend;
+use platform::{Job, JobQueue, PushOptions, QueueTarget};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -325,7 +325,7 @@ pub async fn consume(
         QueueKind::Sqlite => QueueTarget::SqliteFile(
             data_dir
                 .context("--data-dir")?
-                .join(workers::config::QUEUE_FILE),
+                .join(platform::config::QUEUE_FILE),
         ),
         QueueKind::Redis => QueueTarget::Redis(redis_url.context("--redis-url")?),
     };

@@ -1,10 +1,10 @@
 #![doc = include_str!("../README.md")]
 
 mod fixture;
+mod job_platform;
 mod jobs;
 mod jpeg;
 mod media;
-mod platform;
 mod process;
 mod scenarios;
 mod servers;
@@ -105,9 +105,9 @@ enum Command {
     /// (child) Open progress streams and hold them until stdin closes.
     SseClient(media::SseClientArgs),
     /// Job pickup latency after idle gaps of 1 s, 15 s and 120 s, both queue profiles.
-    Pickup(platform::pickup::PickupArgs),
+    Pickup(job_platform::pickup::PickupArgs),
     /// Agency B's single photo during agency A's 200-photo upload vs on the idle server.
-    Fairness(platform::fairness::FairnessArgs),
+    Fairness(job_platform::fairness::FairnessArgs),
     /// (child) One-row transactions on a SQLite file with the store's settings.
     RawSqlite {
         /// Data directory.
@@ -189,8 +189,8 @@ fn main() -> ExitCode {
             Command::UploadClient(args) => media::upload_client(args).await,
             Command::Sse(args) => media::sse(args).await,
             Command::SseClient(args) => media::sse_client(args).await,
-            Command::Pickup(args) => platform::pickup::pickup(args).await,
-            Command::Fairness(args) => platform::fairness::fairness(args).await,
+            Command::Pickup(args) => job_platform::pickup::pickup(args).await,
+            Command::Fairness(args) => job_platform::fairness::fairness(args).await,
             Command::ServeApp { data_dir, stack } => servers::serve_app(&data_dir, &stack).await,
             Command::ServeBare { body } => servers::serve_bare(&body).await,
             Command::RawSqlite { data_dir, seconds } => {

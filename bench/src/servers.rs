@@ -60,8 +60,8 @@ pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
         base_url: "https://api.bench.example".into(),
         legacy_base_url: None,
     };
-    let queue = jobs::QueueTarget::SqliteFile(data_dir.join(api::config::QUEUE_FILE));
-    let platform = workers::handlers::WorkerState::connect(store.clone(), &queue, None).await?;
+    let queue = platform::QueueTarget::SqliteFile(data_dir.join(api::config::QUEUE_FILE));
+    let platform = platform::Platform::connect(store.clone(), &queue, None).await?;
     let state = AppState::new(
         platform.clone(),
         urls,

@@ -331,24 +331,25 @@ pub async fn run_sender(args: SenderArgs) -> anyhow::Result<()> {
     let store = storage::Store::open(db, &key, storage::Clock::System).await?;
     let queue = match args.profile {
         Profile::Embedded => {
-            jobs::QueueTarget::SqliteFile(args.data_dir.join(api::config::QUEUE_FILE))
+            platform::QueueTarget::SqliteFile(args.data_dir.join(api::config::QUEUE_FILE))
         }
-        Profile::Redis => jobs::QueueTarget::Redis(args.redis_url.clone().context("--redis-url")?),
+        Profile::Redis => {
+            platform::QueueTarget::Redis(args.redis_url.clone().context("--redis-url")?)
+        }
     };
     let cert = std::fs::read(&args.receiver_cert)?;
-    let delivery = workers::handlers::WebhookDelivery {
-        client: workers::webhooks::WebhookClient::new(
-            workers::webhooks::AddressPolicy {
+    let delivery = platform::webhooks::WebhookDelivery {
+        client: platform::webhooks::WebhookClient::new(
+            platform::webhooks::AddressPolicy {
                 allow_private_networks: true,
             },
             Some(&cert),
         )?,
         retry_speedup: 1,
     };
-    let platform =
-        workers::handlers::WorkerState::connect(store.clone(), &queue, args.redis_url.as_deref())
-            .await?
-            .with_webhooks(delivery);
+    let platform = platform::Platform::connect(store.clone(), &queue, args.redis_url.as_deref())
+        .await?
+        .with_webhooks(delivery);
 
     let fixture = crate::fixture::seed(&store).await?;
     let agency =

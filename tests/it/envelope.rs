@@ -226,7 +226,7 @@ impl Write for Captured {
 
 #[tokio::test]
 async fn a_panicking_handler_is_a_logged_500_and_the_server_keeps_serving() {
-    workers::telemetry::install_panic_hook();
+    platform::telemetry::install_panic_hook();
     let logs = Captured::default();
     let sink = logs.clone();
     let subscriber = tracing_subscriber::fmt()

@@ -131,7 +131,7 @@ async fn ops_actions_from_another_site_are_refused() {
     let ops_url = app.ops_url.clone().expect("ops listener");
     let pause = format!(
         "{ops_url}/ops/api/queues/{}/pause",
-        <jobs::kinds::Probe as jobs::Job>::KIND
+        <platform::kinds::Probe as platform::Job>::KIND
     );
     let post = |headers: &[(&'static str, String)]| {
         let mut request = app

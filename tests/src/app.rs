@@ -7,14 +7,14 @@ use api::rate_limit::RateLimiter;
 use api::rate_limit::redis::RedisLimiter;
 use api::{AppState, PublicUrls, TransportPolicy};
 use axum::Router;
-use jobs::QueueTarget;
+use platform::Platform;
+use platform::QueueTarget;
 use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::ids::{AgencyId, UserId};
 use storage::users::{NewUser, Role};
 use storage::{Backend, Clock, Environment, Store};
 use tokio::sync::watch;
-use workers::handlers::WorkerState;
 use workers::runtime::RuntimeSettings;
 
 use crate::database::TestDatabase;
@@ -54,7 +54,7 @@ pub struct TestAppBuilder {
     workers: Option<RuntimeSettings>,
     worker_runtimes: usize,
     ops: Option<(String, String)>,
-    webhooks: Option<workers::handlers::WebhookDelivery>,
+    webhooks: Option<platform::webhooks::WebhookDelivery>,
     mail_relay: Option<String>,
     media_target: Option<storage::objects::ObjectStoreTarget>,
     upload_limits: Option<api::config::UploadLimits>,
@@ -81,7 +81,7 @@ impl TestAppBuilder {
     /// heartbeat and fast polling.
     pub fn with_workers(mut self) -> Self {
         self.workers = Some(RuntimeSettings {
-            queues: jobs::kinds::QUEUES.iter().map(|q| (*q, 4)).collect(),
+            queues: platform::kinds::QUEUES.iter().map(|q| (*q, 4)).collect(),
             heartbeat: std::time::Duration::from_secs(1),
             poll: std::time::Duration::from_millis(50),
             shutdown_timeout: std::time::Duration::from_secs(5),
@@ -134,7 +134,7 @@ impl TestAppBuilder {
     }
 
     /// Deliver webhooks with these settings (default: production's strict policy).
-    pub fn webhooks(mut self, webhooks: workers::handlers::WebhookDelivery) -> Self {
+    pub fn webhooks(mut self, webhooks: platform::webhooks::WebhookDelivery) -> Self {
         self.webhooks = Some(webhooks);
         self
     }
@@ -220,7 +220,7 @@ impl TestAppBuilder {
             Some(url) => QueueTarget::Redis(url.clone()),
             None => QueueTarget::SqliteFile(db.data_dir().join(api::config::QUEUE_FILE)),
         };
-        let platform = WorkerState::connect(store.clone(), &queue, redis_url.as_deref())
+        let platform = Platform::connect(store.clone(), &queue, redis_url.as_deref())
             .await
             .expect("connect the job queue");
         let media_target = match self.media_target {
@@ -229,7 +229,7 @@ impl TestAppBuilder {
                 .expect("local media directory"),
         };
         let platform = platform.with_media(
-            workers::media::stores::MediaStores::open(&media_target, db.data_dir())
+            platform::media_stores::MediaStores::open(&media_target, db.data_dir())
                 .expect("open the media stores"),
         );
         let platform = match self.webhooks {
@@ -237,7 +237,7 @@ impl TestAppBuilder {
             None => platform,
         };
         let platform = platform.with_mailer(self.mail_relay.map(|url| {
-            workers::mail::Mailer::new(&url, "Listing API <no-reply@example.com>").expect("mailer")
+            platform::mail::Mailer::new(&url, "Listing API <no-reply@example.com>").expect("mailer")
         }));
         let mut state = AppState::new(platform.clone(), urls, rate_limiter);
         if let Some(url) = &redis_url {

@@ -106,12 +106,12 @@ impl Deployment {
     }
 
     /// Where the deployment's job queue lives.
-    pub fn queue_target(&self) -> jobs::QueueTarget {
+    pub fn queue_target(&self) -> platform::QueueTarget {
         match &self.redis_url {
-            Some(url) => jobs::QueueTarget::Redis(url.clone()),
-            None => {
-                jobs::QueueTarget::SqliteFile(self.db.data_dir().join(workers::config::QUEUE_FILE))
-            }
+            Some(url) => platform::QueueTarget::Redis(url.clone()),
+            None => platform::QueueTarget::SqliteFile(
+                self.db.data_dir().join(platform::config::QUEUE_FILE),
+            ),
         }
     }
 

@@ -359,12 +359,12 @@ impl WebhookReceiver {
 
     /// The delivery settings of a test deployment reaching this receiver:
     /// loopback allowed, its certificate trusted, retries sped up `speedup` times.
-    pub fn delivery(&self, speedup: u32) -> workers::handlers::WebhookDelivery {
+    pub fn delivery(&self, speedup: u32) -> platform::webhooks::WebhookDelivery {
         self.delivery_with(
-            workers::webhooks::AddressPolicy {
+            platform::webhooks::AddressPolicy {
                 allow_private_networks: true,
             },
-            Arc::new(workers::webhooks::SystemLookup),
+            Arc::new(platform::webhooks::SystemLookup),
             speedup,
         )
     }
@@ -373,12 +373,12 @@ impl WebhookReceiver {
     /// `policy`, with names looked up by `lookup`.
     pub fn delivery_with(
         &self,
-        policy: workers::webhooks::AddressPolicy,
-        lookup: Arc<dyn workers::webhooks::Lookup>,
+        policy: platform::webhooks::AddressPolicy,
+        lookup: Arc<dyn platform::webhooks::Lookup>,
         speedup: u32,
-    ) -> workers::handlers::WebhookDelivery {
-        workers::handlers::WebhookDelivery {
-            client: workers::webhooks::WebhookClient::with_lookup(
+    ) -> platform::webhooks::WebhookDelivery {
+        platform::webhooks::WebhookDelivery {
+            client: platform::webhooks::WebhookClient::with_lookup(
                 policy,
                 Some(self.cert_pem.as_bytes()),
                 lookup,

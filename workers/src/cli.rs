@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{StorageArgs, WorkerArgs};
-use crate::handlers::WorkerState;
-use crate::media::stores::MediaStores;
+use platform::Platform;
+use platform::config::StorageArgs;
+use platform::telemetry::{self, LogFormat};
+
+use crate::config::WorkerArgs;
 use crate::runtime::{self, RuntimeSettings};
-use crate::telemetry::{self, LogFormat};
-use storage::objects::ObjectStoreTarget;
 
 /// Job workers of the Media Agency Listing API.
 #[derive(Debug, Parser)]
@@ -40,27 +40,6 @@ pub enum Command {
         #[arg(long, env = "WORKER_STATUS_LISTEN")]
         status_listen: Option<SocketAddr>,
     },
-}
-
-/// Opens everything workers need: the store (dispatch fast path wired), the
-/// queue and progress fan-out.
-pub async fn open(storage: &StorageArgs) -> anyhow::Result<WorkerState> {
-    let store = storage.open_store().await?;
-    // Media jobs write there: a misconfigured store fails the start, not the first upload.
-    let target = storage.object_store_target()?;
-    let distributed = storage.is_distributed();
-    if distributed && matches!(target, ObjectStoreTarget::Local(_)) {
-        tracing::warn!(
-            "media objects are kept in the data directory although the database is PostgreSQL: \
-             every API and worker host must share that directory, or set OBJECT_STORE_URL"
-        );
-    }
-    let media = MediaStores::open(&target, &storage.data_dir)?.with_local_shared(!distributed);
-    Ok(
-        WorkerState::connect(store, &storage.queue_target(), storage.redis())
-            .await?
-            .with_media(media),
-    )
 }
 
 /// The runtime settings `args` describe.
@@ -115,24 +94,24 @@ pub fn main() -> ExitCode {
             } => {
                 storage.validate()?;
                 let metrics = telemetry::install_metrics();
-                let state = open(&storage)
+                let platform = Platform::open(&storage)
                     .await?
                     .with_webhooks(workers.webhooks.delivery()?)
                     .with_mailer(workers.mail.mailer()?);
                 let settings = settings(&workers)?;
-                let store = state.store.clone();
+                let store = platform.store.clone();
                 let (stop, stopped) = tokio::sync::watch::channel(false);
                 let status = match status_listen {
                     Some(listen) => {
                         let listener = telemetry::bind_status(listen).await?;
-                        let router = telemetry::status_router(state.clone(), metrics);
+                        let router = telemetry::status_router(platform.clone(), metrics);
                         Some(tokio::spawn(telemetry::serve_status(
                             listener, router, stopped,
                         )))
                     }
                     None => None,
                 };
-                let outcome = runtime::run(state, settings, shutdown_signal()).await;
+                let outcome = runtime::run(platform, settings, shutdown_signal()).await;
                 // The status listener reports until the last job settled.
                 let _ = stop.send(true);
                 if let Some(status) = status {

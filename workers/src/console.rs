@@ -21,15 +21,6 @@ const BATCH: usize = 500;
 /// How long the writer gathers runs before writing them.
 const GATHER: Duration = Duration::from_millis(200);
 
-/// This host's name: `$HOSTNAME`, else `/etc/hostname`.
-pub fn host_name() -> Option<String> {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-}
-
 /// Who this process is, as the console lists it.
 #[derive(Clone, Debug)]
 pub struct ProcessIdentity {
@@ -44,7 +35,7 @@ impl ProcessIdentity {
     pub fn new() -> Self {
         Self {
             id: format!("wrk_{}", ulid::Ulid::generate()),
-            host: host_name().unwrap_or_else(|| "worker".to_owned()),
+            host: platform::telemetry::host_name().unwrap_or_else(|| "worker".to_owned()),
         }
     }
 }
@@ -236,7 +227,7 @@ pub struct Registry {
     /// When it started.
     pub started_at: Timestamp,
     /// The queue its workers take jobs from.
-    pub queue: jobs::JobQueue,
+    pub queue: platform::JobQueue,
     /// Its workers' names: what they fetched and never started goes back
     /// once it is quiet.
     pub holders: crate::release::Holders,

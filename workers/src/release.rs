@@ -23,8 +23,8 @@ use apalis::prelude::WorkerContext;
 use apalis_core::backend::{Backend, BackendConfig, WireFormatBackend};
 use futures::future::BoxFuture;
 use futures::{FutureExt, Sink, SinkExt};
-use jobs::JobQueue;
-use jobs::queue::{Bell, HeldBy};
+use platform::JobQueue;
+use platform::queue::{Bell, HeldBy};
 
 /// The names of a runtime's workers, restarts included.
 #[derive(Clone, Debug, Default)]

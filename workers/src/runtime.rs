@@ -22,15 +22,15 @@ use std::time::Duration;
 use apalis::prelude::BackendExt;
 use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
-use jobs::kinds::{
+use platform::kinds::{
     BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, RecoverWebhookEndpoint,
     SeedSandbox, SendNotification,
 };
-use jobs::queue::{Bell, BellOrInterval, QueueBackend};
-use jobs::{Job, JobQueue};
+use platform::queue::{Bell, BellOrInterval, QueueBackend};
+use platform::{Job, JobQueue, Platform};
 
 use crate::console::{AttemptLog, ProcessIdentity, Registry, record_stopped, spawn_registry};
-use crate::handlers::dispatch::DispatchInProcess;
+use crate::handlers::dispatch_events::DispatchInProcess;
 use crate::handlers::first_attempts::FirstAttemptSlots;
 use crate::handlers::maintenance::{Maintenance, run_maintenance};
 use crate::handlers::{WorkerState, handle};
@@ -76,7 +76,7 @@ const MISSED_HEARTBEATS: usize = 3;
 /// A name unique to this worker and this start (apalis refuses a name that
 /// heartbeated recently, so a restarted process must not reuse one).
 fn worker_name(queue: &str) -> String {
-    let host = crate::console::host_name().unwrap_or_else(|| "worker".to_owned());
+    let host = platform::telemetry::host_name().unwrap_or_else(|| "worker".to_owned());
     format!("{queue}@{host}-{}", ulid::Ulid::generate())
 }
 
@@ -92,14 +92,14 @@ fn fetch_batch<J: Job>(settings: &RuntimeSettings, concurrency: usize) -> usize 
 
 /// [`fetch_batch`] by queue name.
 fn fetch_batch_of(queue: &str, settings: &RuntimeSettings, concurrency: usize) -> usize {
-    let one_at_a_time = jobs::kinds::AGENCY_QUEUES.contains(&queue);
+    let one_at_a_time = platform::kinds::AGENCY_QUEUES.contains(&queue);
     let default = if one_at_a_time { 1 } else { concurrency };
     settings.fetch_batch.unwrap_or(default).max(1)
 }
 
 /// The most jobs of `queue` a worker of this process holds at once: one per
 /// slot, and what a fetch claims ahead of the slots (a batch beyond one).
-/// A Redis fair queue is fed no more than that (`jobs::queue` fair shares).
+/// A Redis fair queue is fed no more than that (`platform::queue` fair shares).
 fn worker_holding(queue: &str, settings: &RuntimeSettings, concurrency: usize) -> usize {
     concurrency + fetch_batch_of(queue, settings, concurrency) - 1
 }
@@ -149,7 +149,7 @@ macro_rules! register_worker {
         let holders = $holders.clone();
         let state = $state.clone();
         let poll = fallback_poll(&$settings);
-        let bell = $state.queue.bells().bell(<$job>::KIND);
+        let bell = $state.platform.queue.bells().bell(<$job>::KIND);
         let concurrency = $concurrency;
         let name = worker_name(<$job>::KIND);
         $monitor.register(move |restarts| {
@@ -162,7 +162,7 @@ macro_rules! register_worker {
                         gate.clone(),
                     )
                     .restarted(restarts),
-                    state.queue.clone(),
+                    state.platform.queue.clone(),
                     <$job>::KIND,
                     holders.clone(),
                 ))
@@ -175,7 +175,7 @@ macro_rules! register_worker {
 
 /// Promotes due jobs of the consumed Redis queues on every poll interval
 /// (scheduled retries and `run_at` jobs), so apalis's fetch never faces a due
-/// list too long for it (`jobs::queue::promote_due`), and feeds the fair
+/// list too long for it (`platform::queue::promote_due`), and feeds the fair
 /// queues' free slots, then and whenever another process announces a push
 /// to one (this process's own pushes and finished jobs feed themselves);
 /// wakes this process's workers when it moved any.
@@ -190,7 +190,7 @@ fn spawn_promoter(
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut fair: Vec<(&'static str, Arc<Bell>, u64)> = queues
             .iter()
-            .filter(|name| jobs::kinds::FAIR_QUEUES.contains(name))
+            .filter(|name| platform::kinds::FAIR_QUEUES.contains(name))
             .map(|name| {
                 let bell = queue.bells().announced(name);
                 let seen = bell.rung();
@@ -217,7 +217,7 @@ fn spawn_promoter(
             for name in names {
                 let mut moved = 0;
                 if rung.is_none() {
-                    moved += match jobs::queue::promote_due(&connection, name).await {
+                    moved += match platform::queue::promote_due(&connection, name).await {
                         Ok(moved) => moved,
                         Err(err) => {
                             tracing::warn!(queue = name, %err, "could not promote due jobs");
@@ -225,7 +225,7 @@ fn spawn_promoter(
                         }
                     };
                 }
-                if jobs::kinds::FAIR_QUEUES.contains(&name) {
+                if platform::kinds::FAIR_QUEUES.contains(&name) {
                     match queue.feed_fair(name).await {
                         Ok(fed) => moved += fed,
                         Err(err) => {
@@ -246,7 +246,7 @@ fn spawn_promoter(
 /// without it a grace period longer than the missed-heartbeat limit would let
 /// other workers re-run the jobs still finishing here.
 fn spawn_grace_heartbeat(
-    queue: jobs::JobQueue,
+    queue: platform::JobQueue,
     holders: Holders,
     every: Duration,
     grace: tokio::sync::oneshot::Receiver<()>,
@@ -267,27 +267,29 @@ fn spawn_grace_heartbeat(
 
 /// Runs workers and schedules until `shutdown` resolves, then drains.
 pub async fn run(
-    state: WorkerState,
+    platform: Platform,
     settings: RuntimeSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let gates = Gates::until_read(&jobs::kinds::QUEUES);
-    if let Err(err) = gates.refresh(&state.store).await {
+    let state = WorkerState::new(platform);
+    let gates = Gates::until_read(&platform::kinds::QUEUES);
+    if let Err(err) = gates.refresh(&state.platform.store).await {
         tracing::warn!(%err, "could not read paused queues at start; every queue waits until they are read");
     }
-    let follower = gates.spawn_follower(state.store.clone());
+    let follower = gates.spawn_follower(state.platform.store.clone());
     // The console's view of this process: its runs, and its beat, which
     // brings back an operator's quiet or stop.
-    let (attempt_log, run_writer) = AttemptLog::spawn(state.store.clone(), ProcessIdentity::new());
+    let (attempt_log, run_writer) =
+        AttemptLog::spawn(state.platform.store.clone(), ProcessIdentity::new());
     let holders = Holders::default();
     let registry = Arc::new(Registry {
-        store: state.store.clone(),
+        store: state.platform.store.clone(),
         log: attempt_log.clone(),
         queues: settings.queues.clone(),
         every: settings.heartbeat,
         gates: gates.clone(),
-        started_at: state.store.clock().now(),
-        queue: state.queue.clone(),
+        started_at: state.platform.store.clock().now(),
+        queue: state.platform.queue.clone(),
         holders: holders.clone(),
     });
     let (stop_requested, stop_request) = tokio::sync::oneshot::channel();
@@ -305,6 +307,7 @@ pub async fn run(
         .with_first_attempt_slots(first_attempt_slots.clone());
     for (queue, concurrency) in &settings.queues {
         state
+            .platform
             .queue
             .set_worker_slots(queue, worker_holding(queue, &settings, *concurrency));
     }
@@ -312,6 +315,7 @@ pub async fn run(
     // for these same workers to fetch, while they consume the dispatch queue.
     if settings.queues.contains_key(DispatchEvents::KIND) {
         state
+            .platform
             .dispatch
             .dispatch_here(Some(Arc::new(DispatchInProcess::new(
                 state.clone(),
@@ -320,25 +324,25 @@ pub async fn run(
     }
     let consumed: Vec<&'static str> = settings.queues.keys().copied().collect();
     let mut background = vec![];
-    match state.queue.backend() {
+    match state.platform.queue.backend() {
         QueueBackend::Redis(connection) => {
             background.push(spawn_promoter(
-                state.queue.clone(),
+                state.platform.queue.clone(),
                 connection.clone(),
                 consumed.clone(),
                 settings.poll,
             ));
-            if let Some(url) = state.queue.redis_url() {
-                background.push(jobs::queue::spawn_redis_listener(
+            if let Some(url) = state.platform.queue.redis_url() {
+                background.push(platform::queue::spawn_redis_listener(
                     url.to_owned(),
-                    state.queue.bells().clone(),
+                    state.platform.queue.bells().clone(),
                     consumed.clone(),
                 ));
             }
         }
-        QueueBackend::Sqlite(pool) => background.push(jobs::queue::spawn_sqlite_watch(
+        QueueBackend::Sqlite(pool) => background.push(platform::queue::spawn_sqlite_watch(
             pool.clone(),
-            state.queue.bells().clone(),
+            state.platform.queue.bells().clone(),
             settings.poll,
         )),
     }
@@ -356,7 +360,7 @@ pub async fn run(
         // One worker of the queue's kind on whichever backend holds the queue.
         macro_rules! consume {
             ($job:ty, $handler:expr) => {
-                match state.queue.backend() {
+                match state.platform.queue.backend() {
                     QueueBackend::Sqlite(pool) => {
                         let storage = JobQueue::sqlite_storage::<$job>(pool)
                             .with_config(sqlite_config::<$job>(&settings, concurrency));
@@ -425,7 +429,7 @@ pub async fn run(
     let closing = (
         first_attempt_slots.clone(),
         grace_began.clone(),
-        state.dispatch.clone(),
+        state.platform.dispatch.clone(),
     );
     let signal = async move {
         tokio::select! {
@@ -444,7 +448,7 @@ pub async fn run(
         Ok(())
     };
     let keep_alive = spawn_grace_heartbeat(
-        state.queue.clone(),
+        state.platform.queue.clone(),
         holders.clone(),
         settings.heartbeat,
         grace,
@@ -454,7 +458,7 @@ pub async fn run(
         .run_with_signal(signal)
         .await;
     keep_alive.abort();
-    state.dispatch.dispatch_here(None);
+    state.platform.dispatch.dispatch_here(None);
     // First attempts made here outside the workers get what is left of the
     // grace period too.
     let left = grace_began.get().map_or(Duration::ZERO, |began| {
@@ -481,7 +485,7 @@ pub async fn run(
         task.abort();
     }
     // The workers are gone: whatever they still hold is not going to run here.
-    match state.queue.release_held(&holders.all()).await {
+    match state.platform.queue.release_held(&holders.all()).await {
         Ok(0) => {}
         Ok(count) => tracing::info!(count, "jobs still held at exit are back in their queues"),
         Err(err) => tracing::warn!(

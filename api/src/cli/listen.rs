@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use futures::StreamExt;
+use platform::webhooks::client::{
+    EVENT_ID_HEADER, EVENT_TYPE_HEADER, EventFields, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature,
+};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde_json::Value;
 use storage::Environment;
 use storage::api_keys::key_shape;
-use workers::webhooks::client::{
-    EVENT_ID_HEADER, EVENT_TYPE_HEADER, EventFields, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature,
-};
 
 /// How long to wait before following the stream again after it ended.
 const RECONNECT: Duration = Duration::from_secs(1);
@@ -77,7 +77,7 @@ pub async fn listen(args: Listen) -> anyhow::Result<()> {
         .with_context(|| format!("--forward-to {} is not a URL", args.forward_to))?;
     let secret = storage::webhooks::generate_secret();
     let client = reqwest::Client::builder()
-        .timeout(workers::webhooks::client::TIMEOUT)
+        .timeout(platform::webhooks::client::TIMEOUT)
         .build()?;
     let mut url = reqwest::Url::parse(&args.access.url("/api/v1/webhooks/listen"))
         .with_context(|| format!("--api-url {} is not a URL", args.access.api_url))?;

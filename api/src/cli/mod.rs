@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::{ServeArgs, StorageArgs};
-use workers::telemetry::{self, LogFormat};
+use platform::telemetry::{self, LogFormat};
 
 /// Media Agency Listing API.
 #[derive(Debug, Parser)]

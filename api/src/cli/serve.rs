@@ -25,7 +25,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.validate()?;
     server::install_crypto_provider();
     let metrics = crate::metrics::install();
-    let platform = workers::cli::open(&args.storage)
+    let platform = platform::Platform::open(&args.storage)
         .await?
         .with_webhooks(args.workers.webhooks.delivery()?)
         .with_mailer(args.workers.mail.mailer()?);

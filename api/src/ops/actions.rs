@@ -7,10 +7,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
-use jobs::admin::{DeadJob, QueueAdmin, QueueDepth};
+use platform::admin::{DeadJob, QueueAdmin, QueueDepth};
+use platform::telemetry;
 use serde::Serialize;
 use serde_json::{Value, json};
-use workers::telemetry;
 
 use super::OpsState;
 use super::auth::OpsActor;

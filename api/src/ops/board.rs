@@ -13,12 +13,12 @@ use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Router};
-use jobs::kinds::{
+use platform::kinds::{
     BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
     SendNotification,
 };
-use jobs::queue::QueueBackend;
-use jobs::{Job, JobQueue};
+use platform::queue::QueueBackend;
+use platform::{Job, JobQueue};
 
 use crate::error::ApiError;
 

@@ -3,8 +3,8 @@
 //! act on every job a filter finds (never one page of them), and leave the
 //! same audit record: who, what, on which job or filter, how many.
 
-use jobs::JobQueue;
-use jobs::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
+use platform::JobQueue;
+use platform::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
 use serde_json::{Value, json};
 use storage::Store;
 use storage::job_console::{AttemptRecord, WorkerRequest};
@@ -26,8 +26,8 @@ impl From<storage::StorageError> for ConsoleError {
     }
 }
 
-impl From<jobs::QueueError> for ConsoleError {
-    fn from(err: jobs::QueueError) -> Self {
+impl From<platform::QueueError> for ConsoleError {
+    fn from(err: platform::QueueError) -> Self {
         Self::Failed(err.to_string())
     }
 }
@@ -90,7 +90,7 @@ impl JobAction {
         self.takes().contains(&state)
     }
 
-    async fn apply(self, admin: &QueueAdmin, id: &str) -> Result<bool, jobs::QueueError> {
+    async fn apply(self, admin: &QueueAdmin, id: &str) -> Result<bool, platform::QueueError> {
         match self {
             Self::Retry => admin.retry(id).await,
             Self::Discard => admin.discard(id).await,
@@ -162,7 +162,7 @@ impl FilterInput {
 
 /// The queue named `queue`.
 pub fn known_queue(queue: &str) -> Result<&'static str, ConsoleError> {
-    jobs::kinds::QUEUES
+    platform::kinds::QUEUES
         .iter()
         .copied()
         .find(|known| *known == queue)
@@ -171,7 +171,7 @@ pub fn known_queue(queue: &str) -> Result<&'static str, ConsoleError> {
                 "queue",
                 format!(
                     "{queue} is not a queue: use one of {}",
-                    jobs::kinds::QUEUES.join(", ")
+                    platform::kinds::QUEUES.join(", ")
                 ),
             )
         })

@@ -83,7 +83,7 @@ pub fn router(
     let dashboard = board::router(&app.platform().queue);
     // Orchestrators probe health without a credential; it reveals nothing.
     let probes = Router::new()
-        .route("/healthz", get(workers::telemetry::healthz))
+        .route("/healthz", get(platform::telemetry::healthz))
         .route("/readyz", get(actions::readyz))
         .with_state(OpsState {
             app: app.clone(),

@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
-use jobs::admin::{JOB_STATES, JobFilter, JobSummary};
+use platform::admin::{JOB_STATES, JobFilter, JobSummary};
 use serde::Deserialize;
 use storage::Timestamp;
 use storage::job_console::{AttemptRecord, Breakdown, HistoryPoint, Resolution, WorkerRequest};
@@ -357,7 +357,7 @@ pub(super) async fn jobs_page(
         problem: query.problem,
         updated: when(app.store().clock().now()),
         states: JOB_STATES,
-        queue_names: jobs::kinds::QUEUES,
+        queue_names: platform::kinds::QUEUES,
         queues,
         back: view.link(page),
         first: if count == 0 { 0 } else { start + 1 },
@@ -1143,7 +1143,7 @@ pub(super) async fn history_page(
             Resolution::Minute => "minute",
             Resolution::Hour => "hour",
         },
-        queue_names: jobs::kinds::QUEUES,
+        queue_names: platform::kinds::QUEUES,
         queue: queue.unwrap_or_default().to_owned(),
         totals: history.totals,
         charts,

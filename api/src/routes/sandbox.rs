@@ -5,8 +5,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use jobs::PushOptions;
-use jobs::kinds::SeedSandbox;
+use platform::PushOptions;
+use platform::kinds::SeedSandbox;
 use serde::{Deserialize, Serialize};
 use storage::Environment;
 use storage::ids::OperationId;

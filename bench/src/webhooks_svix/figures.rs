@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 
 use super::{Args, Load, Post, System, Workload};
-use crate::platform::percentile;
+use crate::job_platform::percentile;
 use crate::webhooks::ReceivedRequest;
 
 /// The figures of one system on one workload.

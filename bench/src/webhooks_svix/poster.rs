@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use super::Post;
-use crate::platform::percentile;
+use crate::job_platform::percentile;
 
 /// What the posting client is told.
 #[derive(Debug, Clone, clap::Args)]

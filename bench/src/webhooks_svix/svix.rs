@@ -305,8 +305,8 @@ pub(super) enum RetrySchedule {
 /// The specification's waits before each retry, in seconds, as Svix's
 /// `retry_schedule` setting spells them ("30,300,1800,7200").
 fn specification_retry_schedule() -> String {
-    (2..=workers::webhooks::schedule::MAX_ATTEMPTS)
-        .filter_map(workers::webhooks::schedule::delay_before)
+    (2..=platform::webhooks::schedule::MAX_ATTEMPTS)
+        .filter_map(platform::webhooks::schedule::delay_before)
         .map(|wait| wait.as_secs().to_string())
         .collect::<Vec<_>>()
         .join(",")

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
+use platform::progress::{MediaStep, ProgressEvent, ProgressState};
 use reqwest::StatusCode;
 use serde_json::Value;
 use storage::api_keys::Scope;
@@ -127,7 +127,7 @@ async fn the_progress_of_one_image_is_every_state_in_order() {
         .await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let settings = workers::runtime::RuntimeSettings {
-        queues: [(<jobs::kinds::ProcessMedia as jobs::Job>::KIND, 1)]
+        queues: [(<platform::kinds::ProcessMedia as platform::Job>::KIND, 1)]
             .into_iter()
             .collect(),
         heartbeat: Duration::from_secs(1),

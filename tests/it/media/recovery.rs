@@ -172,7 +172,7 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
     .await;
     assert_eq!(
         failed.failure_reason.as_deref(),
-        Some(workers::handlers::media::GIVEN_UP_REASON)
+        Some(workers::handlers::process_media::GIVEN_UP_REASON)
     );
     let stored = media
         .ctx

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
+use platform::progress::{MediaStep, ProgressEvent, ProgressState};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::api_keys::Scope;

@@ -3,9 +3,9 @@
 //! with its last error, retried or discarded by an operator, and forgotten
 //! with its idempotency key once finished long enough.
 
-use jobs::admin::{QueueAdmin, QueueDepth};
-use jobs::kinds::Probe;
-use jobs::{Job, PushOptions};
+use platform::admin::{QueueAdmin, QueueDepth};
+use platform::kinds::Probe;
+use platform::{Job, PushOptions};
 use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 use tests::deployment::eventually;
@@ -171,7 +171,7 @@ async fn probes_enqueued_to_fail_go_dead_at_once(deployment: tests::deployment::
         .collect();
     assert_eq!(ids.len(), 3, "{pushed}");
     assert_eq!(pushed["job_id"], ids[0].as_str());
-    let queue = jobs::JobQueue::connect(&deployment.queue_target())
+    let queue = platform::JobQueue::connect(&deployment.queue_target())
         .await
         .unwrap();
     let admin = QueueAdmin::new(queue);

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use jobs::admin::QueueAdmin;
-use jobs::kinds::Probe;
-use jobs::{Job, JobQueue, PushOptions, QueueTarget};
+use platform::admin::QueueAdmin;
+use platform::kinds::Probe;
+use platform::{Job, JobQueue, PushOptions, QueueTarget};
 use storage::ids::OperationId;
 use storage::{Environment, Store, Tenant};
 use tests::deployment::{Deployment, eventually};
@@ -113,7 +113,7 @@ async fn a_single_job_overtakes_a_backlog(deployment: Deployment, queue: JobQueu
 #[tokio::test]
 async fn agencies_take_turns_on_the_sqlite_queue_across_processes() {
     let deployment = Deployment::new(Backend::Sqlite).await;
-    let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+    let file = deployment.db.data_dir().join(platform::config::QUEUE_FILE);
     let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
         .await
         .unwrap();
@@ -215,7 +215,7 @@ async fn ready_list(connection: &mut apalis_redis::ConnectionManager) -> Vec<Str
 async fn redis_feeds_only_free_slots_and_parked_jobs_keep_their_tags() {
     let url = tests::services::isolated_redis_url();
     let queue = JobQueue::connect(&QueueTarget::Redis(url)).await.unwrap();
-    let jobs::queue::QueueBackend::Redis(connection) = queue.backend() else {
+    let platform::queue::QueueBackend::Redis(connection) = queue.backend() else {
         unreachable!("a Redis queue")
     };
     let mut connection = connection.clone();
@@ -244,7 +244,7 @@ async fn redis_feeds_only_free_slots_and_parked_jobs_keep_their_tags() {
         .zadd(
             format!("{}:scheduled", Probe::KIND),
             &parked,
-            jobs::queue::PARKED_AT + tag,
+            platform::queue::PARKED_AT + tag,
         )
         .query_async(&mut connection)
         .await
@@ -313,7 +313,7 @@ async fn sqlite_an_agency_with_nothing_waiting_goes_before_the_head() {
     let queue = JobQueue::connect(&QueueTarget::SqliteFile(dir.path().join("queue.sqlite3")))
         .await
         .unwrap();
-    let jobs::queue::QueueBackend::Sqlite(pool) = queue.backend() else {
+    let platform::queue::QueueBackend::Sqlite(pool) = queue.backend() else {
         unreachable!("a SQLite queue")
     };
     let a = Tenant::new(storage::ids::AgencyId::generate(), Environment::Live);

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use jobs::PushOptions;
-use jobs::admin::QueueAdmin;
-use jobs::kinds::Probe;
+use platform::PushOptions;
+use platform::admin::QueueAdmin;
+use platform::kinds::Probe;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, Scope};
@@ -414,7 +414,7 @@ async fn metrics_show_requests_jobs_and_queue_depth() {
             "{family} has no # HELP: {text}"
         );
     }
-    for (family, _) in workers::telemetry::METRIC_FAMILIES {
+    for (family, _) in platform::telemetry::METRIC_FAMILIES {
         if text.contains(&format!("{family}{{")) || text.contains(&format!("{family} ")) {
             assert!(described.contains(&family), "{family}");
         }
@@ -480,15 +480,15 @@ async fn health_probes_answer_without_a_credential() {
 
     // The workers binary's status listener answers the same probes.
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let listener = workers::telemetry::bind_status("127.0.0.1:0".parse().unwrap())
+    let listener = platform::telemetry::bind_status("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let status = format!("http://{}", listener.local_addr().unwrap());
-    let router = workers::telemetry::status_router(
+    let router = platform::telemetry::status_router(
         app.state.platform().clone(),
-        workers::telemetry::install_metrics(),
+        platform::telemetry::install_metrics(),
     );
-    let serving = tokio::spawn(workers::telemetry::serve_status(listener, router, stopped));
+    let serving = tokio::spawn(platform::telemetry::serve_status(listener, router, stopped));
     let ready = app
         .client
         .get(format!("{status}/readyz"))
@@ -526,7 +526,7 @@ async fn health_probes_answer_without_a_credential() {
 fn the_sample_dashboard_uses_only_served_metrics() {
     let path = tests::services::workspace_root().join("docs/grafana-dashboard.json");
     let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let families: Vec<&str> = workers::telemetry::METRIC_FAMILIES
+    let families: Vec<&str> = platform::telemetry::METRIC_FAMILIES
         .iter()
         .map(|(name, _)| *name)
         .collect();

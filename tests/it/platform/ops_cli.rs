@@ -270,17 +270,17 @@ async fn waiting_jobs_and_worker_processes_from_the_terminal(deployment: Deploym
     );
 
     // A probe due in an hour is scheduled; run-now makes it due.
-    let queue = jobs::JobQueue::connect(&deployment.queue_target())
+    let queue = platform::JobQueue::connect(&deployment.queue_target())
         .await
         .unwrap();
     let store = deployment.store().await;
-    let options = jobs::PushOptions {
+    let options = platform::PushOptions {
         run_at: Some(store.clock().now().plus_seconds(3_600)),
         ..Default::default()
     };
     let scheduled = queue
         .push(
-            jobs::kinds::Probe {
+            platform::kinds::Probe {
                 operation_id: storage::ids::OperationId::generate(),
                 agency_id: storage::ids::AgencyId::parse(&agency_id).unwrap(),
                 is_sandbox: false,

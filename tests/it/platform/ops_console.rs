@@ -9,8 +9,8 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use jobs::PushOptions;
-use jobs::kinds::Probe;
+use platform::PushOptions;
+use platform::kinds::Probe;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::api_keys::Scope;

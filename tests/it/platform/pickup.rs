@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use jobs::kinds::Probe;
-use jobs::{JobQueue, PushOptions, QueueTarget};
+use platform::kinds::Probe;
+use platform::{JobQueue, PushOptions, QueueTarget};
 use storage::ids::OperationId;
 use storage::{Environment, Tenant};
 use tests::deployment::Deployment;
@@ -150,7 +150,7 @@ async fn a_push_to_the_sqlite_file_wakes_a_worker_process() {
     let deployment = Deployment::new(Backend::Sqlite).await;
     let fixture = Fixture::new(&deployment);
     let store = deployment.store().await;
-    let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+    let file = deployment.db.data_dir().join(platform::config::QUEUE_FILE);
     let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
         .await
         .unwrap();

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use jobs::kinds::Probe;
-use jobs::{JobQueue, PushOptions, QueueTarget};
+use platform::kinds::Probe;
+use platform::{JobQueue, PushOptions, QueueTarget};
 use tests::Backend;
 use tests::deployment::{Deployment, eventually};
 
@@ -27,7 +27,7 @@ async fn a_higher_priority_job_queued_later_runs_first() {
     let deployment = Deployment::new(Backend::Sqlite).await;
     let fixture = Fixture::new(&deployment);
     let store = deployment.store().await;
-    let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+    let file = deployment.db.data_dir().join(platform::config::QUEUE_FILE);
     let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
         .await
         .unwrap();

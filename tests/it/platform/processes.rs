@@ -55,6 +55,9 @@ backend_tests! {
         })
         .await;
         let health = client.get(format!("{status}/healthz")).send().await.unwrap();
+        // The status listener's answers carry what the API's do.
+        assert_eq!(health.headers()["x-content-type-options"], "nosniff");
+        assert_eq!(health.headers()["cache-control"], "no-store");
         assert_eq!(health.json::<serde_json::Value>().await.unwrap(), json!({"status": "ok"}));
         eventually(PATIENCE, "events dispatched by the workers process", || async {
             let events = store.outbox().for_tenant(&fixture.tenant, 0, 10).await.unwrap();
@@ -118,8 +121,8 @@ backend_tests! {
     wait_for_status(&store, &fixture.tenant, &operation, "processing").await;
     // The queue counts the job in the worker's hands (on Redis from the
     // registered workers' in-flight sets, never by scanning the keyspace).
-    let queue = jobs::JobQueue::connect(&deployment.queue_target()).await.unwrap();
-    let depths = jobs::admin::QueueAdmin::new(queue).depths().await.unwrap();
+    let queue = platform::JobQueue::connect(&deployment.queue_target()).await.unwrap();
+    let depths = platform::admin::QueueAdmin::new(queue).depths().await.unwrap();
     let probe = depths.iter().find(|depth| depth.queue == "probe").unwrap();
     assert_eq!((probe.running, probe.pending), (1, 0), "{probe:?}");
     victim.signal("KILL");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use jobs::progress::{JobStatus, ProgressEvent, ProgressHub, ProgressState};
+use platform::progress::{JobStatus, ProgressEvent, ProgressHub, ProgressState};
 use storage::Environment;
 use storage::ids::OperationId;
 use tests::{Backend, TestApp};

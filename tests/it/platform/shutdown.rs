@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use jobs::admin::{QueueAdmin, QueueDepth};
-use jobs::kinds::Probe;
-use jobs::{Job, JobQueue, PushOptions, QueueTarget};
+use platform::admin::{QueueAdmin, QueueDepth};
+use platform::kinds::Probe;
+use platform::{Job, JobQueue, PushOptions, QueueTarget};
 use tests::deployment::{Deployment, eventually};
 use tests::{Backend, backend_tests};
 
@@ -36,7 +36,7 @@ async fn deployment(backend: Backend) -> (Deployment, JobQueue) {
     match backend {
         Backend::Sqlite => {
             let deployment = Deployment::new(backend).await;
-            let file = deployment.db.data_dir().join(workers::config::QUEUE_FILE);
+            let file = deployment.db.data_dir().join(platform::config::QUEUE_FILE);
             let queue = JobQueue::connect(&QueueTarget::SqliteFile(file))
                 .await
                 .unwrap();
@@ -92,7 +92,7 @@ async fn probe_depth(queue: &JobQueue) -> QueueDepth {
 /// on Redis.
 async fn starts(deployment: &Deployment, queue: &JobQueue, job_id: &str) -> u64 {
     match queue.backend() {
-        jobs::queue::QueueBackend::Sqlite(pool) => {
+        platform::queue::QueueBackend::Sqlite(pool) => {
             let (status, attempts): (String, i64) =
                 sqlx::query_as("select status, attempts from Jobs where id = ?1")
                     .bind(job_id)
@@ -102,11 +102,11 @@ async fn starts(deployment: &Deployment, queue: &JobQueue, job_id: &str) -> u64 
             assert_eq!(status, "Done", "acknowledged by the worker that ran it");
             u64::try_from(attempts).unwrap()
         }
-        jobs::queue::QueueBackend::Redis(_) => {
+        platform::queue::QueueBackend::Redis(_) => {
             let url = deployment.redis_url.as_deref().unwrap();
             let meta = format!("{}:meta:{job_id}", Probe::KIND);
             let output = std::process::Command::new("redis-cli")
-                .args(["-u", url, "hget", &meta, jobs::queue::STARTS_FIELD])
+                .args(["-u", url, "hget", &meta, platform::queue::STARTS_FIELD])
                 .output()
                 .expect("redis-cli");
             String::from_utf8_lossy(&output.stdout)

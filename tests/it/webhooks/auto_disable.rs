@@ -175,7 +175,7 @@ backend_tests! {
             .state
             .platform()
             .queue
-            .push(jobs::kinds::SendNotification { notification_id: notification_id.clone() }, jobs::PushOptions::default())
+            .push(platform::kinds::SendNotification { notification_id: notification_id.clone() }, platform::PushOptions::default())
             .await
             .unwrap();
         let effects = tests::deployment::eventually(Duration::from_secs(20), "the recorded e-mail", || async {

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use jobs::Job;
-use jobs::admin::QueueAdmin;
-use jobs::kinds::DeliverWebhook;
+use platform::Job;
+use platform::admin::QueueAdmin;
+use platform::kinds::DeliverWebhook;
 use serde_json::json;
 use storage::users::Role;
 use tests::Backend;

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use jobs::Job;
-use jobs::admin::QueueAdmin;
-use jobs::kinds::{DeliverWebhook, DispatchEvents};
+use platform::Job;
+use platform::admin::QueueAdmin;
+use platform::kinds::{DeliverWebhook, DispatchEvents};
 use serde_json::{Value, json};
 use tests::Backend;
 use tests::deployment::eventually;

@@ -27,6 +27,7 @@ mod standard_webhooks;
 
 use std::time::Duration;
 
+use platform::webhooks::WebhookDelivery;
 use reqwest::Response;
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, Scope};
@@ -35,7 +36,6 @@ use storage::users::Role;
 use storage::{Environment, Tenant};
 use tests::receiver::WebhookReceiver;
 use tests::{Backend, TestAgency, TestApp};
-use workers::handlers::WebhookDelivery;
 
 use crate::listings::add_user;
 
@@ -153,7 +153,7 @@ impl Ctx {
         if let Some(concurrency) = options.delivery_concurrency {
             builder = builder.tune_workers(|settings| {
                 settings.queues.insert(
-                    <jobs::kinds::DeliverWebhook as jobs::Job>::KIND,
+                    <platform::kinds::DeliverWebhook as platform::Job>::KIND,
                     concurrency,
                 );
             });

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use api::middleware::deadline::RequestDeadlines;
 use api::pacing::PacingSettings;
-use jobs::Job;
-use jobs::kinds::{DeliverWebhook, DispatchEvents};
+use platform::Job;
+use platform::kinds::{DeliverWebhook, DispatchEvents};
 use serde_json::{Value, json};
 use storage::users::Role;
 use tests::Backend;

@@ -229,7 +229,7 @@ async fn a_delivery_failing_then_succeeding_is_retried_on_the_schedule_through_t
             .unwrap();
         assert_eq!(
             signature,
-            workers::webhooks::client::signature(&secret, timestamp, &received.body)
+            platform::webhooks::client::signature(&secret, timestamp, &received.body)
         );
     }
     let mut nonces: Vec<&str> = envelopes

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use platform::webhooks::AddressPolicy;
 use reqwest::StatusCode;
 use serde_json::json;
 use storage::webhooks::{Delivery, DeliveryKind, DeliveryStatus, EndpointEnvironment, NewEndpoint};
 use storage::{Environment, Tenant};
 use tests::receiver::WebhookReceiver;
 use tests::{Backend, TestApp};
-use workers::webhooks::AddressPolicy;
 
 use super::{Ctx, CtxOptions, SCOPES};
 use crate::support::expect_error;
@@ -104,7 +104,7 @@ async fn a_delivery_to_an_address_that_became_internal_is_refused_at_connect_tim
         .create_manual(&endpoint, DeliveryKind::TestFire, &template)
         .await
         .unwrap();
-    let (attempt, report) = workers::webhooks::attempt(
+    let (attempt, report) = platform::webhooks::attempt(
         &app.store,
         &app.state.platform().webhooks.client,
         &delivery,
@@ -116,7 +116,7 @@ async fn a_delivery_to_an_address_that_became_internal_is_refused_at_connect_tim
     assert_eq!(report.outcome, storage::webhooks::AttemptOutcome::Refused);
     assert!(attempt.error.unwrap().contains("loopback"));
     // A literal address is judged too (the resolver never sees it).
-    let (_, report) = workers::webhooks::attempt(
+    let (_, report) = platform::webhooks::attempt(
         &app.store,
         &app.state.platform().webhooks.client,
         &delivery,
@@ -141,8 +141,8 @@ impl Rebinding {
     }
 }
 
-impl workers::webhooks::Lookup for Rebinding {
-    fn lookup(&self, _host: String, port: u16) -> workers::webhooks::address_policy::Lookedup<'_> {
+impl platform::webhooks::Lookup for Rebinding {
+    fn lookup(&self, _host: String, port: u16) -> platform::webhooks::address_policy::Lookedup<'_> {
         let first = self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
         let ip: std::net::IpAddr = if first {
             // example.com's: public.
@@ -272,7 +272,7 @@ async fn a_name_rebound_to_loopback_after_registration_is_refused_at_delivery() 
         .await
         .unwrap()
         .unwrap();
-    let (_, report) = workers::webhooks::attempt(
+    let (_, report) = platform::webhooks::attempt(
         &ctx.app.store,
         &open.client,
         &delivery,

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use apalis::prelude::{Data, WorkerContext};
 use apalis_cron::Tick;
-use jobs::PushOptions;
-use jobs::admin::QueueAdmin;
-use jobs::dispatch::dispatch_jobs;
-use jobs::kinds::{DeliverWebhook, ProcessMedia, SendNotification};
+use platform::admin::QueueAdmin;
+use platform::dispatch::dispatch_jobs;
+use platform::kinds::{DeliverWebhook, ProcessMedia, SendNotification};
+use platform::{Platform, PushOptions};
 use storage::Timestamp;
 
 use super::{JobError, WorkerState, observe};
@@ -126,8 +126,8 @@ impl Maintenance {
     }
 
     /// Runs the task once, now.
-    pub async fn run(self, state: &WorkerState) -> Result<u64, JobError> {
-        let store = &state.store;
+    pub async fn run(self, platform: &Platform) -> Result<u64, JobError> {
+        let store = &platform.store;
         let now = store.clock().now();
         Ok(match self {
             Self::ExpireRotatedKeys => store.api_keys().expire_rotated().await?,
@@ -156,7 +156,7 @@ impl Maintenance {
                             (job, PushOptions::default())
                         })
                         .collect();
-                    state.queue.push_many(jobs).await?;
+                    platform.queue.push_many(jobs).await?;
                 }
                 count
             }
@@ -167,7 +167,7 @@ impl Maintenance {
                 if count > 0 {
                     tracing::info!(count, "route removal notices written");
                 }
-                if state.mailer.is_some() && !written.is_empty() {
+                if platform.mailer.is_some() && !written.is_empty() {
                     let jobs = written
                         .into_iter()
                         .map(|notification_id| {
@@ -176,7 +176,7 @@ impl Maintenance {
                         .collect();
                     // Recorded: should the push fail, the delivery sweep
                     // e-mails unsent notifications.
-                    if let Err(err) = state.queue.push_many(jobs).await {
+                    if let Err(err) = platform.queue.push_many(jobs).await {
                         tracing::warn!(%err, "could not push removal notices; the sweep will");
                     }
                 }
@@ -205,7 +205,7 @@ impl Maintenance {
                     tracing::info!(count, "re-dispatching events the fast path missed");
                     let event_ids: Vec<_> =
                         missed.into_iter().map(|event| event.event_id).collect();
-                    if let Err(err) = state
+                    if let Err(err) = platform
                         .queue
                         .push_many(dispatch_jobs(event_ids.clone()))
                         .await
@@ -234,7 +234,7 @@ impl Maintenance {
             }
             Self::PurgeFinishedJobs => {
                 let now = now.as_unix_seconds();
-                QueueAdmin::new(state.queue.clone())
+                QueueAdmin::new(platform.queue.clone())
                     .purge_finished(
                         now - DONE_JOB_RETENTION_SECONDS,
                         now - DEAD_JOB_RETENTION_SECONDS,
@@ -249,7 +249,7 @@ impl Maintenance {
                     .sweep_overdue(overdue_before, offered_again_at, SWEEP_BATCH)
                     .await?;
                 let mut count = overdue.len() as u64;
-                if state.mailer.is_some() {
+                if platform.mailer.is_some() {
                     let unsent = store
                         .webhooks()
                         .unsent_notifications(
@@ -269,7 +269,7 @@ impl Maintenance {
                         })
                         .collect();
                     if !jobs.is_empty() {
-                        state.queue.push_many(jobs).await?;
+                        platform.queue.push_many(jobs).await?;
                     }
                 }
                 if !overdue.is_empty() {
@@ -289,7 +289,7 @@ impl Maintenance {
                             (DeliverWebhook::of(due), options)
                         })
                         .collect();
-                    if let Err(err) = state.queue.push_many(jobs).await {
+                    if let Err(err) = platform.queue.push_many(jobs).await {
                         // Due again, the next sweep offers them at once
                         // rather than after the resweep interval.
                         store
@@ -325,6 +325,7 @@ pub async fn run_maintenance(
             .saturating_mul(1_000_000),
     );
     let claimed = state
+        .platform
         .store
         .schedules()
         .claim_tick(task.name(), tick_at, worker.name())
@@ -338,7 +339,7 @@ pub async fn run_maintenance(
     if !claimed {
         return Ok(());
     }
-    let result = task.run(&state).await;
+    let result = task.run(&state.platform).await;
     if let Ok(affected) = &result
         && *affected > 0
     {

@@ -1,20 +1,23 @@
-//! The job handlers, one module per kind, and what they share: the state
-//! every handler reaches, and the runner (`runner`) that wraps each kind's
-//! [`Handler`] in the same start count, metrics and settlement.
+//! The job handlers, one module per kind, named as the kind's payload file
+//! in `platform/src/kinds/` (`deliver_webhook.rs` runs
+//! `platform::kinds::DeliverWebhook`), and what they share: the state every
+//! handler reaches, the runner (`runner`) that wraps each kind's [`Handler`]
+//! in the same start count, metrics and settlement, the first-attempt slots
+//! of deliveries, the per-agency caps and the scheduled maintenance.
 
 pub mod agency_caps;
-pub mod archive;
-pub mod deliver;
-pub mod dispatch;
+pub mod build_archive;
+pub mod deliver_webhook;
+pub mod dispatch_events;
 pub mod first_attempts;
 pub mod maintenance;
-pub mod media;
-pub mod notify;
 pub mod probe;
-pub mod recover;
+pub mod process_media;
+pub mod recover_webhook_endpoint;
 mod runner;
-pub mod sandbox;
+pub mod seed_sandbox;
+pub mod send_notification;
 mod state;
 
 pub use runner::{Handler, JobError, handle, observe, run_here};
-pub use state::{WebhookDelivery, WorkerState};
+pub use state::WorkerState;

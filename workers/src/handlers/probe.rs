@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use jobs::kinds::Probe;
-use jobs::progress::{JobStatus, ProgressEvent, ProgressState};
+use platform::kinds::Probe;
+use platform::progress::{JobStatus, ProgressEvent, ProgressState};
 use storage::StorageError;
 
 use super::{Handler, JobError, WorkerState};
@@ -17,14 +17,14 @@ impl Handler for Probe {
         if self.fail {
             1
         } else {
-            <Self as jobs::Job>::MAX_ATTEMPTS
+            <Self as platform::Job>::MAX_ATTEMPTS
         }
     }
 
     /// Runs a probe: one state per step, then `completed` (or, asked to
     /// fail, an error after its steps).
     async fn run(&self, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
-        match state.store.agencies().get(&self.agency_id).await {
+        match state.platform.store.agencies().get(&self.agency_id).await {
             Err(StorageError::NotFound(_)) => {
                 return Err(JobError("probe for an unknown agency".to_owned()));
             }
@@ -64,6 +64,7 @@ async fn publish(
 ) -> Result<(), JobError> {
     let event = ProgressEvent::Job(status);
     state
+        .platform
         .progress
         .publish(
             &probe.tenant(),

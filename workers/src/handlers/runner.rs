@@ -9,7 +9,7 @@ use std::time::Instant;
 use apalis::prelude::{AbortError, Attempt, BoxDynError, Data, TaskId};
 use apalis_core::task::Task;
 use apalis_core::task::from_request::FromRequest;
-use jobs::{Job, PushOptions};
+use platform::{Job, PushOptions};
 use storage::Timestamp;
 
 use super::state::WorkerState;
@@ -25,8 +25,8 @@ impl From<storage::StorageError> for JobError {
     }
 }
 
-impl From<jobs::QueueError> for JobError {
-    fn from(err: jobs::QueueError) -> Self {
+impl From<platform::QueueError> for JobError {
+    fn from(err: platform::QueueError) -> Self {
         Self(err.to_string())
     }
 }
@@ -68,7 +68,7 @@ impl<Args: Sync> FromRequest<Task<Args>> for DueAt {
         Ok(Self(
             task.ctx()
                 .run_at()
-                .filter(|at| *at < jobs::queue::PARKED_AT),
+                .filter(|at| *at < platform::queue::PARKED_AT),
         ))
     }
 }
@@ -107,13 +107,13 @@ pub async fn handle<J: Handler>(
     due: DueAt,
 ) -> Result<(), BoxDynError> {
     let slot = match job.fairness_key() {
-        Some(_) => state.queue.start_fair_job(J::KIND),
+        Some(_) => state.platform.queue.start_fair_job(J::KIND),
         None => None,
     };
     let settled = start_and_run(job, &state, &task_id, attempt, due).await;
     if let Some(slot) = slot {
         drop(slot);
-        state.queue.after_fair_job(J::KIND).await;
+        state.platform.queue.after_fair_job(J::KIND).await;
     }
     settled
 }
@@ -126,6 +126,7 @@ async fn start_and_run<J: Handler>(
     due: DueAt,
 ) -> Result<(), BoxDynError> {
     let attempt = state
+        .platform
         .queue
         .count_start::<J>(&task_id.to_string(), attempt.current())
         .await
@@ -173,8 +174,9 @@ async fn defer<J: Handler>(
     task_id: &TaskId,
 ) -> Result<(), BoxDynError> {
     let mut options = PushOptions::offer(format!("deferred-{}", ulid::Ulid::generate()));
-    options.run_at = Some(state.store.clock().now().plus_seconds(1));
+    options.run_at = Some(state.platform.store.clock().now().plus_seconds(1));
     state
+        .platform
         .queue
         .push(job, options)
         .await
@@ -218,13 +220,13 @@ pub async fn run_here<T>(
     let running = state
         .attempt_log
         .as_ref()
-        .map(|log| log.started(run, state.store.clock().now()));
+        .map(|log| log.started(run, state.platform.store.clock().now()));
     let started = Instant::now();
     let result = work.await;
     observe(queue, started, &result);
     if let (Some(log), Some(running)) = (&state.attempt_log, running) {
         let error = result.as_ref().err().map(ToString::to_string);
-        log.finished(running, state.store.clock().now(), error);
+        log.finished(running, state.platform.store.clock().now(), error);
     }
     result
 }

@@ -3,5 +3,4 @@
 
 pub mod background;
 pub mod poster;
-pub mod stores;
 pub mod variants;

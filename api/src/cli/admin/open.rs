@@ -2,9 +2,9 @@
 //! and, for commands that write events, the whole platform rather than the
 //! bare store.
 
+use platform::Platform;
 use storage::Store;
 use storage::ids::AgencyId;
-use workers::handlers::WorkerState;
 
 use super::error::AdminError;
 use crate::config::StorageArgs;
@@ -19,6 +19,6 @@ pub(super) async fn existing_agency(store: &Store, id: &str) -> Result<AgencyId,
 
 /// The platform of a command that writes events: they are dispatched before
 /// the command exits (the outbox sweep would otherwise pick them up).
-pub(super) async fn open_platform(storage: &StorageArgs) -> Result<WorkerState, AdminError> {
-    Ok(workers::cli::open(storage).await?)
+pub(super) async fn open_platform(storage: &StorageArgs) -> Result<Platform, AdminError> {
+    Ok(platform::Platform::open(storage).await?)
 }

@@ -153,7 +153,7 @@ fn actor() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());
-    let host = workers::console::host_name().unwrap_or_else(|| "localhost".to_owned());
+    let host = platform::telemetry::host_name().unwrap_or_else(|| "localhost".to_owned());
     format!("cli:{user}@{host}")
 }
 

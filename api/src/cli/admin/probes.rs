@@ -53,7 +53,7 @@ pub(super) async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminErro
     let mut pushed = Vec::new();
     for _ in 0..args.count {
         let operation_id = storage::ids::OperationId::generate();
-        let probe = jobs::kinds::Probe {
+        let probe = platform::kinds::Probe {
             operation_id: operation_id.clone(),
             agency_id: agency.clone(),
             is_sandbox: args.sandbox,
@@ -63,7 +63,7 @@ pub(super) async fn enqueue_probe(args: EnqueueProbe) -> Result<Value, AdminErro
         };
         let job_id = platform
             .queue
-            .push(probe, jobs::PushOptions::default())
+            .push(probe, platform::PushOptions::default())
             .await
             .map_err(|err| AdminError::new("server.internal", err.to_string()))?;
         pushed.push(json!({"operation_id": operation_id, "job_id": job_id}));

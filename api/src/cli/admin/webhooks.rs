@@ -3,9 +3,9 @@
 //! routes so an operator cannot store what the API would refuse.
 
 use clap::Args;
+use platform::webhooks::AddressPolicy;
 use serde_json::{Value, json};
 use storage::{Environment, Tenant};
-use workers::webhooks::AddressPolicy;
 
 use super::error::AdminError;
 use super::open::existing_agency;
@@ -214,7 +214,7 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
             let released_count = released.len();
             if !released.is_empty() {
                 let platform = super::open::open_platform(&args.storage).await?;
-                workers::handlers::deliver::offer_released(&platform.queue, released).await;
+                platform::webhooks::offer_released(&platform.queue, released).await;
             }
             json!({ "endpoint": endpoint_json(endpoint), "released": released_count })
         }

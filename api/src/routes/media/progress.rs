@@ -37,7 +37,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use jobs::progress::{MediaStep, ProgressEvent, ProgressState};
+use platform::progress::{MediaStep, ProgressEvent, ProgressState};
 
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, FieldErrors, Resource};
@@ -134,7 +134,7 @@ async fn finished_state(
 
 /// What the live part of a stream carries between its events.
 struct Live {
-    messages: futures::stream::BoxStream<'static, jobs::progress::ProgressMessage>,
+    messages: futures::stream::BoxStream<'static, platform::progress::ProgressMessage>,
     state: AppState,
     tenant: Tenant,
     id: OperationId,
@@ -331,7 +331,7 @@ fn live_part(
     state: &AppState,
     tenant: &Tenant,
     id: OperationId,
-    messages: futures::stream::BoxStream<'static, jobs::progress::ProgressMessage>,
+    messages: futures::stream::BoxStream<'static, platform::progress::ProgressMessage>,
 ) -> EventStream {
     Box::pin(stream::unfold(
         Live {

@@ -14,10 +14,10 @@ use axum::extract::multipart::{Field, MultipartRejection};
 use axum::extract::{Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use jobs::PushOptions;
-use jobs::kinds::ProcessMedia;
-use jobs::progress::MediaStep;
 use object_store::{ObjectStore, ObjectStoreExt, WriteMultipart};
+use platform::PushOptions;
+use platform::kinds::ProcessMedia;
+use platform::progress::MediaStep;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use storage::Tenant;
@@ -434,7 +434,7 @@ async fn receive(
     Ok(())
 }
 
-fn media_stores(state: &AppState) -> Result<&workers::media::stores::MediaStores, ApiError> {
+fn media_stores(state: &AppState) -> Result<&platform::media_stores::MediaStores, ApiError> {
     state
         .platform()
         .media

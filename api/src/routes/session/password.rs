@@ -33,13 +33,13 @@ pub(crate) fn password_link_base(state: &AppState) -> String {
 /// the job leaves it recorded; if the push fails, the delivery sweep pushes
 /// it later.
 pub(crate) async fn send_password_link(state: &AppState, link: &PasswordLink) {
-    let job = jobs::kinds::SendNotification {
+    let job = platform::kinds::SendNotification {
         notification_id: link.notification_id.clone(),
     };
     if let Err(err) = state
         .platform()
         .queue
-        .push(job, jobs::PushOptions::default())
+        .push(job, platform::PushOptions::default())
         .await
     {
         tracing::warn!(%err, notification_id = %link.notification_id, "could not push the password e-mail; the sweep will");

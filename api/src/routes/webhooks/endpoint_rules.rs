@@ -4,12 +4,12 @@
 
 use std::fmt;
 
+use platform::webhooks::AddressPolicy;
 use storage::event_catalog;
 use storage::webhooks::{
     DeliveryOrdering, EndpointChanges, EndpointEnvironment, MAX_HOURLY_BUDGET, SignatureScheme,
 };
 use storage::{Environment, Tenant};
-use workers::webhooks::AddressPolicy;
 
 use crate::error::ApiError;
 

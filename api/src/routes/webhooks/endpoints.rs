@@ -138,7 +138,7 @@ where
 
 /// The address policy deliveries go out under: registration checks the
 /// same one.
-fn address_policy(state: &AppState) -> workers::webhooks::AddressPolicy {
+fn address_policy(state: &AppState) -> platform::webhooks::AddressPolicy {
     state.platform().webhooks.client.policy()
 }
 
@@ -320,7 +320,7 @@ async fn update_endpoint(
         .update(&tenant, &endpoint_id, changes)
         .await?
         .ok_or(ApiError::NotFound(Resource::WebhookEndpoint))?;
-    workers::handlers::deliver::offer_released(&state.platform().queue, released).await;
+    platform::webhooks::offer_released(&state.platform().queue, released).await;
     Ok(Json(endpoint.into()))
 }
 

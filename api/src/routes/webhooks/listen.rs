@@ -14,13 +14,13 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream;
+use platform::webhooks::client::EventFields;
 use serde::{Deserialize, Serialize};
 use storage::events::EventType;
 use storage::{Environment, Tenant};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use workers::webhooks::client::EventFields;
 
 use super::endpoint_rules;
 use crate::endpoints;

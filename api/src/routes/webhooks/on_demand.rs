@@ -2,8 +2,8 @@
 //! makes one attempt at once, outside the retry schedule, recording it like
 //! any other so it shows in the delivery history.
 
+use platform::webhooks::AttemptReport;
 use storage::webhooks::{Attempt, Delivery, WebhookEndpoint};
-use workers::webhooks::AttemptReport;
 
 use crate::error::{ApiError, Resource};
 use crate::rate_limit::Bucket;
@@ -38,12 +38,12 @@ pub(super) async fn deliver_now(
     if target.secret.is_none() {
         return Err(ApiError::NotFound(Resource::WebhookEndpoint));
     }
-    let report = workers::webhooks::attempt_once_and_record(
+    let report = platform::webhooks::attempt_once_and_record(
         state.store(),
         &state.platform().webhooks.client,
         &delivery,
         &endpoint.url,
-        workers::webhooks::Signing {
+        platform::webhooks::Signing {
             secrets: &target.signing_secrets(),
             scheme: endpoint.signature_scheme,
         },

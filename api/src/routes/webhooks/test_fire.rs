@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use platform::webhooks::AttemptReport;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use storage::ids::{DeliveryId, EventId};
@@ -12,7 +13,6 @@ use storage::webhooks::{Delivery, DeliveryKind};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use workers::webhooks::AttemptReport;
 
 use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::on_demand::{deliver_now, spend_endpoint_budget};

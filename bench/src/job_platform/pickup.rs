@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use jobs::kinds::Probe;
-use jobs::{JobQueue, PushOptions, QueueTarget};
+use platform::kinds::Probe;
+use platform::{JobQueue, PushOptions, QueueTarget};
 use serde_json::{Value, json};
 use sqlx::SqlitePool;
 use storage::ids::{AgencyId, OperationId};
@@ -72,10 +72,10 @@ impl Lane {
         let agency = AgencyId::parse(&agency.agency_id).context("agency id")?;
         let target = match redis_url {
             Some(url) => QueueTarget::Redis(url),
-            None => QueueTarget::SqliteFile(server.data.path().join(workers::config::QUEUE_FILE)),
+            None => QueueTarget::SqliteFile(server.data.path().join(platform::config::QUEUE_FILE)),
         };
         let queue = JobQueue::connect(&target).await?;
-        let store_file = server.data.path().join(workers::config::SQLITE_FILE);
+        let store_file = server.data.path().join(platform::config::SQLITE_FILE);
         let store =
             SqlitePool::connect(&format!("sqlite://{}?mode=ro", store_file.display())).await?;
         Ok(Self {

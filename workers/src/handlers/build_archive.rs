@@ -7,15 +7,15 @@
 use std::collections::HashSet;
 use std::io::Write;
 
-use jobs::kinds::BuildArchive;
-use jobs::progress::MediaStep;
 use object_store::{ObjectStoreExt, WriteMultipart};
+use platform::kinds::BuildArchive;
+use platform::progress::MediaStep;
 use storage::media::{MediaType, StorageKey, StorageStrategy};
 use tokio::io::AsyncReadExt;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
-use super::media::{ScratchFile, publish};
+use super::process_media::{ScratchFile, publish};
 use super::{Handler, JobError, WorkerState};
 
 /// Bytes read from the scratch file per store write.
@@ -39,6 +39,7 @@ async fn give_up(job: &BuildArchive, state: &WorkerState) {
     let failed = async {
         let (tenant, operation) = (job.tenant(), job.operation_id.clone());
         if state
+            .platform
             .store
             .media()
             .finish_archive(&tenant, &operation, None)
@@ -86,15 +87,22 @@ fn unique_name(filename: &str, used: &mut HashSet<String>) -> String {
 async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
     let (tenant, operation) = (job.tenant(), job.operation_id.clone());
     let stores = state
+        .platform
         .media
         .as_ref()
         .ok_or_else(|| JobError("no object store is configured".to_owned()))?;
-    let record = state.store.media().operation(&tenant, &operation).await?;
+    let record = state
+        .platform
+        .store
+        .media()
+        .operation(&tenant, &operation)
+        .await?;
     if record.status != "processing" {
         return Ok(());
     }
     let name = record.archive_name.unwrap_or_else(|| "archive".to_owned());
     let items = state
+        .platform
         .store
         .media()
         .archive_items(&tenant, &operation)
@@ -147,6 +155,7 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
     let key = StorageKey::archive(&tenant, &operation, &name);
     let size = upload(stores.targets(StorageStrategy::Cloud), &scratch.0, &key).await?;
     state
+        .platform
         .store
         .media()
         .finish_archive(&tenant, &operation, Some((&key, size)))

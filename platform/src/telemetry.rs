@@ -14,19 +14,19 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::admin::QueueAdmin;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::ValueEnum;
-use jobs::admin::QueueAdmin;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
-use crate::handlers::WorkerState;
+use crate::Platform;
 
 /// Log line format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -240,7 +240,7 @@ pub struct NotReady {
 }
 
 /// Whether the process can do its work: the database and the queue answer.
-pub async fn readiness(state: &WorkerState) -> Result<(), NotReady> {
+pub async fn readiness(state: &Platform) -> Result<(), NotReady> {
     let not_ready = |component, detail: String| NotReady { component, detail };
     match tokio::time::timeout(READINESS_TIMEOUT, state.store.db().ping()).await {
         Ok(Ok(())) => {}
@@ -254,13 +254,22 @@ pub async fn readiness(state: &WorkerState) -> Result<(), NotReady> {
     }
 }
 
+/// This host's name: `$HOSTNAME`, else `/etc/hostname`.
+pub fn host_name() -> Option<String> {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+}
+
 /// `/healthz`: the process is up and serving.
 pub async fn healthz() -> Response {
     (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()
 }
 
 /// The body and status of `/readyz` for `state`.
-pub async fn readyz_response(state: &WorkerState) -> Response {
+pub async fn readyz_response(state: &Platform) -> Response {
     match readiness(state).await {
         Ok(()) => (StatusCode::OK, axum::Json(json!({"status": "ready"}))).into_response(),
         Err(NotReady { component, detail }) => {
@@ -282,7 +291,7 @@ pub async fn readyz_response(state: &WorkerState) -> Response {
 
 #[derive(Clone)]
 struct StatusState {
-    platform: WorkerState,
+    platform: Platform,
     admin: QueueAdmin,
     metrics: PrometheusHandle,
 }
@@ -290,7 +299,7 @@ struct StatusState {
 /// The workers' status listener: `/healthz`, `/readyz` and `/metrics`. It
 /// serves nothing else and takes no actions, so it needs no credential; bind
 /// it where only the orchestrator and the metrics scraper reach it.
-pub fn status_router(platform: WorkerState, metrics: PrometheusHandle) -> Router {
+pub fn status_router(platform: Platform, metrics: PrometheusHandle) -> Router {
     let state = StatusState {
         admin: QueueAdmin::new(platform.queue.clone()),
         platform,
@@ -314,6 +323,22 @@ pub fn status_router(platform: WorkerState, metrics: PrometheusHandle) -> Router
             }),
         )
         .with_state(state)
+        .layer(axum::middleware::map_response(status_headers))
+}
+
+/// The headers every answer of the API's listeners carries, on the status
+/// listener's too: never sniffed, never cached.
+async fn status_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 /// Binds the status listener (so a taken port fails the start, not later).

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use jobs::kinds::{DeliverWebhook, DispatchEvents};
-use jobs::{Job, PushOptions};
+use platform::kinds::{DeliverWebhook, DispatchEvents};
+use platform::{Job, PushOptions};
 use storage::ids::EventId;
 use storage::webhooks::DueAttempt;
 
@@ -45,9 +45,9 @@ impl Handler for DispatchEvents {
 /// `X-Event-Id` or `webhook-id` for its idempotency), never not at all. Pushed
 /// deliveries wait for the commit: the worker that takes one reads it.
 async fn fan_out(state: &WorkerState, event_ids: &[EventId]) -> Result<Vec<EventId>, JobError> {
-    let mut fan_out = state.store.webhooks().fan_out(event_ids).await?;
+    let mut fan_out = state.platform.store.webhooks().fan_out(event_ids).await?;
     let queued =
-        super::deliver::attempt_first_here(state, fan_out.deliveries, &mut fan_out.targets);
+        super::deliver_webhook::attempt_first_here(state, fan_out.deliveries, &mut fan_out.targets);
     fan_out.commit.durable().await?;
     for event in &fan_out.dispatched {
         tracing::debug!(event_id = %event.event_id, event_type = %event.event_type, "event dispatched");
@@ -69,7 +69,7 @@ async fn push_deliveries(state: &WorkerState, deliveries: Vec<DueAttempt>) {
         .into_iter()
         .map(|due| (DeliverWebhook::of(due), PushOptions::default()))
         .collect();
-    if let Err(err) = state.queue.push_many(jobs).await {
+    if let Err(err) = state.platform.queue.push_many(jobs).await {
         tracing::warn!(%err, "could not push webhook deliveries; the sweep will");
     }
 }
@@ -92,7 +92,7 @@ impl DispatchInProcess {
     }
 }
 
-impl jobs::dispatch::DispatchHere for DispatchInProcess {
+impl platform::dispatch::DispatchHere for DispatchInProcess {
     fn dispatch(&self, event_ids: Vec<EventId>) -> BoxFuture<'static, Vec<EventId>> {
         if self.gate.is_paused() {
             return Box::pin(std::future::ready(event_ids));
@@ -109,7 +109,7 @@ impl jobs::dispatch::DispatchHere for DispatchInProcess {
                 attempt: 1,
                 agency_id: None,
                 endpoint_id: None,
-                due_at: Some(state.store.clock().now()),
+                due_at: Some(state.platform.store.clock().now()),
             };
             match super::run_here(&state, run, fan_out(&state, &event_ids)).await {
                 Ok(missing) => {

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use jobs::kinds::RecoverWebhookEndpoint;
+use platform::kinds::RecoverWebhookEndpoint;
 use storage::webhooks::{AttemptOutcome, DeliveryKind, EndpointStatus, Recovery, RecoveryStatus};
 
 use super::{Handler, JobError, WorkerState};
-use crate::webhooks;
+use platform::webhooks;
 
 /// Re-sends a recovery makes per second at most.
 pub const RESENDS_PER_SECOND: u32 = 20;
@@ -21,7 +21,7 @@ const PAGE: u32 = 100;
 
 impl Handler for RecoverWebhookEndpoint {
     async fn run(&self, state: &WorkerState, _attempt: usize) -> Result<(), JobError> {
-        let webhooks = state.store.webhooks();
+        let webhooks = state.platform.store.webhooks();
         let Some(mut recovery) = webhooks.recovery_to_run(&self.recovery_id).await? else {
             return Ok(());
         };
@@ -60,7 +60,7 @@ async fn resend(
     recovery: &mut Recovery,
     failed: storage::webhooks::Delivery,
 ) -> Result<Result<(), String>, JobError> {
-    let webhooks = state.store.webhooks();
+    let webhooks = state.platform.store.webhooks();
     let Some(target) = webhooks.target(&failed.id).await? else {
         // Purged meanwhile: nothing left to re-send.
         return Ok(Ok(()));
@@ -80,8 +80,8 @@ async fn resend(
         .create_manual(&endpoint, DeliveryKind::Replay, &template)
         .await?;
     let report = webhooks::attempt_once_and_record(
-        &state.store,
-        &state.webhooks.client,
+        &state.platform.store,
+        &state.platform.webhooks.client,
         &replay,
         &endpoint.url,
         webhooks::Signing {

@@ -1,7 +1,8 @@
 //! Webhook delivery: the retry schedule, the address policy that keeps
 //! deliveries off internal networks, and the client that signs and sends an
-//! attempt. The `webhook_delivery` job ([`crate::handlers::deliver`]) and the
-//! API's replay and test fire share them.
+//! attempt, and how released deliveries are offered to the workers. The
+//! workers' `webhook_delivery` handler and the API's replay and test fire
+//! share them.
 
 pub mod address_policy;
 pub mod batches;
@@ -10,6 +11,10 @@ pub mod schedule;
 
 use std::time::Duration;
 
+use storage::webhooks::DueAttempt;
+
+use crate::kinds::DeliverWebhook;
+use crate::{JobQueue, PushOptions};
 pub use address_policy::{AddressPolicy, Lookup, SystemLookup};
 pub use batches::DeliveryBatches;
 pub use client::{AttemptReport, SignedRequest, WebhookClient};
@@ -113,4 +118,47 @@ pub fn later(at: Timestamp, wait: Duration, speedup: u32) -> Timestamp {
         at.as_micros()
             .saturating_add(i64::try_from(micros).unwrap_or(i64::MAX)),
     )
+}
+
+/// The webhook client and the retry schedule's pace.
+#[derive(Clone, Debug)]
+pub struct WebhookDelivery {
+    /// Signs and sends attempts under the address policy.
+    pub client: WebhookClient,
+    /// Divides the retry schedule's waits (1 in production).
+    pub retry_speedup: u32,
+}
+
+impl WebhookDelivery {
+    /// The production setting: public addresses only, the public CA roots.
+    pub fn strict() -> anyhow::Result<Self> {
+        Ok(Self {
+            client: WebhookClient::new(
+                AddressPolicy {
+                    allow_private_networks: false,
+                },
+                None,
+            )?,
+            retry_speedup: 1,
+        })
+    }
+}
+
+/// Offers the workers the attempts of deliveries released from an
+/// endpoint's hourly budget (its budget changed), due now. Should the queue
+/// not take them, they are due in the store and the overdue sweep offers
+/// them within minutes: nothing is lost.
+pub async fn offer_released(queue: &JobQueue, released: Vec<DueAttempt>) {
+    if released.is_empty() {
+        return;
+    }
+    let offer = format!("released:{}", ulid::Ulid::generate());
+    let jobs = released
+        .into_iter()
+        .map(|due| (DeliverWebhook::of(due), PushOptions::offer(offer.clone())))
+        .collect::<Vec<_>>();
+    let count = jobs.len();
+    if let Err(err) = queue.push_many(jobs).await {
+        tracing::warn!(%err, count, "could not offer released deliveries; the overdue sweep will");
+    }
 }

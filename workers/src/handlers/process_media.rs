@@ -7,11 +7,11 @@
 
 use std::path::PathBuf;
 
-use jobs::Job;
-use jobs::kinds::ProcessMedia;
-use jobs::progress::MediaStep;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
+use platform::Job;
+use platform::kinds::ProcessMedia;
+use platform::progress::MediaStep;
 use storage::ids::OperationId;
 use storage::media::{MediaItem, MediaStatus, MediaType, StorageKey, Variant};
 use storage::{StorageError, Tenant};
@@ -45,7 +45,7 @@ async fn give_up(job: &ProcessMedia, state: &WorkerState) {
 
 async fn fail_for_good(job: &ProcessMedia, state: &WorkerState) -> Result<(), JobError> {
     let (tenant, id, operation) = (job.tenant(), job.media_id.clone(), job.operation_id.clone());
-    let item = match state.store.media().item(&tenant, &id).await {
+    let item = match state.platform.store.media().item(&tenant, &id).await {
         Ok(item) => item,
         Err(StorageError::NotFound(_)) => return Ok(()),
         Err(err) => return Err(err.into()),
@@ -53,6 +53,7 @@ async fn fail_for_good(job: &ProcessMedia, state: &WorkerState) -> Result<(), Jo
     if matches!(item.status, MediaStatus::Queued | MediaStatus::Processing) {
         tracing::warn!(media_id = %id, "media item failed: its job was given up on");
         state
+            .platform
             .store
             .media()
             .fail_item(&tenant, &id, GIVEN_UP_REASON)
@@ -79,7 +80,7 @@ async fn finish_upload(
     operation: &OperationId,
     again: bool,
 ) -> Result<(), JobError> {
-    let media = state.store.media();
+    let media = state.platform.store.media();
     let completed = media.complete_upload_if_done(tenant, operation).await?;
     tracing::debug!(operation_id = %operation, completed = completed.is_some(), "upload checked for completion");
     let finished = completed.is_some()
@@ -103,13 +104,17 @@ pub(crate) async fn publish(
     operation: &OperationId,
     step: MediaStep,
 ) -> Result<(), JobError> {
-    state.progress.publish_step(tenant, operation, step).await?;
+    state
+        .platform
+        .progress
+        .publish_step(tenant, operation, step)
+        .await?;
     Ok(())
 }
 
 async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<(), JobError> {
     let (tenant, id, operation) = (job.tenant(), job.media_id.clone(), job.operation_id.clone());
-    let item = match state.store.media().item(&tenant, &id).await {
+    let item = match state.platform.store.media().item(&tenant, &id).await {
         Ok(item) => item,
         // The upload's rows are gone (never committed): nothing to do.
         Err(StorageError::NotFound(_)) => return Ok(()),
@@ -119,7 +124,12 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
     // A retry finding its item finished: an earlier run got this far.
     let finished_before = !matches!(item.status, MediaStatus::Queued | MediaStatus::Processing);
     if !finished_before {
-        state.store.media().start_processing(&tenant, &id).await?;
+        state
+            .platform
+            .store
+            .media()
+            .start_processing(&tenant, &id)
+            .await?;
         let processing = MediaStep::Processing {
             media_id: Some(id.clone()),
         };
@@ -138,6 +148,7 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
         match outcome {
             Ok((variants, duration)) => {
                 state
+                    .platform
                     .store
                     .media()
                     .finish_item(&tenant, &id, &variants, duration)
@@ -149,7 +160,12 @@ async fn run(job: &ProcessMedia, state: &WorkerState, attempt: usize) -> Result<
             }
             Err(Unprocessable(reason)) => {
                 tracing::info!(media_id = %id, %reason, "media item failed");
-                state.store.media().fail_item(&tenant, &id, &reason).await?;
+                state
+                    .platform
+                    .store
+                    .media()
+                    .fail_item(&tenant, &id, &reason)
+                    .await?;
                 let failed = MediaStep::Failed {
                     media_id: id.clone(),
                     reason,
@@ -229,6 +245,7 @@ async fn make_item_variants(
     item: &MediaItem,
 ) -> Result<(Vec<Variant>, Option<f64>), ItemError> {
     let stores = state
+        .platform
         .media
         .as_ref()
         .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;
@@ -250,6 +267,7 @@ async fn make_item_variants(
             .map_err(|err| Unprocessable(err.to_string()))?;
     tracing::debug!(media_id = %item.id, count = encoded.len(), "variants made");
     let stores = state
+        .platform
         .media
         .as_ref()
         .ok_or_else(|| ItemError::Storage("no object store is configured".to_owned()))?;

@@ -1,7 +1,7 @@
 //! `notification_email`: e-mail a recorded notification to its recipient
 //! through the configured relay, once.
 
-use jobs::kinds::SendNotification;
+use platform::kinds::SendNotification;
 
 use super::{Handler, JobError, WorkerState};
 
@@ -13,11 +13,11 @@ impl Handler for SendNotification {
 }
 
 async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobError> {
-    let Some(mailer) = &state.mailer else {
+    let Some(mailer) = &state.platform.mailer else {
         // No relay in this process: the notification stays recorded.
         return Ok(());
     };
-    let webhooks = state.store.webhooks();
+    let webhooks = state.platform.store.webhooks();
     let Some((notification, email, sent_at)) =
         webhooks.notification_to_send(&job.notification_id).await?
     else {
@@ -40,6 +40,7 @@ async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobErro
             "performed": false,
         });
         state
+            .platform
             .store
             .sandbox()
             .record_email(&notification.agency_id, &email, &detail)
@@ -48,7 +49,13 @@ async fn send(job: &SendNotification, state: &WorkerState) -> Result<(), JobErro
         tracing::info!(notification_id = %notification.id, "sandbox notification recorded, not e-mailed");
         return Ok(());
     }
-    let Some(body) = state.store.accounts().mail_body(&notification).await? else {
+    let Some(body) = state
+        .platform
+        .store
+        .accounts()
+        .mail_body(&notification)
+        .await?
+    else {
         // A password link spent or expired before it went out: nothing to send.
         webhooks.mark_notification_sent(&notification.id).await?;
         return Ok(());

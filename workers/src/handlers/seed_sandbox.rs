@@ -2,8 +2,8 @@
 //! listings in one transaction and reports `processing` then `completed`
 //! (with the fixtures' numbers) under the request's operation id.
 
-use jobs::kinds::SeedSandbox;
-use jobs::progress::{JobStatus, ProgressEvent, ProgressState};
+use platform::kinds::SeedSandbox;
+use platform::progress::{JobStatus, ProgressEvent, ProgressState};
 use storage::{Environment, Tenant};
 
 use super::{Handler, JobError, WorkerState};
@@ -18,6 +18,7 @@ impl Handler for SeedSandbox {
                 seq,
             };
             state
+                .platform
                 .progress
                 .publish(&tenant, &self.operation_id, state_now)
         };
@@ -30,7 +31,7 @@ impl Handler for SeedSandbox {
             },
         )
         .await?;
-        let listings = state.store.sandbox().seed(&self.agency_id).await?;
+        let listings = state.platform.store.sandbox().seed(&self.agency_id).await?;
         let listing_numbers = listings
             .into_iter()
             .map(|listing| listing.listing_number)

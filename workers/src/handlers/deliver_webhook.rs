@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jobs::kinds::{DeliverWebhook, SendNotification};
-use jobs::{Job, PushOptions};
+use platform::kinds::{DeliverWebhook, SendNotification};
+use platform::{Job, PushOptions};
 use storage::ids::DeliveryId;
 use storage::webhooks::{
     AfterAttempt, AttemptOutcome, AttemptToRecord, BudgetSlot, DeliveryTarget, DueAttempt,
@@ -15,26 +15,7 @@ use storage::webhooks::{
 };
 
 use super::{Handler, JobError, WorkerState};
-use crate::webhooks::{self, schedule};
-
-/// Offers the workers the attempts of deliveries released from an
-/// endpoint's hourly budget (its budget changed), due now. Should the queue
-/// not take them, they are due in the store and the overdue sweep offers
-/// them within minutes: nothing is lost.
-pub async fn offer_released(queue: &jobs::JobQueue, released: Vec<DueAttempt>) {
-    if released.is_empty() {
-        return;
-    }
-    let offer = format!("released:{}", ulid::Ulid::generate());
-    let jobs = released
-        .into_iter()
-        .map(|due| (DeliverWebhook::of(due), PushOptions::offer(offer.clone())))
-        .collect::<Vec<_>>();
-    let count = jobs.len();
-    if let Err(err) = queue.push_many(jobs).await {
-        tracing::warn!(%err, count, "could not offer released deliveries; the overdue sweep will");
-    }
-}
+use platform::webhooks::{self, schedule};
 
 impl Handler for DeliverWebhook {
     /// Makes one attempt.
@@ -77,13 +58,13 @@ pub fn attempt_first_here(
                 attempt: 1,
                 agency_id: job.agency(),
                 endpoint_id: job.endpoint(),
-                due_at: Some(state.store.clock().now()),
+                due_at: Some(state.platform.store.clock().now()),
             };
             let result = super::run_here(&state, run, deliver(&job, &state, target)).await;
             metrics::counter!("webhook_first_attempts_here_total").increment(1);
             if let Err(err) = result {
                 tracing::info!(%err, delivery_id = %job.delivery_id, "a first attempt failed short of its record; queued to be retried");
-                if let Err(err) = state.queue.push(job, PushOptions::default()).await {
+                if let Err(err) = state.platform.queue.push(job, PushOptions::default()).await {
                     tracing::warn!(%err, "could not queue the retry; the overdue sweep will offer the delivery");
                 }
             }
@@ -99,12 +80,13 @@ async fn deliver(
     state: &WorkerState,
     target: Option<DeliveryTarget>,
 ) -> Result<(), JobError> {
-    let store = &state.store;
+    let store = &state.platform.store;
     let webhooks = store.webhooks();
     let target = match target {
         Some(target) => target,
         None => {
             let read = state
+                .platform
                 .delivery_batches
                 .target(&job.delivery_id)
                 .await
@@ -167,6 +149,7 @@ async fn deliver(
             ..PushOptions::offer(format!("deferred:{}", ulid::Ulid::generate()))
         };
         state
+            .platform
             .queue
             .push(job.clone(), options)
             .await
@@ -176,7 +159,7 @@ async fn deliver(
 
     let (attempt, report) = webhooks::attempt_signed_by(
         store,
-        &state.webhooks.client,
+        &state.platform.webhooks.client,
         &delivery,
         &endpoint.url,
         webhooks::Signing {
@@ -193,13 +176,14 @@ async fn deliver(
             Some(wait) => AfterAttempt::RetryAt(webhooks::later(
                 store.clock().now(),
                 wait,
-                state.webhooks.retry_speedup,
+                state.platform.webhooks.retry_speedup,
             )),
             None => AfterAttempt::Failed,
         }
     };
     let duration_ms = attempt.duration_ms;
     let recorded = state
+        .platform
         .delivery_batches
         .record(AttemptToRecord {
             delivery: delivery.clone(),
@@ -219,18 +203,23 @@ async fn deliver(
         );
     }
     // The owner's warning or disable notice, e-mailed when a relay is set.
-    if let (Some(notification_id), Some(_)) = (&recorded.notification_id, &state.mailer) {
+    if let (Some(notification_id), Some(_)) = (&recorded.notification_id, &state.platform.mailer) {
         let job = SendNotification {
             notification_id: notification_id.clone(),
         };
-        if let Err(err) = state.queue.push(job, PushOptions::default()).await {
+        if let Err(err) = state.platform.queue.push(job, PushOptions::default()).await {
             // Recorded and unsent: the sweep pushes it.
             tracing::warn!(%err, "could not push the owner's e-mail; the sweep will");
         }
     }
     if let Some(next) = recorded.next_in_order {
         let options = PushOptions::offer(format!("in-order:{}", ulid::Ulid::generate()));
-        if let Err(err) = state.queue.push(DeliverWebhook::of(next), options).await {
+        if let Err(err) = state
+            .platform
+            .queue
+            .push(DeliverWebhook::of(next), options)
+            .await
+        {
             // Due now in the store: the overdue sweep offers it.
             tracing::warn!(%err, "could not wake the next ordered delivery; the sweep will");
         }
@@ -245,7 +234,7 @@ async fn deliver(
             run_at: Some(run_at),
             ..PushOptions::default()
         };
-        if let Err(err) = state.queue.push(next, options).await {
+        if let Err(err) = state.platform.queue.push(next, options).await {
             // The attempt is recorded with its due time; the overdue sweep pushes it.
             tracing::warn!(%err, delivery_id = %delivery.id, "could not schedule the next attempt; the sweep will");
         }
