@@ -7,11 +7,19 @@
 //! line clients send neither and are not affected: they carry no ambient
 //! credentials a page could borrow.
 
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, Uri, header};
 
 /// Whether a request that changes something was started by another site's
-/// page. Reads are never refused.
-pub fn is_cross_site(method: &Method, headers: &HeaderMap) -> bool {
+/// page. Reads are never refused. The request's own origin is the authority
+/// it was sent to (`Host`, or over HTTP/2, where browsers send no `Host`, the
+/// URI's authority), or one of `own_origins` (the service's public base
+/// URLs, for a proxy that rewrites `Host`).
+pub fn is_cross_site(
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    own_origins: &[&str],
+) -> bool {
     if method.is_safe() {
         return false;
     }
@@ -21,35 +29,52 @@ pub fn is_cross_site(method: &Method, headers: &HeaderMap) -> bool {
     {
         return true;
     }
-    match text(header::ORIGIN.as_str()) {
-        None => false,
-        Some(origin) => match text(header::HOST.as_str()) {
-            Some(host) => !same_authority(origin, host),
-            // No Host to compare with: a browser's request always has one.
-            None => true,
-        },
+    let Some(origin) = text(header::ORIGIN.as_str()) else {
+        return false;
+    };
+    if own_origins
+        .iter()
+        .any(|own| same_origin(origin, own.trim_end_matches('/')))
+    {
+        return false;
+    }
+    match text(header::HOST.as_str()).or_else(|| uri.authority().map(|a| a.as_str())) {
+        Some(authority) => !same_authority(origin, authority),
+        // Nothing to compare with: a browser's request always names one.
+        None => true,
     }
 }
 
-/// Whether `origin` (`https://host:port`, or `null` from an opaque origin)
-/// names the authority the request was sent to (`host`), default ports aside.
-fn same_authority(origin: &str, host: &str) -> bool {
-    let Some((scheme, authority)) = origin.split_once("://") else {
-        // `null`: a sandboxed frame, a file, a redirect across sites.
-        return false;
-    };
-    let default_port = match scheme.to_ascii_lowercase().as_str() {
+/// The scheme and authority of an origin, default port dropped, lower case.
+fn normalised(origin: &str) -> Option<(String, String)> {
+    let (scheme, authority) = origin.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
         "https" => ":443",
         "http" => ":80",
-        _ => return false,
+        _ => return None,
     };
-    let without_default = |authority: &str| {
-        let lower = authority.trim().to_ascii_lowercase();
-        lower
-            .strip_suffix(default_port)
-            .map_or(lower.clone(), str::to_owned)
+    let authority = authority.trim().trim_end_matches('/').to_ascii_lowercase();
+    let authority = authority
+        .strip_suffix(default_port)
+        .map_or(authority.clone(), str::to_owned);
+    Some((scheme, authority))
+}
+
+/// Whether two origins are one.
+fn same_origin(origin: &str, own: &str) -> bool {
+    matches!((normalised(origin), normalised(own)), (Some(a), Some(b)) if a == b)
+}
+
+/// Whether `origin` (`https://host:port`, or `null` from an opaque origin)
+/// names the authority the request was sent to, default ports aside.
+fn same_authority(origin: &str, authority: &str) -> bool {
+    // `null` (a sandboxed frame, a file, a redirect across sites) is no origin.
+    let Some((scheme, origin_authority)) = normalised(origin) else {
+        return false;
     };
-    without_default(authority) == without_default(host)
+    let target = format!("{scheme}://{authority}");
+    matches!(normalised(&target), Some((_, target)) if target == origin_authority)
 }
 
 #[cfg(test)]
@@ -66,70 +91,90 @@ mod tests {
         headers
     }
 
+    fn refused(pairs: &[(&'static str, &'static str)]) -> bool {
+        is_cross_site(&Method::POST, &Uri::default(), &headers(pairs), &[])
+    }
+
     #[test]
     fn fetch_metadata_naming_another_site_refuses() {
-        let post = Method::POST;
-        assert!(!is_cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "same-origin")])
-        ));
-        assert!(!is_cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "none")])
-        ));
-        assert!(is_cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "cross-site")])
-        ));
-        assert!(is_cross_site(
-            &post,
-            &headers(&[("sec-fetch-site", "same-site")])
-        ));
+        assert!(!refused(&[("sec-fetch-site", "same-origin")]));
+        assert!(!refused(&[("sec-fetch-site", "none")]));
+        assert!(refused(&[("sec-fetch-site", "cross-site")]));
+        assert!(refused(&[("sec-fetch-site", "same-site")]));
     }
 
     #[test]
     fn an_origin_other_than_the_host_refuses() {
-        let post = Method::POST;
-        let same = headers(&[
+        assert!(!refused(&[
             ("origin", "https://ops.example:8081"),
             ("host", "ops.example:8081"),
-        ]);
-        assert!(!is_cross_site(&post, &same));
-        let default_port = headers(&[
+        ]));
+        assert!(!refused(&[
             ("origin", "https://api.example"),
             ("host", "api.example:443"),
+        ]));
+        assert!(!refused(&[
+            ("origin", "https://API.example:443"),
+            ("host", "api.example"),
+        ]));
+        assert!(refused(&[
+            ("origin", "https://evil.example"),
+            ("host", "api.example")
+        ]));
+        assert!(refused(&[
+            ("origin", "http://api.example:443"),
+            ("host", "api.example")
+        ]));
+        assert!(refused(&[("origin", "null"), ("host", "api.example")]));
+        assert!(refused(&[("origin", "https://api.example")]));
+    }
+
+    #[test]
+    fn over_http2_the_authority_stands_for_the_host() {
+        // Browsers send `:authority`, not `Host`, over HTTP/2.
+        let uri: Uri = "https://api.example:8443/settings/sign-in".parse().unwrap();
+        let own = headers(&[("origin", "https://api.example:8443")]);
+        assert!(!is_cross_site(&Method::POST, &uri, &own, &[]));
+        let other = headers(&[("origin", "https://evil.example")]);
+        assert!(is_cross_site(&Method::POST, &uri, &other, &[]));
+    }
+
+    #[test]
+    fn the_public_base_url_is_the_services_own_origin() {
+        // A proxy that rewrites Host to the upstream's address.
+        let proxied = headers(&[
+            ("origin", "https://api.example.com"),
+            ("host", "10.0.0.5:8080"),
         ]);
-        assert!(!is_cross_site(&post, &default_port));
-        let other = headers(&[("origin", "https://evil.example"), ("host", "api.example")]);
-        assert!(is_cross_site(&post, &other));
-        let opaque = headers(&[("origin", "null"), ("host", "api.example")]);
-        assert!(is_cross_site(&post, &opaque));
-        let no_host = headers(&[("origin", "https://api.example")]);
-        assert!(is_cross_site(&post, &no_host));
+        let uri = Uri::default();
+        assert!(is_cross_site(&Method::POST, &uri, &proxied, &[]));
+        assert!(!is_cross_site(
+            &Method::POST,
+            &uri,
+            &proxied,
+            &["https://api.example.com/"]
+        ));
     }
 
     #[test]
     fn both_headers_are_checked() {
-        let post = Method::POST;
         // A same-origin claim does not excuse a foreign Origin, nor the reverse.
-        let foreign_origin = headers(&[
+        assert!(refused(&[
             ("sec-fetch-site", "same-origin"),
             ("origin", "https://evil.example"),
             ("host", "api.example"),
-        ]);
-        assert!(is_cross_site(&post, &foreign_origin));
-        let foreign_site = headers(&[
+        ]));
+        assert!(refused(&[
             ("sec-fetch-site", "cross-site"),
             ("origin", "https://api.example"),
             ("host", "api.example"),
-        ]);
-        assert!(is_cross_site(&post, &foreign_site));
+        ]));
     }
 
     #[test]
     fn scripts_and_reads_pass() {
-        assert!(!is_cross_site(&Method::POST, &HeaderMap::new()));
+        assert!(!refused(&[]));
         let other = headers(&[("origin", "https://evil.example"), ("host", "api.example")]);
-        assert!(!is_cross_site(&Method::GET, &other));
+        assert!(!is_cross_site(&Method::GET, &Uri::default(), &other, &[]));
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use storage::api_keys::KeyEnded;
 use storage::ids::ApiKeyId;
+use tokio::sync::watch;
 
 use crate::state::AppState;
 
@@ -91,9 +92,14 @@ pub const SQLITE_FOLLOW_INTERVAL: Duration = Duration::from_millis(50);
 /// Forgets, in this process, every key any process sharing the database
 /// ends (revokes, or expires at the end of a rotation); follows again after
 /// a lost connection. Whenever following (re)starts, every cached key is
-/// forgotten, since a key may have ended while nobody listened.
-pub fn spawn_database_follower(state: AppState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// forgotten, since a key may have ended while nobody listened. The
+/// receiver counts those catch-ups: once it says one, the follower hears
+/// every key ended from then on.
+pub fn spawn_database_follower(
+    state: AppState,
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<u64>) {
+    let (caught_up, catch_ups) = watch::channel(0_u64);
+    let task = tokio::spawn(async move {
         loop {
             let cache = state.key_cache();
             let followed = state
@@ -104,14 +110,23 @@ pub fn spawn_database_follower(state: AppState) -> tokio::task::JoinHandle<()> {
                         cache.forget(&key);
                         tracing::info!(key_id = %key, "ended key forgotten");
                     }
-                    KeyEnded::CatchUp => cache.clear(),
+                    KeyEnded::CatchUp => {
+                        cache.clear();
+                        caught_up.send_modify(|count| *count += 1);
+                    }
                 })
                 .await;
-            if let Err(err) = followed {
-                tracing::warn!(%err, "lost the database's news of ended keys; following again");
+            match followed {
+                Ok(()) => {
+                    tracing::warn!("the database's news of ended keys stopped; following again")
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "lost the database's news of ended keys; following again");
+                }
             }
             state.key_cache().clear();
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-    })
+    });
+    (task, catch_ups)
 }

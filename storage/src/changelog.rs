@@ -426,7 +426,7 @@ pub static ENTRIES: [&Entry; 26] = [
     &Entry {
         id: "chg_2026_11_28_upload_file_names",
         date: "2026-11-28",
-        change_type: ChangeType::Security,
+        change_type: ChangeType::Changed,
         title: "Upload file names are at most 255 bytes",
         description: "A file part whose name is longer than 255 bytes of UTF-8 is refused with 400 upload.filename_too_long before anything of the request is kept; names used to be stored at any length and repeated in every listing read.",
         routes: &[
@@ -515,6 +515,6 @@ mod tests {
             Some("Sat, 29 May 2027 00:00:00 GMT")
         );
         assert_eq!(unix_seconds("2026-05-29"), Some(1_780_012_800));
-        assert_eq!(surface_version(), "2026-11-26");
+        assert_eq!(surface_version(), "2026-11-28");
     }
 }

@@ -513,7 +513,9 @@ backend_tests! {
     async fn keys_ended_by_another_process_leave_the_cache_at_once(backend) {
         let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
         let app = TestApp::builder(backend).clock(clock.clone()).spawn().await;
-        let follower = api::revocation::spawn_database_follower(app.state.clone());
+        let (follower, mut caught_up) = api::revocation::spawn_database_follower(app.state.clone());
+        // Following from here on: what is cached next leaves only by the news.
+        caught_up.wait_for(|count| *count >= 1).await.unwrap();
         let agency = app.agency().await;
         // Another process: its own connections to the same database.
         let elsewhere = app.db.store(clock.clone()).await;

@@ -94,6 +94,17 @@ async fn the_ops_listener_follows_the_transport_rule() {
         .await
         .unwrap();
     assert_eq!(queues.status(), StatusCode::OK);
+    // An action from the console's own page, over HTTP/2 (no `Host`).
+    let paused = app
+        .client
+        .post(format!("{ops_url}/ops/api/queues/probe/pause"))
+        .basic_auth(OPS_USER, Some(OPS_PASSWORD))
+        .header("Origin", ops_url.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.version(), reqwest::Version::HTTP_2);
+    assert!(paused.status().is_success(), "{}", paused.status());
 
     let app = TestApp::builder(Backend::Sqlite)
         .transport(TransportPolicy::forwarded_https_only(vec![]))

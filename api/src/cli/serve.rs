@@ -64,7 +64,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .clone()
         .map(|url| crate::revocation::spawn_listener(url, state.clone()));
     // And keys any process sharing the database ended, with or without Redis.
-    let database_revocations = crate::revocation::spawn_database_follower(state.clone());
+    let (database_revocations, _) = crate::revocation::spawn_database_follower(state.clone());
     let app = crate::app(state.clone(), transport.clone());
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("binding {}", args.listen))?;

@@ -7,6 +7,7 @@
 use axum::http::{HeaderMap, header};
 use storage::api_keys::key_shape;
 
+use super::key_cache::Cached;
 use crate::endpoints::Endpoint;
 use crate::error::ApiError;
 use crate::principal::Principal;
@@ -104,14 +105,14 @@ pub(super) async fn authenticate(
     let now = store.clock().now();
     let hash = store.derived_keys().hash_api_key(presented);
     let credential = match state.key_cache().get(&hash, now) {
-        Some(credential) => credential,
-        None => {
+        Cached::Hit(credential) => *credential,
+        Cached::Miss(ticket) => {
             let credential = store
                 .api_keys()
                 .find_by_hash(&hash)
                 .await?
                 .ok_or(ApiError::InvalidKey)?;
-            state.key_cache().put(hash, credential.clone(), now);
+            state.key_cache().put(hash, credential.clone(), now, ticket);
             credential
         }
     };

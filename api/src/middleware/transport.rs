@@ -100,6 +100,8 @@ impl TransportPolicy {
 
     /// Classifies a request from `peer` carrying `headers`.
     pub fn classify(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> ClientConnection {
+        // A dual-stack listener sees IPv4 clients as `::ffff:a.b.c.d`.
+        let peer = peer.map(|ip| ip.to_canonical());
         let proxied = peer.is_some_and(|ip| self.trusts(ip));
         let forwarded_https = proxied && forwarded_https(headers);
         let address = match peer {
@@ -114,28 +116,40 @@ impl TransportPolicy {
         }
     }
 
-    /// The client a trusted proxy names: walking `X-Forwarded-For` (or, without
-    /// it, `Forwarded`'s `for=`) from the end, the first address that is not
-    /// itself a trusted proxy. Entries before it were written by the client and
-    /// prove nothing.
+    /// The client a trusted proxy names: walking `X-Forwarded-For` and
+    /// `Forwarded`'s `for=` from the end, the first address that is not
+    /// itself a trusted proxy (entries before it were written by the client
+    /// and prove nothing). Where both headers are present they must name the
+    /// same client: a proxy writes one of them, and the other may be the
+    /// client's own invention, so on disagreement neither is believed.
     fn forwarded_client(&self, headers: &HeaderMap) -> Option<IpAddr> {
-        let from_x_forwarded_for = entries(headers, "x-forwarded-for")
-            .into_iter()
-            .map(|entry| parse_address(&entry))
-            .collect::<Vec<_>>();
-        let hops = if from_x_forwarded_for.is_empty() {
-            forwarded_elements(headers)
-                .iter()
-                .map(|element| parameter(element, "for").and_then(|value| parse_address(&value)))
-                .collect()
-        } else {
-            from_x_forwarded_for
-        };
+        let x_forwarded_for: Vec<Option<IpAddr>> = entries(headers, "x-forwarded-for")
+            .iter()
+            .map(|entry| parse_address(entry))
+            .collect();
+        let forwarded: Vec<Option<IpAddr>> = forwarded_elements(headers)
+            .iter()
+            .map(|element| parameter(element, "for").and_then(|value| parse_address(&value)))
+            .collect();
+        match (x_forwarded_for.is_empty(), forwarded.is_empty()) {
+            (true, true) => None,
+            (false, true) => self.nearest_client(x_forwarded_for),
+            (true, false) => self.nearest_client(forwarded),
+            (false, false) => {
+                let named = self.nearest_client(x_forwarded_for);
+                (named == self.nearest_client(forwarded))
+                    .then_some(named)
+                    .flatten()
+            }
+        }
+    }
+
+    /// The last of `hops` that is not a trusted proxy; an entry that did not
+    /// parse ends the walk with nothing believed.
+    fn nearest_client(&self, hops: Vec<Option<IpAddr>>) -> Option<IpAddr> {
         for hop in hops.into_iter().rev() {
             match hop {
                 Some(ip) if self.trusts(ip) => continue,
-                // An entry the proxy could not parse ends the walk: nothing
-                // before it is believed.
                 other => return other,
             }
         }
@@ -192,15 +206,16 @@ fn parameter(element: &str, name: &str) -> Option<String> {
 /// `2001:db8::1`, `[2001:db8::1]:4711`.
 fn parse_address(text: &str) -> Option<IpAddr> {
     let text = text.trim();
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        return Some(ip);
-    }
-    if let Ok(socket) = text.parse::<SocketAddr>() {
-        return Some(socket.ip());
-    }
-    text.strip_prefix('[')
-        .and_then(|rest| rest.split_once(']'))
-        .and_then(|(ip, _)| ip.parse().ok())
+    let ip = if let Ok(ip) = text.parse::<IpAddr>() {
+        Some(ip)
+    } else if let Ok(socket) = text.parse::<SocketAddr>() {
+        Some(socket.ip())
+    } else {
+        text.strip_prefix('[')
+            .and_then(|rest| rest.split_once(']'))
+            .and_then(|(ip, _)| ip.parse().ok())
+    };
+    ip.map(|ip: IpAddr| ip.to_canonical())
 }
 
 /// The connection of `request`, as the outermost layer classified it (or
@@ -409,5 +424,41 @@ mod tests {
         // A trusted proxy that names no client leaves its own address.
         let connection = policy.classify(ip("10.1.2.3"), &HeaderMap::new());
         assert_eq!(connection.address, ip("10.1.2.3"));
+        // Two headers naming different clients: one is the client's own
+        // invention, so the proxy's address stands.
+        let connection = policy.classify(
+            ip("10.1.2.3"),
+            &headers(&[
+                ("x-forwarded-for", "198.51.100.1"),
+                ("forwarded", "for=203.0.113.9;proto=https"),
+            ]),
+        );
+        assert_eq!(connection.address, ip("10.1.2.3"));
+        let agreeing = policy.classify(
+            ip("10.1.2.3"),
+            &headers(&[
+                ("x-forwarded-for", "203.0.113.9"),
+                ("forwarded", "for=203.0.113.9;proto=https"),
+            ]),
+        );
+        assert_eq!(agreeing.address, ip("203.0.113.9"));
+    }
+
+    #[test]
+    fn ipv4_clients_of_a_dual_stack_listener_are_ipv4() {
+        let policy = behind_proxy();
+        // The proxy 10.1.2.3 seen through a dual-stack socket.
+        let connection = policy.classify(
+            ip("::ffff:10.1.2.3"),
+            &headers(&[
+                ("x-forwarded-for", "::ffff:203.0.113.9"),
+                ("x-forwarded-proto", "https"),
+            ]),
+        );
+        assert!(connection.allowed, "the mapped proxy address is trusted");
+        assert_eq!(connection.address, ip("203.0.113.9"));
+        let direct =
+            TransportPolicy::serve_all().classify(ip("::ffff:192.0.2.7"), &HeaderMap::new());
+        assert_eq!(direct.address, ip("192.0.2.7"));
     }
 }

@@ -1,8 +1,8 @@
 //! The ops credential: HTTP basic auth with the configured operator account,
 //! or the API key of a platform identity (`super_admin`, `admin`). Anything
 //! else is 401 with a basic-auth challenge, so a browser asks for it. Failed
-//! sign-ins are counted per client address and per user name; after a few,
-//! the listener answers 429 with `Retry-After` until the budget refills.
+//! sign-ins are throttled (`sign_in_throttle`): after a few, the listener
+//! answers 429 with `Retry-After` until the budget refills.
 
 use std::net::IpAddr;
 
@@ -16,9 +16,9 @@ use sha2::{Digest, Sha256};
 use storage::api_keys::key_shape;
 use subtle::ConstantTimeEq;
 
+use super::sign_in_throttle::{Failure, SignInThrottle};
 use crate::error::ApiError;
 use crate::middleware::transport::ClientConnection;
-use crate::rate_limit::Bucket;
 use crate::state::AppState;
 
 /// The configured operator account, if any; the password is kept hashed.
@@ -51,6 +51,7 @@ impl OpsAuth {
 pub(super) struct Guard {
     pub(super) app: AppState,
     pub(super) auth: OpsAuth,
+    pub(super) throttle: std::sync::Arc<SignInThrottle>,
 }
 
 fn presented_basic(headers: &HeaderMap) -> Option<(String, String)> {
@@ -109,53 +110,12 @@ fn challenge() -> Response {
     response
 }
 
-/// Failed sign-ins a client address, and separately a user name, may make
-/// in a burst; after that one more each `60 / FAILED_SIGN_INS_PER_MINUTE`
-/// seconds. A password guesser is slowed to that pace, while the operator
-/// who mistypes gets a few tries and, at worst, waits seconds, never longer
-/// than the `Retry-After` the refusal names.
-pub const FAILED_SIGN_INS_PER_MINUTE: u32 = 5;
-
-/// The buckets failed sign-ins are counted in: the client's address (an IPv6
-/// client by its /64, which one host usually holds whole) and, for basic
-/// credentials, the user name (keyed-hashed, so the limiter's keys do not
-/// list the names tried).
-fn failure_buckets(address: Option<IpAddr>, user: Option<&str>) -> Vec<Bucket> {
-    let mut buckets = Vec::with_capacity(2);
-    if let Some(address) = address {
-        let network = match address {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(v6) => {
-                let segments = v6.segments();
-                format!(
-                    "{:x}:{:x}:{:x}:{:x}::/64",
-                    segments[0], segments[1], segments[2], segments[3]
-                )
-            }
-        };
-        buckets.push(Bucket {
-            key: format!("ops_sign_in:address:{network}"),
-            name: "ops_failed_sign_ins".to_owned(),
-            limit: FAILED_SIGN_INS_PER_MINUTE,
-        });
-    }
-    if let Some(user) = user {
-        let hashed = storage::secrets::hmac_sha256(b"listing-api/ops-sign-in", user.as_bytes());
-        buckets.push(Bucket {
-            key: format!("ops_sign_in:user:{}", hex::encode(&hashed[..12])),
-            name: "ops_failed_sign_ins".to_owned(),
-            limit: FAILED_SIGN_INS_PER_MINUTE,
-        });
-    }
-    buckets
-}
-
 /// Middleware: lets operators through, and slows down whoever keeps failing.
 pub(super) async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let headers = request.headers();
     // A browser resends remembered basic credentials with a form posted from
     // any page, so a form elsewhere could otherwise pause a queue.
-    if crate::cross_site::is_cross_site(request.method(), headers) {
+    if crate::cross_site::is_cross_site(request.method(), request.uri(), headers, &[]) {
         return ApiError::Forbidden(
             "Ops actions are accepted only from the ops pages' own origin.".into(),
         )
@@ -174,18 +134,12 @@ pub(super) async fn require(State(guard): State<Guard>, request: Request, next: 
         .extensions()
         .get::<ClientConnection>()
         .and_then(|connection| connection.address);
-    let buckets = failure_buckets(address, basic.as_ref().map(|(user, _)| user.as_str()));
     let limiter = guard.app.rate_limiter();
-    // Refused before the credentials are looked at: a throttled guesser
-    // learns nothing from a right guess either.
-    if let Some(wait) = limiter.wait_before_next(&buckets).await {
-        tracing::warn!(client = ?address, wait_seconds = wait, "ops sign-in throttled after repeated failures");
-        return ApiError::RateLimited {
-            retry_after_seconds: wait,
-            headers: HeaderMap::new(),
-        }
-        .into_response();
-    }
+    let user = basic.as_ref().map(|(user, _)| user.as_str());
+    let attempt = match guard.throttle.begin(limiter, address, user).await {
+        Ok(attempt) => attempt,
+        Err(wait) => return throttled(address, wait),
+    };
     let actor = match basic {
         Some((user, password)) => guard
             .auth
@@ -198,16 +152,26 @@ pub(super) async fn require(State(guard): State<Guard>, request: Request, next: 
     };
     match actor {
         Some(actor) => {
+            guard.throttle.succeeded(limiter, attempt).await;
             let mut request = request;
             request.extensions_mut().insert(actor);
             next.run(request).await
         }
-        None => {
-            // The failure is spent; what it left is seen by the next attempt.
-            let _ = limiter.check(&buckets).await;
-            challenge()
-        }
+        None => match guard.throttle.failed(limiter, attempt).await {
+            Failure::Challenge => challenge(),
+            Failure::Wait(wait) => throttled(address, wait),
+        },
     }
+}
+
+/// The 429 of a throttled sign-in.
+fn throttled(address: Option<IpAddr>, wait: u64) -> Response {
+    tracing::warn!(client = ?address, wait_seconds = wait, "ops sign-in throttled after repeated failures");
+    ApiError::RateLimited {
+        retry_after_seconds: wait,
+        headers: HeaderMap::new(),
+    }
+    .into_response()
 }
 
 #[cfg(test)]

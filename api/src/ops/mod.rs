@@ -12,6 +12,7 @@ mod auth;
 mod board;
 pub(crate) mod console;
 mod pages;
+mod sign_in_throttle;
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -20,7 +21,8 @@ use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 pub use actions::worker_json;
-pub use auth::{FAILED_SIGN_INS_PER_MINUTE, OpsAuth};
+pub use auth::OpsAuth;
+pub use sign_in_throttle::{FAILED_SIGN_INS_PER_MINUTE, KNOWN_FOR_SECONDS};
 
 use crate::TransportPolicy;
 use crate::state::AppState;
@@ -42,6 +44,7 @@ pub fn router(
     let guard = auth::Guard {
         app: app.clone(),
         auth,
+        throttle: std::sync::Arc::default(),
     };
     let state_metrics = metrics.clone();
     let state = OpsState {

@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -66,12 +66,17 @@ pub(super) async fn sign_in_page(RawQuery(query): RawQuery) -> Response {
 /// (the same rules and per-email budget as `POST /api/v1/session`).
 pub(super) async fn sign_in(
     State(state): State<AppState>,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     // Login CSRF: another site's form would sign the browser in to the
     // attacker's account, and whatever the victim then sets up is his.
-    if crate::cross_site::is_cross_site(&Method::POST, &headers) {
+    let urls = state.urls();
+    let own_origins: Vec<&str> = std::iter::once(urls.base_url.as_str())
+        .chain(urls.legacy_base_url.as_deref())
+        .collect();
+    if crate::cross_site::is_cross_site(&Method::POST, &uri, &headers, &own_origins) {
         return problem(
             StatusCode::FORBIDDEN,
             "Sign in here",

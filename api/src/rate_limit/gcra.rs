@@ -52,6 +52,14 @@ pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
     }
 }
 
+/// The TAT after giving back one request spent from a bucket holding `tat`
+/// (a request that turned out not to count); `None` when the bucket is then
+/// as good as fresh.
+pub fn refunded(tat: Option<i64>, now: i64, limit: u32) -> Option<i64> {
+    let interval = (WINDOW_MICROS / i64::from(limit.max(1))).max(1);
+    tat.map(|tat| tat - interval).filter(|tat| *tat > now)
+}
+
 /// How many requests a bucket holding `tat` would admit at `now`, without
 /// spending any.
 pub fn headroom(tat: Option<i64>, now: i64, limit: u32) -> u32 {

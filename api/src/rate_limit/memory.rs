@@ -41,6 +41,21 @@ impl MemoryLimiter {
         outcomes
     }
 
+    /// Gives back one request to each bucket.
+    pub fn refund(&self, buckets: &[Bucket]) {
+        let now = now_micros();
+        let mut tats = self
+            .tats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for bucket in buckets {
+            match gcra::refunded(tats.get(&bucket.key).copied(), now, bucket.limit) {
+                Some(tat) => tats.insert(bucket.key.clone(), tat),
+                None => tats.remove(&bucket.key),
+            };
+        }
+    }
+
     /// Each bucket evaluated now as `check` would, committing nothing.
     pub fn peek(&self, buckets: &[Bucket]) -> Vec<Outcome> {
         let now = now_micros();

@@ -195,6 +195,20 @@ impl RateLimiter {
             .max()
     }
 
+    /// Gives back the request `check` spent from each bucket, for a request
+    /// that turned out not to count (a sign-in that succeeded).
+    pub async fn refund(&self, buckets: &[Bucket]) {
+        match self {
+            Self::Memory(limiter) => limiter.refund(buckets),
+            Self::Redis(limiter, standby) => {
+                match tokio::time::timeout(REDIS_PATIENCE, limiter.refund(buckets)).await {
+                    Ok(Ok(())) => {}
+                    _ => standby.refund(buckets),
+                }
+            }
+        }
+    }
+
     /// Checks (and if admitted, spends) every bucket of a request. A refused
     /// request is a 429 carrying the headers.
     pub async fn check(&self, buckets: &[Bucket]) -> Result<RateLimitHeaders, ApiError> {

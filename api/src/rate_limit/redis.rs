@@ -39,11 +39,32 @@ end
 return results
 ";
 
+/// Gives back one request to each bucket (KEYS, limits in ARGV), as
+/// `gcra::refunded` does.
+const REFUND_SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+for i, key in ipairs(KEYS) do
+  local tat = tonumber(redis.call('GET', key))
+  if tat then
+    local interval = math.max(math.floor(60000000 / math.max(tonumber(ARGV[i]), 1)), 1)
+    local new_tat = tat - interval
+    if new_tat > now then
+      redis.call('SET', key, string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+return 0
+";
+
 /// Buckets kept in Redis.
 #[derive(Clone)]
 pub struct RedisLimiter {
     connection: ConnectionManager,
     script: Script,
+    refund_script: Script,
     prefix: String,
 }
 
@@ -63,6 +84,7 @@ impl RedisLimiter {
         Ok(Self {
             connection,
             script: Script::new(SCRIPT),
+            refund_script: Script::new(REFUND_SCRIPT),
             prefix: prefix.to_owned(),
         })
     }
@@ -90,6 +112,22 @@ impl RedisLimiter {
                 },
             )
             .collect())
+    }
+
+    /// Gives back one request to each bucket, atomically.
+    pub async fn refund(&self, buckets: &[Bucket]) -> Result<(), redis::RedisError> {
+        let mut invocation = self.refund_script.prepare_invoke();
+        for bucket in buckets {
+            invocation.key(format!("{}{}", self.prefix, bucket.key));
+        }
+        for bucket in buckets {
+            invocation.arg(bucket.limit);
+        }
+        let mut connection = self.connection.clone();
+        invocation
+            .invoke_async::<i64>(&mut connection)
+            .await
+            .map(|_| ())
     }
 
     /// Each bucket's TAT and Redis's clock, read without spending.

@@ -8,7 +8,7 @@
 //! commit delivers to every listener. On SQLite, where processes share only
 //! the file, a follower reads the file's `data_version` (which changes only
 //! when another connection committed) and, when it changed, the key audit
-//! log past the last row it read: a seek on the rowid, since the log is only
+//! log past the last row it read: a seek on its `seq`, since the log is only
 //! ever appended to.
 
 use std::time::Duration;
@@ -52,10 +52,11 @@ pub(crate) async fn announce(tx: Tx<'_>, key: &ApiKeyId) -> Result<()> {
 
 impl ApiKeys<'_> {
     /// Calls `on_ended` with every key any process ends from now on, first
-    /// with [`KeyEnded::CatchUp`] once following has begun. Returns only with
-    /// the error that stopped it (a lost connection); the caller starts it
-    /// again, and the catch-up covers what ended in between. `poll` is how
-    /// often SQLite's file is looked at.
+    /// with [`KeyEnded::CatchUp`] once following has begun. Returns when
+    /// following stopped (a lost connection, as `Ok` or as the error that
+    /// ended it); the caller follows again, and that follow's catch-up
+    /// covers what ended in between. `poll` is how often SQLite's file is
+    /// looked at.
     pub async fn follow_ended(
         &self,
         poll: Duration,
@@ -67,9 +68,16 @@ impl ApiKeys<'_> {
                 listener.listen(ENDED_KEYS_CHANNEL).await?;
                 on_ended(KeyEnded::CatchUp);
                 loop {
-                    let notification = listener.recv().await?;
-                    if let Some(key) = ApiKeyId::parse(notification.payload()) {
-                        on_ended(KeyEnded::Key(key));
+                    // `try_recv` says when the connection was lost (`None`);
+                    // what was notified meanwhile is gone. Following ends, and
+                    // the caller's next follow listens afresh, then catches up.
+                    match listener.try_recv().await? {
+                        Some(notification) => {
+                            if let Some(key) = ApiKeyId::parse(notification.payload()) {
+                                on_ended(KeyEnded::Key(key));
+                            }
+                        }
+                        None => return Ok(()),
                     }
                 }
             }
@@ -78,7 +86,7 @@ impl ApiKeys<'_> {
                 // of every connection but the one asking.
                 let mut connection = sqlite.pool().acquire().await?.detach();
                 let mut read_up_to: i64 =
-                    sqlx::query_scalar("select coalesce(max(rowid), 0) from api_key_audit")
+                    sqlx::query_scalar("select coalesce(max(seq), 0) from api_key_audit")
                         .fetch_one(&mut connection)
                         .await?;
                 let mut version: i64 = sqlx::query_scalar("pragma data_version")
@@ -97,14 +105,14 @@ impl ApiKeys<'_> {
                     }
                     version = now;
                     let rows: Vec<(i64, String, String)> = sqlx::query_as(
-                        "select rowid, key_id, action from api_key_audit
-                         where rowid > $1 order by rowid",
+                        "select seq, key_id, action from api_key_audit
+                         where seq > $1 order by seq",
                     )
                     .bind(read_up_to)
                     .fetch_all(&mut connection)
                     .await?;
-                    for (rowid, key_id, action) in rows {
-                        read_up_to = rowid;
+                    for (seq, key_id, action) in rows {
+                        read_up_to = seq;
                         if matches!(action.as_str(), "revoked" | "expired")
                             && let Some(key) = ApiKeyId::parse(&key_id)
                         {

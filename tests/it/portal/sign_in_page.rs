@@ -169,3 +169,36 @@ async fn a_sign_in_posted_from_another_origin_opens_no_session() {
         assert!(signed_in.headers().contains_key("set-cookie"));
     }
 }
+
+/// Over HTTPS browsers speak HTTP/2 and send `:authority`, not `Host`: the
+/// portal's own form still signs in, and another origin still does not.
+#[tokio::test]
+async fn the_sign_in_form_works_over_http2() {
+    let app = TestApp::builder(Backend::Sqlite).tls().spawn().await;
+    let agency = app.agency().await;
+    let email = owner_login(&app, &agency).await.replace('@', "%40");
+    let body = format!(
+        "email={email}&password={}",
+        crate::sessions::PASSWORD.replace('!', "%21")
+    );
+    // The test's own certificate; redirects are looked at, not followed.
+    let client = tests::app::base_client()
+        .danger_accept_invalid_certs(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let post = |origin: String| {
+        client
+            .post(app.url("/settings/sign-in"))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("Origin", origin)
+            .body(body.clone())
+            .send()
+    };
+    let own = post(app.base_url.clone()).await.unwrap();
+    assert_eq!(own.version(), reqwest::Version::HTTP_2, "browsers' HTTPS");
+    assert_eq!(own.status(), StatusCode::SEE_OTHER);
+    assert!(own.headers().contains_key("set-cookie"));
+    let foreign = post("https://evil.example".to_owned()).await.unwrap();
+    page(foreign, StatusCode::FORBIDDEN).await;
+}
