@@ -1,8 +1,9 @@
-//! The policy table of the routes: each key endpoint's name (the one the
-//! specification's per-key budgets use), the scope it requires, the
-//! agency-level budgets it spends, and its per-key budget per minute; and
-//! for session routes ([`SessionEndpoint`]) the CSRF rule and the user's
-//! budget.
+//! The policies the route table (`routes/table.rs`) names, one line each:
+//! for an API key's route ([`Endpoint`]) the specification's endpoint name
+//! (the one its per-key budgets use), the scope it requires, the
+//! agency-level budgets it spends and its per-key budget per minute; for a
+//! session route ([`SessionEndpoint`]) the CSRF rule and the user's budget
+//! per minute; and the agency-level budgets themselves ([`AgencyBudget`]).
 
 use axum::http::Method;
 use storage::api_keys::Scope;
@@ -59,286 +60,151 @@ impl SessionEndpoint {
     }
 }
 
-/// `POST /listings`: 200 per minute per agency.
-pub static LISTING_CREATES: AgencyBudget = AgencyBudget {
-    name: "agency_listing_creates",
-    limit: 200,
-};
-/// Listing reads other than creation: 500 per minute per agency.
-pub static LISTING_READS: AgencyBudget = AgencyBudget {
-    name: "agency_listing_reads",
-    limit: 500,
-};
-/// Every listing write together: 200 per minute per agency.
-pub static LISTING_WRITES: AgencyBudget = AgencyBudget {
-    name: "agency_listing_writes",
-    limit: 200,
-};
-/// `POST /media/upload`: 100 per minute per agency.
-pub static UPLOADS: AgencyBudget = AgencyBudget {
-    name: "agency_uploads",
-    limit: 100,
-};
-/// `GET /scheduling/availability`: 300 per minute per agency.
-pub static AVAILABILITY: AgencyBudget = AgencyBudget {
-    name: "agency_availability",
-    limit: 300,
-};
-/// `GET /users`: 200 per minute per agency.
-pub static USERS: AgencyBudget = AgencyBudget {
-    name: "agency_users",
-    limit: 200,
-};
-/// `GET /webhooks/events`: 60 per minute per agency.
-pub static WEBHOOK_CATALOG: AgencyBudget = AgencyBudget {
-    name: "agency_webhook_catalog",
-    limit: 60,
-};
-/// Webhook endpoint management and delivery reads: 120 per minute per agency.
-pub static WEBHOOK_MANAGEMENT: AgencyBudget = AgencyBudget {
-    name: "agency_webhook_management",
-    limit: 120,
-};
-/// All sandbox traffic of an agency: 500 per minute, apart from live.
-pub static SANDBOX_BUDGET: AgencyBudget = AgencyBudget {
-    name: "agency_sandbox",
-    limit: 500,
-};
+/// Declares agency budgets and [`AGENCY_BUDGETS`], the list of them all.
+macro_rules! agency_budgets {
+    ($($(#[$doc:meta])* $id:ident = $name:literal, $limit:literal;)*) => {
+        $($(#[$doc])* pub static $id: AgencyBudget = AgencyBudget { name: $name, limit: $limit };)*
+        /// Every agency-level budget, for validating an agency's overrides.
+        pub static AGENCY_BUDGETS: &[&AgencyBudget] = &[$(&$id),*];
+    };
+}
 
-/// `GET /users`.
-pub static READ_USERS_LIST: Endpoint = Endpoint {
-    name: "read_users_list",
-    scope: Scope::UsersRead,
-    agency_budgets: &[&USERS],
-    key_limit: 300,
-};
+/// Declares key endpoints and [`ALL`], the list of them all.
+macro_rules! key_endpoints {
+    ($($(#[$doc:meta])* $id:ident = $name:literal, $scope:ident, [$($budget:ident),*], $limit:literal;)*) => {
+        $($(#[$doc])* pub static $id: Endpoint = Endpoint {
+            name: $name,
+            scope: Scope::$scope,
+            agency_budgets: &[$(&$budget),*],
+            key_limit: $limit,
+        };)*
+        /// Every endpoint with a per-key budget, for validating overrides.
+        pub static ALL: &[&Endpoint] = &[$(&$id),*];
+    };
+}
 
-/// `GET /users/{user_id}`.
-pub static READ_USER_SINGLE: Endpoint = Endpoint {
-    name: "read_user_single",
-    scope: Scope::UsersRead,
-    agency_budgets: &[&USERS],
-    key_limit: 600,
-};
+/// Declares session endpoints.
+macro_rules! session_endpoints {
+    ($($(#[$doc:meta])* $id:ident = $name:literal, $csrf:ident, $limit:expr;)*) => {
+        $($(#[$doc])* pub static $id: SessionEndpoint = SessionEndpoint {
+            name: $name,
+            csrf: Csrf::$csrf,
+            user_limit: $limit,
+        };)*
+    };
+}
 
-/// `GET /users/{user_id}/preferences`.
-pub static READ_USER_PREFERENCES: Endpoint = Endpoint {
-    name: "read_user_preferences",
-    scope: Scope::UsersRead,
-    agency_budgets: &[&USERS],
-    key_limit: 600,
-};
+// The agency-level budgets: requests per minute per agency and environment.
+#[rustfmt::skip]
+agency_budgets! {
+    /// `POST /listings`: 200 per minute per agency.
+    LISTING_CREATES = "agency_listing_creates", 200;
+    /// Listing reads other than creation: 500 per minute per agency.
+    LISTING_READS = "agency_listing_reads", 500;
+    /// Every listing write together: 200 per minute per agency.
+    LISTING_WRITES = "agency_listing_writes", 200;
+    /// `POST /media/upload`: 100 per minute per agency.
+    UPLOADS = "agency_uploads", 100;
+    /// `GET /scheduling/availability`: 300 per minute per agency.
+    AVAILABILITY = "agency_availability", 300;
+    /// `GET /users`: 200 per minute per agency.
+    USERS = "agency_users", 200;
+    /// `GET /webhooks/events`: 60 per minute per agency.
+    WEBHOOK_CATALOG = "agency_webhook_catalog", 60;
+    /// Webhook endpoint management and delivery reads: 120 per minute per agency.
+    WEBHOOK_MANAGEMENT = "agency_webhook_management", 120;
+    /// All sandbox traffic of an agency: 500 per minute, apart from live.
+    SANDBOX_BUDGET = "agency_sandbox", 500;
+}
 
-/// `PATCH /users/{user_id}/preferences`.
-pub static UPDATE_USER_PREFERENCES: Endpoint = Endpoint {
-    name: "update_user_preferences",
-    scope: Scope::UsersWrite,
-    agency_budgets: &[&USERS],
-    key_limit: 200,
-};
+// Key endpoints: name, scope, agency budgets spent, requests per minute per key.
+#[rustfmt::skip]
+key_endpoints! {
+    /// `POST /media/upload` and `POST /listings/{listing_number}/media`.
+    UPLOAD_MEDIA = "upload_media", MediaWrite, [UPLOADS], 20;
+    /// `POST /media/archive` and `GET /media/archive/{operation_id}`.
+    ARCHIVE_MEDIA = "archive_media", MediaWrite, [UPLOADS], 60;
+    /// `GET /progress/{operation_id}`: progress streams of media operations.
+    READ_PROGRESS = "read_progress", MediaWrite, [], 600;
+    /// `POST /agency/sandbox/seed`: a sandbox key re-seeds its fixtures.
+    SEED_SANDBOX = "seed_sandbox", ListingsWrite, [LISTING_WRITES], 10;
+    /// `GET /users`.
+    READ_USERS_LIST = "read_users_list", UsersRead, [USERS], 300;
+    /// `GET /users/{user_id}`.
+    READ_USER_SINGLE = "read_user_single", UsersRead, [USERS], 600;
+    /// `GET /users/{user_id}/preferences`.
+    READ_USER_PREFERENCES = "read_user_preferences", UsersRead, [USERS], 600;
+    /// `PATCH /users/{user_id}/preferences`.
+    UPDATE_USER_PREFERENCES = "update_user_preferences", UsersWrite, [USERS], 200;
+    /// `GET /users/{user_id}/can-edit`.
+    CAN_EDIT_USER = "can_edit_user", UsersRead, [USERS], 600;
+    /// `POST /users/batch-can-edit`.
+    BATCH_CAN_EDIT_USERS = "batch_can_edit_users", UsersRead, [USERS], 300;
+    /// `PUT /users/{user_id}/role`.
+    UPDATE_USER_ROLE = "update_user_role", UsersWrite, [USERS], 200;
+    /// `PUT /users/{user_id}/status`.
+    UPDATE_USER_STATUS = "update_user_status", UsersWrite, [USERS], 200;
+    /// `POST /users`.
+    CREATE_USER = "create_user", UsersWrite, [USERS], 60;
+    /// `DELETE /users/team/{assistant_id}`.
+    REMOVE_TEAM_MEMBER = "remove_team_member", UsersWrite, [USERS], 200;
+    /// `POST /listings`.
+    CREATE_LISTING = "create_listing", ListingsWrite, [LISTING_CREATES, LISTING_WRITES], 200;
+    /// `GET /listings`.
+    READ_LISTINGS_LIST = "read_listings_list", ListingsRead, [LISTING_READS], 300;
+    /// `GET /listings/{listing_number}`.
+    READ_LISTING_SINGLE = "read_listing_single", ListingsRead, [LISTING_READS], 600;
+    /// `GET /listings/{listing_number}/orders`.
+    GET_LISTING_ORDERS = "get_listing_orders", ListingsRead, [LISTING_READS], 300;
+    /// `PATCH /listings/{listing_number}/status`.
+    UPDATE_LISTING_STATUS = "update_listing_status", ListingsWrite, [LISTING_WRITES], 200;
+    /// `POST /listings/{listing_number}/cancel`.
+    CANCEL_LISTING = "cancel_listing", ListingsWrite, [LISTING_WRITES], 100;
+    /// `PATCH /listings/{listing_number}/sections/{section}`; the agency table's
+    /// "section PATCH 200 per key" is this per-key budget.
+    UPDATE_SECTION = "update_section", ListingsWrite, [LISTING_WRITES], 200;
+    /// `GET /scheduling/availability`.
+    GET_AVAILABILITY = "get_availability", SchedulingRead, [AVAILABILITY], 600;
+    /// `GET /webhooks/events`.
+    GET_WEBHOOK_CATALOG = "get_webhook_catalog", WebhooksRead, [WEBHOOK_CATALOG], 60;
+    /// `POST /webhooks/endpoints`.
+    CREATE_WEBHOOK_ENDPOINT = "create_webhook_endpoint", WebhooksWrite, [WEBHOOK_MANAGEMENT], 30;
+    /// `GET /webhooks/endpoints` and `GET /webhooks/endpoints/{endpoint_id}`.
+    READ_WEBHOOK_ENDPOINTS = "read_webhook_endpoints", WebhooksRead, [WEBHOOK_MANAGEMENT], 120;
+    /// Update, disable, enable, rotate the secret of, or delete an endpoint.
+    UPDATE_WEBHOOK_ENDPOINT = "update_webhook_endpoint", WebhooksWrite, [WEBHOOK_MANAGEMENT], 60;
+    /// An endpoint's deliveries and one delivery with its attempts.
+    READ_WEBHOOK_DELIVERIES = "read_webhook_deliveries", WebhooksRead, [WEBHOOK_MANAGEMENT], 120;
+    /// `POST /webhooks/deliveries/{delivery_id}/replay` (also 10 per minute per
+    /// webhook endpoint).
+    REPLAY_WEBHOOK_DELIVERY = "replay_webhook_delivery", WebhooksWrite, [WEBHOOK_MANAGEMENT], 60;
+    /// `POST /webhooks/endpoints/{endpoint_id}/test` (also 5 per minute per
+    /// webhook endpoint).
+    TEST_WEBHOOK_ENDPOINT = "test_webhook_endpoint", WebhooksWrite, [WEBHOOK_MANAGEMENT], 60;
+}
 
-/// `GET /users/{user_id}/can-edit`.
-pub static CAN_EDIT_USER: Endpoint = Endpoint {
-    name: "can_edit_user",
-    scope: Scope::UsersRead,
-    agency_budgets: &[&USERS],
-    key_limit: 600,
-};
+/// Test-console runs: the specification's 60 per minute per agency (and per user).
+pub const RUNS_PER_MINUTE: u32 = 60;
 
-/// `POST /users/batch-can-edit`.
-pub static BATCH_CAN_EDIT_USERS: Endpoint = Endpoint {
-    name: "batch_can_edit_users",
-    scope: Scope::UsersRead,
-    agency_budgets: &[&USERS],
-    key_limit: 300,
-};
-
-/// `PUT /users/{user_id}/role`.
-pub static UPDATE_USER_ROLE: Endpoint = Endpoint {
-    name: "update_user_role",
-    scope: Scope::UsersWrite,
-    agency_budgets: &[&USERS],
-    key_limit: 200,
-};
-
-/// `POST /media/upload` and `POST /listings/{listing_number}/media`.
-pub static UPLOAD_MEDIA: Endpoint = Endpoint {
-    name: "upload_media",
-    scope: Scope::MediaWrite,
-    agency_budgets: &[&UPLOADS],
-    key_limit: 20,
-};
-
-/// `POST /media/archive` and `GET /media/archive/{operation_id}`.
-pub static ARCHIVE_MEDIA: Endpoint = Endpoint {
-    name: "archive_media",
-    scope: Scope::MediaWrite,
-    agency_budgets: &[&UPLOADS],
-    key_limit: 60,
-};
-
-/// `GET /progress/{operation_id}`: progress streams of media operations.
-pub static READ_PROGRESS: Endpoint = Endpoint {
-    name: "read_progress",
-    scope: Scope::MediaWrite,
-    agency_budgets: &[],
-    key_limit: 600,
-};
-
-/// `POST /agency/sandbox/seed`: a sandbox key re-seeds its fixtures.
-pub static SEED_SANDBOX: Endpoint = Endpoint {
-    name: "seed_sandbox",
-    scope: Scope::ListingsWrite,
-    agency_budgets: &[&LISTING_WRITES],
-    key_limit: 10,
-};
-
-/// `POST /users`.
-pub static CREATE_USER: Endpoint = Endpoint {
-    name: "create_user",
-    scope: Scope::UsersWrite,
-    agency_budgets: &[&USERS],
-    key_limit: 60,
-};
-
-/// `PUT /users/{user_id}/status`.
-pub static UPDATE_USER_STATUS: Endpoint = Endpoint {
-    name: "update_user_status",
-    scope: Scope::UsersWrite,
-    agency_budgets: &[&USERS],
-    key_limit: 200,
-};
-
-/// `DELETE /users/team/{assistant_id}`.
-pub static REMOVE_TEAM_MEMBER: Endpoint = Endpoint {
-    name: "remove_team_member",
-    scope: Scope::UsersWrite,
-    agency_budgets: &[&USERS],
-    key_limit: 200,
-};
-
-/// `POST /listings`.
-pub static CREATE_LISTING: Endpoint = Endpoint {
-    name: "create_listing",
-    scope: Scope::ListingsWrite,
-    agency_budgets: &[&LISTING_CREATES, &LISTING_WRITES],
-    key_limit: 200,
-};
-
-/// `GET /listings`.
-pub static READ_LISTINGS_LIST: Endpoint = Endpoint {
-    name: "read_listings_list",
-    scope: Scope::ListingsRead,
-    agency_budgets: &[&LISTING_READS],
-    key_limit: 300,
-};
-
-/// `GET /listings/{listing_number}`.
-pub static READ_LISTING_SINGLE: Endpoint = Endpoint {
-    name: "read_listing_single",
-    scope: Scope::ListingsRead,
-    agency_budgets: &[&LISTING_READS],
-    key_limit: 600,
-};
-
-/// `GET /listings/{listing_number}/orders`.
-pub static GET_LISTING_ORDERS: Endpoint = Endpoint {
-    name: "get_listing_orders",
-    scope: Scope::ListingsRead,
-    agency_budgets: &[&LISTING_READS],
-    key_limit: 300,
-};
-
-/// `PATCH /listings/{listing_number}/status`.
-pub static UPDATE_LISTING_STATUS: Endpoint = Endpoint {
-    name: "update_listing_status",
-    scope: Scope::ListingsWrite,
-    agency_budgets: &[&LISTING_WRITES],
-    key_limit: 200,
-};
-
-/// `POST /listings/{listing_number}/cancel`.
-pub static CANCEL_LISTING: Endpoint = Endpoint {
-    name: "cancel_listing",
-    scope: Scope::ListingsWrite,
-    agency_budgets: &[&LISTING_WRITES],
-    key_limit: 100,
-};
-
-/// `PATCH /listings/{listing_number}/sections/{section}`; the agency table's
-/// "section PATCH 200 per key" is this per-key budget.
-pub static UPDATE_SECTION: Endpoint = Endpoint {
-    name: "update_section",
-    scope: Scope::ListingsWrite,
-    agency_budgets: &[&LISTING_WRITES],
-    key_limit: 200,
-};
-
-/// `GET /scheduling/availability`.
-pub static GET_AVAILABILITY: Endpoint = Endpoint {
-    name: "get_availability",
-    scope: Scope::SchedulingRead,
-    agency_budgets: &[&AVAILABILITY],
-    key_limit: 600,
-};
-
-/// `GET /webhooks/events`.
-pub static GET_WEBHOOK_CATALOG: Endpoint = Endpoint {
-    name: "get_webhook_catalog",
-    scope: Scope::WebhooksRead,
-    agency_budgets: &[&WEBHOOK_CATALOG],
-    key_limit: 60,
-};
-
-/// `POST /webhooks/endpoints`.
-pub static CREATE_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
-    name: "create_webhook_endpoint",
-    scope: Scope::WebhooksWrite,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 30,
-};
-
-/// `GET /webhooks/endpoints` and `GET /webhooks/endpoints/{endpoint_id}`.
-pub static READ_WEBHOOK_ENDPOINTS: Endpoint = Endpoint {
-    name: "read_webhook_endpoints",
-    scope: Scope::WebhooksRead,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 120,
-};
-
-/// Update, disable, enable, rotate the secret of, or delete an endpoint.
-pub static UPDATE_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
-    name: "update_webhook_endpoint",
-    scope: Scope::WebhooksWrite,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 60,
-};
-
-/// An endpoint's deliveries and one delivery with its attempts.
-pub static READ_WEBHOOK_DELIVERIES: Endpoint = Endpoint {
-    name: "read_webhook_deliveries",
-    scope: Scope::WebhooksRead,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 120,
-};
-
-/// `POST /webhooks/deliveries/{delivery_id}/replay` (also 10 per minute per
-/// webhook endpoint).
-pub static REPLAY_WEBHOOK_DELIVERY: Endpoint = Endpoint {
-    name: "replay_webhook_delivery",
-    scope: Scope::WebhooksWrite,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 60,
-};
-
-/// `POST /webhooks/endpoints/{endpoint_id}/test` (also 5 per minute per
-/// webhook endpoint).
-pub static TEST_WEBHOOK_ENDPOINT: Endpoint = Endpoint {
-    name: "test_webhook_endpoint",
-    scope: Scope::WebhooksWrite,
-    agency_budgets: &[&WEBHOOK_MANAGEMENT],
-    key_limit: 60,
-};
+// Session endpoints of the developer settings: name, CSRF rule, requests
+// per minute per user.
+#[rustfmt::skip]
+session_endpoints! {
+    /// `GET /session`.
+    READ_SESSION = "read_session", UnsafeMethods, 600;
+    /// `DELETE /session`.
+    END_SESSION = "end_session", UnsafeMethods, 60;
+    /// `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
+    IMPERSONATE = "impersonate_user", UnsafeMethods, 60;
+    /// Reads of the key list and audit log.
+    READ_KEYS = "read_api_keys", UnsafeMethods, 300;
+    /// Creating, rotating and revoking keys.
+    MANAGE_KEYS = "manage_api_keys", UnsafeMethods, 60;
+    /// `GET /agency/changelog`: the specification wants the CSRF token on this read.
+    READ_CHANGELOG = "read_changelog", Always, 120;
+    /// The user's budget of console runs (the agency's is checked by the handler).
+    RUN_CONSOLE = "test_console", UnsafeMethods, RUNS_PER_MINUTE;
+}
 
 /// Replays per minute per webhook endpoint.
 pub const REPLAYS_PER_ENDPOINT: u32 = 10;
@@ -346,52 +212,6 @@ pub const REPLAYS_PER_ENDPOINT: u32 = 10;
 pub const TEST_FIRES_PER_ENDPOINT: u32 = 5;
 /// Recoveries per minute per webhook endpoint.
 pub const RECOVERIES_PER_ENDPOINT: u32 = 2;
-
-/// Every endpoint with a per-key budget, for validating overrides.
-pub static ALL: [&Endpoint; 29] = [
-    &UPLOAD_MEDIA,
-    &ARCHIVE_MEDIA,
-    &READ_PROGRESS,
-    &SEED_SANDBOX,
-    &READ_USERS_LIST,
-    &READ_USER_SINGLE,
-    &READ_USER_PREFERENCES,
-    &UPDATE_USER_PREFERENCES,
-    &CAN_EDIT_USER,
-    &BATCH_CAN_EDIT_USERS,
-    &UPDATE_USER_ROLE,
-    &UPDATE_USER_STATUS,
-    &CREATE_USER,
-    &REMOVE_TEAM_MEMBER,
-    &CREATE_LISTING,
-    &READ_LISTINGS_LIST,
-    &READ_LISTING_SINGLE,
-    &GET_LISTING_ORDERS,
-    &UPDATE_LISTING_STATUS,
-    &CANCEL_LISTING,
-    &UPDATE_SECTION,
-    &GET_AVAILABILITY,
-    &GET_WEBHOOK_CATALOG,
-    &CREATE_WEBHOOK_ENDPOINT,
-    &READ_WEBHOOK_ENDPOINTS,
-    &UPDATE_WEBHOOK_ENDPOINT,
-    &READ_WEBHOOK_DELIVERIES,
-    &REPLAY_WEBHOOK_DELIVERY,
-    &TEST_WEBHOOK_ENDPOINT,
-];
-
-/// Every agency-level budget, for validating an agency's overrides.
-pub static AGENCY_BUDGETS: [&AgencyBudget; 9] = [
-    &LISTING_CREATES,
-    &LISTING_READS,
-    &LISTING_WRITES,
-    &UPLOADS,
-    &AVAILABILITY,
-    &USERS,
-    &WEBHOOK_CATALOG,
-    &WEBHOOK_MANAGEMENT,
-    &SANDBOX_BUDGET,
-];
 
 /// Whether `name` is an endpoint name a key's override may refer to.
 pub fn is_budgeted_name(name: &str) -> bool {

@@ -13,11 +13,12 @@
 //! | `KeyOrAdministratorSession` | a key, else an agency administrator's cookie (CSRF on changes) | the key's, else the user's | yes |
 //! | `KeyOrProgressToken` | the `token` of a progress URL, else a key | none for a token | – (GET) |
 
+use axum::RequestExt;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::{RequestExt, Router};
+use axum::routing::MethodRouter;
 use storage::Environment;
 use storage::api_keys::Scope;
 use utoipa_axum::router::UtoipaMethodRouter;
@@ -53,9 +54,19 @@ pub enum Access {
     /// The signed token of a progress URL (a browser's `EventSource` sends
     /// no headers), or an API key.
     KeyOrProgressToken(&'static Endpoint),
+    /// No credential (signing in, asking for a password link): no guard,
+    /// only the documented query parameters are accepted.
+    Open,
 }
 
 impl Access {
+    /// Whether the route takes `X-Idempotency-Key` (required on POST and
+    /// PATCH, honoured on PUT and DELETE): every route a key may call; the
+    /// developer settings' session routes and open routes never took one.
+    pub fn idempotent(self) -> bool {
+        !matches!(self, Self::Session(_) | Self::Open)
+    }
+
     /// The API endpoint's policy, for every access a key may open.
     fn endpoint(self) -> Option<&'static Endpoint> {
         match self {
@@ -63,7 +74,7 @@ impl Access {
             | Self::KeyOrSession(endpoint)
             | Self::KeyOrAdministratorSession(endpoint)
             | Self::KeyOrProgressToken(endpoint) => Some(endpoint),
-            Self::Session(_) => None,
+            Self::Session(_) | Self::Open => None,
         }
     }
 }
@@ -90,32 +101,30 @@ pub struct Guard {
 /// Puts the guard of `access` in front of the handler(s) of a documented route.
 pub fn guarded(
     state: &AppState,
-    access: impl Into<Access>,
+    access: Access,
     (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
 ) -> UtoipaMethodRouter<AppState> {
-    let guard = Guard {
-        state: state.clone(),
-        access: access.into(),
-    };
-    (
-        schemas,
-        paths,
-        method_router.route_layer(from_fn_with_state(guard, self::guard)),
-    )
+    (schemas, paths, guard_method(state, access, method_router))
 }
 
-/// Puts the guard of `access` in front of every route of an undocumented
-/// router (an alias path of a documented route).
-pub fn guard_router(
+/// Puts in front of a route's handler(s) what `access` asks for: the guard,
+/// or for an open route only the check of its query parameters.
+pub fn guard_method(
     state: &AppState,
     access: Access,
-    router: Router<AppState>,
-) -> Router<AppState> {
+    method_router: MethodRouter<AppState>,
+) -> MethodRouter<AppState> {
+    if matches!(access, Access::Open) {
+        return method_router.route_layer(from_fn_with_state(
+            state.clone(),
+            super::query_params::enforce,
+        ));
+    }
     let guard = Guard {
         state: state.clone(),
         access,
     };
-    router.route_layer(from_fn_with_state(guard, self::guard))
+    method_router.route_layer(from_fn_with_state(guard, self::guard))
 }
 
 /// Middleware: authenticate → rate limit → query parameters the document
@@ -141,6 +150,9 @@ pub async fn guard(
         // The test console runs a request as a key it names by id; only a
         // request built in this process carries the extension.
         (Access::Session(_), Some(_)) => return Err(ApiError::SessionRequired),
+        // An open route is never guarded (`guard_method`); were one, it
+        // would need no credential.
+        (Access::Open, _) => return Ok(next.run(request).await),
         (
             Access::Key(endpoint)
             | Access::KeyOrSession(endpoint)
@@ -153,6 +165,7 @@ pub async fn guard(
             (Credential::Key(principal), buckets)
         }
         (access, None) => match access {
+            Access::Open => return Ok(next.run(request).await),
             Access::Key(endpoint) => key(state, headers, query, endpoint).await?,
             Access::Session(endpoint) => {
                 let wants_csrf = endpoint.wants_csrf(request.method());
@@ -234,8 +247,7 @@ pub async fn guard(
     {
         state.write_pacing().admit(&tenant).await;
     }
-    // Session routes of the developer settings never took idempotency keys.
-    let idempotent = !matches!(guard.access, Access::Session(_));
+    let idempotent = guard.access.idempotent();
     match &credential {
         Credential::Key(principal) => {
             request.extensions_mut().insert(principal.clone());

@@ -50,7 +50,7 @@ fn destination(next: &str) -> String {
 }
 
 /// `GET /settings/sign-in`.
-pub(super) async fn sign_in_page(RawQuery(query): RawQuery) -> Response {
+pub(crate) async fn sign_in_page(RawQuery(query): RawQuery) -> Response {
     let next = query_value(query.as_deref(), "next").unwrap_or_default();
     page(
         StatusCode::OK,
@@ -64,7 +64,7 @@ pub(super) async fn sign_in_page(RawQuery(query): RawQuery) -> Response {
 
 /// `POST /settings/sign-in`: the form's email and password open a session
 /// (the same rules and per-email budget as `POST /api/v1/session`).
-pub(super) async fn sign_in(
+pub(crate) async fn sign_in(
     State(state): State<AppState>,
     uri: Uri,
     headers: HeaderMap,
@@ -160,6 +160,6 @@ pub(super) async fn sign_in(
 /// `GET /set-password`: the page of the e-mailed link; its script reads the
 /// token from the fragment (which browsers never send) and posts it to
 /// `POST /api/v1/session/password`.
-pub(super) async fn set_password_page() -> Response {
+pub(crate) async fn set_password_page() -> Response {
     page(StatusCode::OK, &SetPasswordPage)
 }

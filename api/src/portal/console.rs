@@ -26,7 +26,7 @@ struct ConsolePage {
 }
 
 /// `GET /settings/console`.
-pub(super) async fn page_handler(State(state): State<AppState>, portal: PortalSession) -> Response {
+pub(crate) async fn page_handler(State(state): State<AppState>, portal: PortalSession) -> Response {
     let chrome = portal.chrome(&state, "console");
     let keys = if chrome.is_admin {
         let now = state.store().clock().now();
@@ -49,7 +49,7 @@ pub(super) async fn page_handler(State(state): State<AppState>, portal: PortalSe
         &ConsolePage {
             chrome,
             keys,
-            runs_per_minute: crate::routes::test_console::RUNS_PER_MINUTE,
+            runs_per_minute: crate::endpoints::RUNS_PER_MINUTE,
         },
     )
 }

@@ -97,7 +97,7 @@ pub(super) async fn keys_of(
 }
 
 /// `GET /settings/keys`.
-pub(super) async fn page_handler(State(state): State<AppState>, portal: PortalSession) -> Response {
+pub(crate) async fn page_handler(State(state): State<AppState>, portal: PortalSession) -> Response {
     let chrome = portal.chrome(&state, "keys");
     if !chrome.is_admin {
         return page(

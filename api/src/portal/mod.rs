@@ -7,66 +7,33 @@
 //! API with the session cookie and its CSRF token, so the portal is held to
 //! exactly the API's rules. The pages are not in the OpenAPI document.
 
-mod account;
+pub(crate) mod account;
 pub(crate) mod chart;
-mod console;
-mod keys;
-mod public;
-mod usage;
-mod webhooks;
+pub(crate) mod console;
+pub(crate) mod keys;
+pub(crate) mod public;
+pub(crate) mod usage;
+pub(crate) mod webhooks;
 
 use askama::Template;
-use axum::Router;
 use axum::extract::{FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
 use storage::Environment;
 use storage::sessions::Session;
 
 use crate::middleware::session::session_cookie;
 use crate::state::AppState;
 
-/// The portal's routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/assets/portal.css", get(stylesheet))
-        .route("/assets/portal.js", get(script))
-        .route(
-            "/settings",
-            get(|| async { Redirect::to("/settings/keys") }),
-        )
-        .route(
-            "/settings/sign-in",
-            get(account::sign_in_page).post(account::sign_in),
-        )
-        .route("/set-password", get(account::set_password_page))
-        .route("/settings/keys", get(keys::page_handler))
-        .route("/settings/webhooks", get(webhooks::endpoints_page))
-        .route(
-            "/settings/webhooks/{endpoint_id}",
-            get(webhooks::endpoint_page),
-        )
-        .route("/settings/events", get(webhooks::catalog_page))
-        .route("/settings/console", get(console::page_handler))
-        .route("/settings/changelog", get(usage::changelog_page))
-        .route("/settings/usage", get(usage::usage_page))
-        .route("/property/{listing_number}", get(public::property_page))
-        .route(
-            "/dashboard/listings/{listing_number}/cancel",
-            get(public::cancel_help_page),
-        )
-}
-
-async fn stylesheet() -> Response {
+pub(crate) async fn stylesheet() -> Response {
     asset(
         "text/css; charset=utf-8",
         include_str!("../../assets/portal.css"),
     )
 }
 
-async fn script() -> Response {
+pub(crate) async fn script() -> Response {
     asset(
         "text/javascript; charset=utf-8",
         include_str!("../../assets/portal.js"),

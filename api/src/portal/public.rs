@@ -85,7 +85,7 @@ fn photo(item: &MediaOut, number: usize, address: &str) -> Option<Photo> {
 /// `GET /property/{listing_number}`: only what an agency shows the public
 /// (address, status, delivered photos, the 3D tour and floorplans); no ids,
 /// no people. Sandbox and cancelled listings are not found.
-pub(super) async fn property_page(
+pub(crate) async fn property_page(
     State(state): State<AppState>,
     Path(listing_number): Path<String>,
 ) -> Response {
@@ -162,7 +162,7 @@ struct CancelHelpPage {
 
 /// `GET /dashboard/listings/{listing_number}/cancel`: why the cancel was
 /// refused and what to do (the page names no listing data: anyone may open it).
-pub(super) async fn cancel_help_page(Path(listing_number): Path<String>) -> Response {
+pub(crate) async fn cancel_help_page(Path(listing_number): Path<String>) -> Response {
     let listing_number: String = normalise_listing_number(&listing_number)
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')

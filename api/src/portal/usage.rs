@@ -40,7 +40,7 @@ struct UsagePage {
 }
 
 /// `GET /settings/usage`.
-pub(super) async fn usage_page(State(state): State<AppState>, portal: PortalSession) -> Response {
+pub(crate) async fn usage_page(State(state): State<AppState>, portal: PortalSession) -> Response {
     let chrome = portal.chrome(&state, "usage");
     let store = state.store();
     // This process's latest requests first, so the page is current.
@@ -142,7 +142,7 @@ struct ChangelogPage {
 }
 
 /// `GET /settings/changelog`: newest first.
-pub(super) async fn changelog_page(
+pub(crate) async fn changelog_page(
     State(state): State<AppState>,
     portal: PortalSession,
 ) -> Response {

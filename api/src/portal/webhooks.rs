@@ -110,7 +110,7 @@ struct EndpointsPage {
 }
 
 /// `GET /settings/webhooks`.
-pub(super) async fn endpoints_page(
+pub(crate) async fn endpoints_page(
     State(state): State<AppState>,
     portal: PortalSession,
 ) -> Response {
@@ -221,7 +221,7 @@ struct EndpointPage {
 }
 
 /// `GET /settings/webhooks/{endpoint_id}?status=…&event_type=…`.
-pub(super) async fn endpoint_page(
+pub(crate) async fn endpoint_page(
     State(state): State<AppState>,
     portal: PortalSession,
     Path(endpoint_id): Path<String>,
@@ -317,7 +317,7 @@ struct CatalogPage {
 }
 
 /// `GET /settings/events`.
-pub(super) async fn catalog_page(State(state): State<AppState>, portal: PortalSession) -> Response {
+pub(crate) async fn catalog_page(State(state): State<AppState>, portal: PortalSession) -> Response {
     page(
         StatusCode::OK,
         &CatalogPage {

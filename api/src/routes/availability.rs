@@ -11,13 +11,9 @@ use storage::Timestamp;
 use storage::availability::{DEFAULT_TIMEZONE, Slot, SlotQuery};
 use storage::packages::{self, Package};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, FieldErrors};
 use crate::extract::ApiQuery;
-use crate::middleware::guard::guarded;
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -27,15 +23,6 @@ const MAX_ADDRESS_CHARS: usize = 500;
 const DEFAULT_WINDOW_DAYS: i64 = 14;
 /// The widest window a request may ask for.
 const MAX_WINDOW_DAYS: i64 = 31;
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(
-        state,
-        &endpoints::GET_AVAILABILITY,
-        routes!(get_availability),
-    ))
-}
 
 /// Query of `GET /scheduling/availability`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -185,7 +172,7 @@ fn in_zone(at: Timestamp, zone: Tz) -> String {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn get_availability(
+pub(crate) async fn get_availability(
     State(state): State<AppState>,
     principal: Principal,
     ApiQuery(query): ApiQuery<AvailabilityQuery>,

@@ -8,50 +8,22 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use storage::page::Position;
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::listings::read::{ListingDetailOut, read_listing};
 use crate::changelog::{self, ChangeType, Entry};
-use crate::endpoints;
-use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
 use crate::principal::{Principal, SessionPrincipal};
 use crate::state::AppState;
 
-/// `GET /agency/changelog`: the specification wants the CSRF token on this read.
-static READ_CHANGELOG: SessionEndpoint = SessionEndpoint {
-    name: "read_changelog",
-    csrf: Csrf::Always,
-    user_limit: 120,
-};
-
-/// The documented routes of this module.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(state, &READ_CHANGELOG, routes!(read_changelog)))
-        .routes(guarded(
-            state,
-            &endpoints::READ_LISTING_SINGLE,
-            routes!(read_tour),
-        ))
-}
-
-/// Routes that are gone: not in the OpenAPI document, answering 410 to anyone.
-pub fn removed_routes() -> axum::Router<AppState> {
-    axum::Router::new().route(
-        "/tours",
-        get(|State(state): State<AppState>| async move {
-            removed(&state, &changelog::TOURS_LIST_REMOVED)
-        }),
-    )
+/// `GET /api/v1/tours`: removed (410 `endpoint_removed`, naming its
+/// changelog entry and what to call instead).
+pub(crate) async fn list_tours_removed(State(state): State<AppState>) -> ApiError {
+    removed(&state, &changelog::TOURS_LIST_REMOVED)
 }
 
 fn changelog_url(state: &AppState, entry: &Entry) -> String {
@@ -161,7 +133,7 @@ impl From<&Entry> for ChangelogEntryOut {
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-async fn read_changelog(
+pub(crate) async fn read_changelog(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiQuery(query): ApiQuery<ChangelogQuery>,
@@ -228,7 +200,7 @@ async fn read_changelog(
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn read_tour(
+pub(crate) async fn read_tour(
     State(state): State<AppState>,
     principal: Principal,
     path: ApiPath<String>,

@@ -17,39 +17,12 @@ use storage::ids::{AgencyId, ApiKeyId};
 use storage::page::Position;
 use storage::{Environment, StorageError};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit, page_of_all};
 use crate::principal::SessionPrincipal;
 use crate::state::AppState;
-
-/// Reads of the key list and audit log.
-static READ_KEYS: SessionEndpoint = SessionEndpoint {
-    name: "read_api_keys",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 300,
-};
-/// Creating, rotating and revoking keys.
-static MANAGE_KEYS: SessionEndpoint = SessionEndpoint {
-    name: "manage_api_keys",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 60,
-};
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(state, &READ_KEYS, routes!(list_keys)))
-        .routes(guarded(state, &READ_KEYS, routes!(key_audit)))
-        .routes(guarded(state, &MANAGE_KEYS, routes!(create_key)))
-        .routes(guarded(state, &MANAGE_KEYS, routes!(rotate_key)))
-        .routes(guarded(state, &MANAGE_KEYS, routes!(revoke_key)))
-}
 
 /// `agency_id` for platform identities acting for another agency.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -236,7 +209,7 @@ fn key_id(text: &str) -> Result<ApiKeyId, ApiError> {
     ),
     security(("session_cookie" = []))
 )]
-async fn list_keys(
+pub(crate) async fn list_keys(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiQuery(query): ApiQuery<AgencyPageQuery>,
@@ -278,7 +251,7 @@ fn agency_scope(collection: &'static str, agency: &AgencyId) -> CursorScope {
     ),
     security(("session_cookie" = []))
 )]
-async fn key_audit(
+pub(crate) async fn key_audit(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiQuery(query): ApiQuery<AgencyPageQuery>,
@@ -379,7 +352,7 @@ fn new_key_of(body: KeyIn) -> Result<NewApiKey, ApiError> {
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-async fn create_key(
+pub(crate) async fn create_key(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiJson(body): ApiJson<KeyIn>,
@@ -424,7 +397,7 @@ async fn create_key(
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-async fn rotate_key(
+pub(crate) async fn rotate_key(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiPath(id): ApiPath<String>,
@@ -459,7 +432,7 @@ async fn rotate_key(
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-async fn revoke_key(
+pub(crate) async fn revoke_key(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiPath(id): ApiPath<String>,

@@ -1,6 +1,7 @@
-//! Routing: the public resources under `/api/v1`, the OpenAPI document, the
-//! denied surface, and the fallback that makes every other URL a 404
-//! `endpoint_not_in_scope`.
+//! Routing: the route table (`table`: every route of the public listener,
+//! with its policy and handler), the OpenAPI document built from it, and the
+//! fallback that makes every other URL a 404 `endpoint_not_in_scope`. Each
+//! resource's module holds its handlers and wire types.
 
 pub mod availability;
 pub mod changelog;
@@ -13,6 +14,7 @@ pub mod openapi_contract;
 pub mod preferences;
 pub mod sandbox;
 pub mod session;
+pub mod table;
 pub mod test_console;
 pub mod user_admin;
 pub mod users;
@@ -21,9 +23,6 @@ pub mod webhooks;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::error::ApiError;
@@ -36,19 +35,7 @@ pub const API_PREFIX: &str = "/api/v1";
 /// The application's routes (without global middleware or state) and its
 /// OpenAPI document.
 pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    let v1 = OpenApiRouter::new()
-        .merge(listings::router(&state))
-        .merge(users::router(&state))
-        .merge(availability::router(&state))
-        .merge(preferences::router(&state))
-        .merge(user_admin::router(&state))
-        .merge(webhooks::router(&state))
-        .merge(session::router(&state))
-        .merge(developer_keys::router(&state))
-        .merge(changelog::router(&state))
-        .merge(sandbox::router(&state))
-        .merge(test_console::router(&state))
-        .merge(media::router(&state));
+    let v1 = table::api_v1(&state);
     let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
         .nest(API_PREFIX, v1)
         .split_for_parts();
@@ -60,27 +47,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     openapi_contract::complete(&mut document);
     let document: Arc<str> = Arc::from(document.to_string());
     let router = routes
-        .nest(
-            API_PREFIX,
-            denied::router().merge(changelog::removed_routes()),
-        )
-        .merge(media::progress::alias_router(&state))
-        .merge(media::downloads::router())
-        .merge(media::archive::download_router())
-        .merge(crate::portal::router())
-        .route(
-            "/api/openapi.json",
-            get(move || {
-                let document = document.clone();
-                async move {
-                    (
-                        [(header::CONTENT_TYPE, "application/json")],
-                        document.to_string(),
-                    )
-                        .into_response()
-                }
-            }),
-        )
+        .merge(table::outside_the_document(&state, document))
         .route_layer(axum::middleware::from_fn(crate::metrics::tag_route))
         .fallback(|| async { ApiError::EndpointNotInScope });
     (router, doc)

@@ -13,31 +13,12 @@ use storage::preferences::{
 };
 use storage::users::User;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::user_admin::{acting_user, agency_user, may_edit, refuse_sandbox};
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::guard::guarded;
 use crate::principal::Principal;
 use crate::state::AppState;
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            &endpoints::READ_USER_PREFERENCES,
-            routes!(get_preferences),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::UPDATE_USER_PREFERENCES,
-            routes!(update_preferences),
-        ))
-}
 
 /// A user's preferences.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -104,7 +85,7 @@ async fn authorize(state: &AppState, principal: &Principal, target: &User) -> Re
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn get_preferences(
+pub(crate) async fn get_preferences(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,
@@ -203,7 +184,7 @@ fn validate(patch: PreferencesPatch) -> Result<PreferenceChanges, ApiError> {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn update_preferences(
+pub(crate) async fn update_preferences(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,

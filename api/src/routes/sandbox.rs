@@ -12,19 +12,10 @@ use storage::Environment;
 use storage::ids::OperationId;
 use storage::sandbox::{FIXTURES, fixture_number};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::middleware::guard::guarded;
 use crate::principal::Principal;
 use crate::state::AppState;
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(state, &endpoints::SEED_SANDBOX, routes!(seed)))
-}
 
 /// A queued seeding.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -50,7 +41,7 @@ pub struct SeedOut {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn seed(
+pub(crate) async fn seed(
     State(state): State<AppState>,
     principal: Principal,
 ) -> Result<(StatusCode, Json<SeedOut>), ApiError> {

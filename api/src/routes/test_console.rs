@@ -19,20 +19,15 @@ use serde_json::Value;
 use storage::ids::ApiKeyId;
 use tower::ServiceExt;
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiJson;
-use crate::middleware::guard::{ConsoleKey, guarded};
+use crate::middleware::guard::ConsoleKey;
 use crate::principal::SessionPrincipal;
 use crate::rate_limit::Bucket;
 use crate::routes::API_PREFIX;
 use crate::state::AppState;
 
-/// The specification's limit: 60 runs per minute per agency.
-pub const RUNS_PER_MINUTE: u32 = 60;
 /// The longest answer body the console shows.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// The console's own path.
@@ -47,22 +42,10 @@ const CREDENTIAL_HEADERS: [&str; 6] = [
     "x-environment",
 ];
 
-/// The user's budget of console runs (the agency's is checked by the handler).
-static RUN_CONSOLE: SessionEndpoint = SessionEndpoint {
-    name: "test_console",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: RUNS_PER_MINUTE,
-};
-
 /// The application the console sends its requests into: the whole app,
 /// attached to every request by `crate::app`.
 #[derive(Clone)]
 pub struct ConsoleTarget(pub Router);
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(state, &RUN_CONSOLE, routes!(run)))
-}
 
 /// Body of `POST /agency/test-console`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -194,7 +177,7 @@ pub(crate) async fn run(
     let agency_budget = Bucket {
         key: format!("agency:{}:test_console", user.agency_id),
         name: "agency_test_console".to_owned(),
-        limit: RUNS_PER_MINUTE,
+        limit: crate::endpoints::RUNS_PER_MINUTE,
     };
     let limits = state.rate_limiter().check(&[agency_budget]).await?;
     let credential = storage::api_keys::Credential {

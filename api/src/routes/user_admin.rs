@@ -14,56 +14,15 @@ use storage::Environment;
 use storage::ids::UserId;
 use storage::users::{Role, User};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::users::UserOut;
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::guard::guarded;
 use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Most users one batch asks about.
 const MAX_BATCH: usize = 200;
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(state, &endpoints::CAN_EDIT_USER, routes!(can_edit)))
-        .routes(guarded(
-            state,
-            &endpoints::BATCH_CAN_EDIT_USERS,
-            routes!(batch_can_edit),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::UPDATE_USER_ROLE,
-            routes!(update_role),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::UPDATE_USER_STATUS,
-            routes!(update_status),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::CREATE_USER,
-            routes!(create_user),
-        ))
-        // The specification writes `POST /users/`; both spellings create a
-        // user, behind the same guard (the slash form is not documented twice).
-        .route(
-            "/users/",
-            guarded(state, &endpoints::CREATE_USER, routes!(create_user)).2,
-        )
-        .routes(guarded(
-            state,
-            &endpoints::REMOVE_TEAM_MEMBER,
-            routes!(remove_from_team),
-        ))
-}
 
 /// The user the key acts as, if it is an active user of the tenant's agency.
 pub(crate) async fn acting_user(state: &AppState, principal: &Principal) -> Option<User> {
@@ -140,7 +99,7 @@ pub struct CanEditOut {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn can_edit(
+pub(crate) async fn can_edit(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,
@@ -184,7 +143,7 @@ pub struct BatchCanEditOut {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn batch_can_edit(
+pub(crate) async fn batch_can_edit(
     State(state): State<AppState>,
     principal: Principal,
     ApiJson(body): ApiJson<BatchCanEditIn>,
@@ -247,7 +206,7 @@ pub struct RoleIn {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn update_role(
+pub(crate) async fn update_role(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,
@@ -318,7 +277,7 @@ pub struct StatusIn {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn update_status(
+pub(crate) async fn update_status(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,
@@ -377,7 +336,7 @@ async fn update_status(
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn remove_from_team(
+pub(crate) async fn remove_from_team(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(assistant_id): ApiPath<String>,
@@ -472,7 +431,7 @@ pub struct AccountOut {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn create_user(
+pub(crate) async fn create_user(
     State(state): State<AppState>,
     principal: Principal,
     ApiJson(body): ApiJson<UserIn>,

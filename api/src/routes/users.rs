@@ -7,31 +7,12 @@ use serde::{Deserialize, Serialize};
 use storage::ids::UserId;
 use storage::users::{Role, User, UserFilter};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
 use crate::pagination::{CursorScope, PageOut, page_limit};
 use crate::principal::Principal;
 use crate::state::AppState;
-
-/// The routes of this resource.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            &endpoints::READ_USERS_LIST,
-            routes!(list_users),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::READ_USER_SINGLE,
-            routes!(get_user),
-        ))
-}
 
 /// A user as the API shows it. Field names are the specification's own,
 /// including its camelCase `createdAt` and `managerId`.
@@ -121,7 +102,7 @@ impl UserListQuery {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn list_users(
+pub(crate) async fn list_users(
     State(state): State<AppState>,
     principal: Principal,
     ApiQuery(query): ApiQuery<UserListQuery>,
@@ -163,7 +144,7 @@ async fn list_users(
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn get_user(
+pub(crate) async fn get_user(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(user_id): ApiPath<String>,

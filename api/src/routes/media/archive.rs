@@ -11,7 +11,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
 use platform::PushOptions;
@@ -21,15 +20,11 @@ use storage::Tenant;
 use storage::ids::{MediaId, OperationId};
 use storage::media::{MediaOperation, StorageStrategy};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::downloads::DOWNLOAD_URL_SECONDS;
 use super::progress::progress_url;
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::guard::guarded;
 use crate::principal::Principal;
 use crate::state::AppState;
 
@@ -37,29 +32,6 @@ use crate::state::AppState;
 const MAX_ARCHIVE_FILES: usize = 200;
 /// Longest archive name.
 const MAX_NAME_CHARS: usize = 100;
-
-/// The documented routes.
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            &endpoints::ARCHIVE_MEDIA,
-            routes!(create_archive),
-        ))
-        .routes(guarded(
-            state,
-            &endpoints::ARCHIVE_MEDIA,
-            routes!(read_archive),
-        ))
-}
-
-/// The signed download of a written archive (its URL comes from the read).
-pub fn download_router() -> axum::Router<AppState> {
-    axum::Router::new().route(
-        "/api/v1/media/archive/{operation_id}/download",
-        get(download),
-    )
-}
 
 /// Body of an archive request.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -118,7 +90,7 @@ fn archive_name_problem(name: &str) -> Option<String> {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn create_archive(
+pub(crate) async fn create_archive(
     State(state): State<AppState>,
     principal: Principal,
     ApiJson(body): ApiJson<ArchiveIn>,
@@ -265,7 +237,7 @@ async fn archive_out(
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn read_archive(
+pub(crate) async fn read_archive(
     State(state): State<AppState>,
     principal: Principal,
     ApiPath(operation_id): ApiPath<String>,
@@ -282,13 +254,13 @@ async fn read_archive(
 /// Query of a signed archive download.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DownloadQuery {
+pub(crate) struct DownloadQuery {
     expires: i64,
     signature: String,
 }
 
 /// Streams a written archive from local files to a holder of its signed URL.
-async fn download(
+pub(crate) async fn download(
     State(state): State<AppState>,
     ApiPath(operation_id): ApiPath<String>,
     ApiQuery(query): ApiQuery<DownloadQuery>,

@@ -10,7 +10,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
 use serde::{Deserialize, Serialize};
@@ -25,12 +24,6 @@ use crate::state::AppState;
 
 /// How long a download URL works.
 pub const DOWNLOAD_URL_SECONDS: i64 = 3600;
-
-/// The signed download route (not in the OpenAPI document: its URLs come
-/// only from listing reads).
-pub fn router() -> axum::Router<AppState> {
-    axum::Router::new().route("/api/v1/media/{media_id}/variants/{name}", get(download))
-}
 
 /// One variant of a media item as a listing read shows it.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -161,14 +154,14 @@ pub async fn media_out(
 /// Query of a signed download.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DownloadQuery {
+pub(crate) struct DownloadQuery {
     expires: i64,
     signature: String,
 }
 
 /// Streams one variant to a holder of its signed URL. Anything wrong (bad or
 /// expired signature, unknown item or variant) is the same 404.
-async fn download(
+pub(crate) async fn download(
     State(state): State<AppState>,
     ApiPath((media_id, name)): ApiPath<(String, String)>,
     ApiQuery(query): ApiQuery<DownloadQuery>,

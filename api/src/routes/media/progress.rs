@@ -28,21 +28,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use futures::{Stream, StreamExt, stream};
 use serde::Deserialize;
 use storage::Tenant;
 use storage::ids::OperationId;
 use utoipa::IntoParams;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use platform::progress::{MediaStep, ProgressEvent, ProgressState};
 
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, FieldErrors, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::guard::{Access, guard_router, guarded};
 use crate::middleware::progress_token;
 use crate::principal::Credential;
 use crate::state::AppState;
@@ -53,20 +48,6 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const RECONNECT: Duration = Duration::from_secs(2);
 /// How long a stream waits for a state before it reads the stored status.
 const STATUS_CHECK: Duration = Duration::from_secs(5);
-
-/// The documented route (under `/api/v1`).
-pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(state, ACCESS, routes!(progress)))
-}
-
-/// The same stream at `/v1/progress/{operation_id}`, where the specification puts it.
-pub fn alias_router(state: &AppState) -> axum::Router<AppState> {
-    let route = axum::Router::new().route("/v1/progress/{operation_id}", get(progress));
-    guard_router(state, ACCESS, route)
-}
-
-/// A progress URL's token, or an API key with `media:write`.
-const ACCESS: Access = Access::KeyOrProgressToken(&endpoints::READ_PROGRESS);
 
 /// The progress URL of an operation, with a token valid for an hour.
 pub fn progress_url(state: &AppState, tenant: &Tenant, operation_id: &OperationId) -> String {

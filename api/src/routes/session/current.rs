@@ -7,24 +7,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::sign_in::{SessionOut, session_out};
-use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::middleware::session::clear_cookie;
 use crate::principal::SessionPrincipal;
 use crate::state::AppState;
-
-/// `GET /session`.
-pub(super) static READ_SESSION: SessionEndpoint = SessionEndpoint {
-    name: "read_session",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 600,
-};
-/// `DELETE /session`.
-pub(super) static END_SESSION: SessionEndpoint = SessionEndpoint {
-    name: "end_session",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 60,
-};
 
 /// The caller's session, with its CSRF token (for a page that reloaded).
 #[utoipa::path(
@@ -38,7 +24,7 @@ pub(super) static END_SESSION: SessionEndpoint = SessionEndpoint {
     ),
     security(("session_cookie" = []))
 )]
-pub(super) async fn current_session(
+pub(crate) async fn current_session(
     State(state): State<AppState>,
     principal: SessionPrincipal,
 ) -> Json<SessionOut> {
@@ -58,7 +44,7 @@ pub(super) async fn current_session(
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-pub(super) async fn logout(
+pub(crate) async fn logout(
     State(state): State<AppState>,
     principal: SessionPrincipal,
 ) -> Result<Response, ApiError> {

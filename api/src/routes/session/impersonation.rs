@@ -8,18 +8,10 @@ use storage::ids::UserId;
 use storage::users::Role;
 
 use super::sign_in::{SessionOut, session_out};
-use crate::endpoints::{Csrf, SessionEndpoint};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
 use crate::principal::SessionPrincipal;
 use crate::state::AppState;
-
-/// `POST /users/{user_id}/impersonate` and `DELETE /session/impersonation`.
-pub(super) static IMPERSONATE: SessionEndpoint = SessionEndpoint {
-    name: "impersonate_user",
-    csrf: Csrf::UnsafeMethods,
-    user_limit: 60,
-};
 
 /// Switches the session to act as another user: the real user must be a
 /// broker or higher and strictly above the target's role.
@@ -37,7 +29,7 @@ pub(super) static IMPERSONATE: SessionEndpoint = SessionEndpoint {
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-pub(super) async fn impersonate(
+pub(crate) async fn impersonate(
     State(state): State<AppState>,
     principal: SessionPrincipal,
     ApiPath(user_id): ApiPath<String>,
@@ -106,7 +98,7 @@ fn check_impersonation(real: Role, target: &storage::users::User) -> Result<(), 
     ),
     security(("session_cookie" = [], "csrf_token" = []))
 )]
-pub(super) async fn end_impersonation(
+pub(crate) async fn end_impersonation(
     State(state): State<AppState>,
     principal: SessionPrincipal,
 ) -> Result<Json<SessionOut>, ApiError> {

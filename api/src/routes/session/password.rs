@@ -76,7 +76,7 @@ pub struct PasswordResetOut {
         (status = 429, description = "Too many requests for this email", body = ErrorEnvelope),
     )
 )]
-pub(super) async fn request_password_reset(
+pub(crate) async fn request_password_reset(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<PasswordResetIn>,
 ) -> Result<Response, ApiError> {
@@ -147,7 +147,7 @@ pub struct NewPasswordIn {
         (status = 429, description = "Too many attempts with this token", body = ErrorEnvelope),
     )
 )]
-pub(super) async fn set_password(
+pub(crate) async fn set_password(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<NewPasswordIn>,
 ) -> Result<Response, ApiError> {

@@ -115,7 +115,7 @@ pub(super) fn session_out(state: &AppState, session: Session) -> SessionOut {
         (status = 429, description = "Too many attempts for this email", body = ErrorEnvelope),
     )
 )]
-pub(super) async fn login(
+pub(crate) async fn login(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<LoginIn>,
 ) -> Result<Response, ApiError> {

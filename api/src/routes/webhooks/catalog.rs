@@ -8,22 +8,8 @@ use serde::Serialize;
 use serde_json::Value;
 use storage::event_catalog::{self, CatalogEntry};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
-use crate::endpoints;
 use crate::error::ErrorEnvelope;
-use crate::middleware::guard::guarded;
-use crate::state::AppState;
-
-/// The catalog route.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(
-        state,
-        &endpoints::GET_WEBHOOK_CATALOG,
-        routes!(event_catalog),
-    ))
-}
 
 /// One subscribable event type.
 #[derive(Debug, Serialize, ToSchema)]
@@ -97,7 +83,7 @@ pub struct CatalogOut {
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
-async fn event_catalog() -> Response {
+pub(crate) async fn event_catalog() -> Response {
     let catalog = CatalogOut {
         items: event_catalog::entries()
             .iter()

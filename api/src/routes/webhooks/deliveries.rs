@@ -3,35 +3,16 @@
 
 use axum::Json;
 use axum::extract::State;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use storage::ids::DeliveryId;
 
 use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::wire::{DeliveryOut, PageQuery};
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, ApiQuery};
-use crate::middleware::guard::{Access, guarded};
 use crate::pagination::{CursorScope, PageOut, page_limit};
 use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The delivery read routes.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
-            routes!(list_deliveries),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
-            routes!(get_delivery),
-        ))
-}
 
 /// Lists an endpoint's deliveries, newest first.
 #[utoipa::path(
@@ -49,7 +30,7 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn list_deliveries(
+pub(crate) async fn list_deliveries(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -93,7 +74,7 @@ async fn list_deliveries(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn get_delivery(
+pub(crate) async fn get_delivery(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(delivery_id): ApiPath<String>,

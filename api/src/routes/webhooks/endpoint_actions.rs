@@ -7,38 +7,14 @@ use axum::extract::State;
 use storage::webhooks::{
     DEFAULT_SECRET_OVERLAP_SECONDS, MANUALLY_DISABLED_REASON, MAX_SECRET_OVERLAP_SECONDS,
 };
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::endpoint_rules;
 use super::endpoints::parse_endpoint_id;
 use super::wire::{EndpointOut, EndpointWithSecretOut};
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiPath, OptionalJson};
-use crate::middleware::guard::{Access, guarded};
 use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The action routes.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(disable_endpoint),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(enable_endpoint),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(rotate_secret),
-        ))
-}
 
 /// Disables an endpoint (reason `disabled_by_owner`).
 #[utoipa::path(
@@ -55,7 +31,7 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn disable_endpoint(
+pub(crate) async fn disable_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -78,7 +54,7 @@ async fn disable_endpoint(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn enable_endpoint(
+pub(crate) async fn enable_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -138,7 +114,7 @@ pub struct RotateSecretIn {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn rotate_secret(
+pub(crate) async fn rotate_secret(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,

@@ -10,43 +10,14 @@ use storage::Tenant;
 use storage::ids::WebhookEndpointId;
 use storage::webhooks::{NewEndpoint, WebhookEndpoint};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::endpoint_rules::{self, EndpointEdit};
 use super::wire::{EndpointOut, EndpointWithSecretOut, PageQuery};
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::middleware::guard::{Access, guarded};
 use crate::pagination::{CursorScope, PageOut, page_limit};
 use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The registration and management routes.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::CREATE_WEBHOOK_ENDPOINT),
-            routes!(create_endpoint),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_ENDPOINTS),
-            routes!(list_endpoints),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_ENDPOINTS),
-            routes!(get_endpoint),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(update_endpoint, delete_endpoint),
-        ))
-}
 
 /// Body of `POST /webhooks/endpoints`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -177,7 +148,7 @@ pub(super) async fn endpoint_of(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn create_endpoint(
+pub(crate) async fn create_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiJson(body): ApiJson<EndpointIn>,
@@ -227,7 +198,7 @@ async fn create_endpoint(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn list_endpoints(
+pub(crate) async fn list_endpoints(
     State(state): State<AppState>,
     principal: Credential,
     ApiQuery(query): ApiQuery<PageQuery>,
@@ -268,7 +239,7 @@ async fn list_endpoints(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn get_endpoint(
+pub(crate) async fn get_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -301,7 +272,7 @@ async fn get_endpoint(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn update_endpoint(
+pub(crate) async fn update_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -339,7 +310,7 @@ async fn update_endpoint(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn delete_endpoint(
+pub(crate) async fn delete_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,

@@ -19,14 +19,10 @@ use serde::{Deserialize, Serialize};
 use storage::events::EventType;
 use storage::{Environment, Tenant};
 use utoipa::{IntoParams, ToSchema};
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::endpoint_rules;
-use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiQuery};
-use crate::middleware::guard::{Access, guarded};
 use crate::principal::Credential;
 use crate::state::AppState;
 
@@ -36,21 +32,6 @@ const POLL: Duration = Duration::from_millis(200);
 const BATCH: u32 = 100;
 /// A comment line this often keeps proxies from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// The routes.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
-            routes!(listen),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(trigger),
-        ))
-}
 
 /// Query of `GET /webhooks/listen`.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -80,7 +61,7 @@ pub struct ListenQuery {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn listen(
+pub(crate) async fn listen(
     State(state): State<AppState>,
     principal: Credential,
     ApiQuery(query): ApiQuery<ListenQuery>,
@@ -209,7 +190,7 @@ pub struct TriggerOut {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn trigger(
+pub(crate) async fn trigger(
     State(state): State<AppState>,
     principal: Credential,
     ApiJson(body): ApiJson<TriggerIn>,

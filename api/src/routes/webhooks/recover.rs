@@ -15,35 +15,17 @@ use storage::Timestamp;
 use storage::ids::RecoveryId;
 use storage::webhooks::{EndpointStatus, Recovery, RecoveryStatus};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::on_demand::spend_endpoint_budget;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath};
-use crate::middleware::guard::{Access, guarded};
 use crate::principal::Credential;
 use crate::state::AppState;
 
 /// How far back a recovery reaches: deliveries are kept 30 days.
 pub const MAX_RECOVERY_DAYS: i64 = 30;
-
-/// The recovery routes.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::UPDATE_WEBHOOK_ENDPOINT),
-            routes!(recover_endpoint),
-        ))
-        .routes(guarded(
-            state,
-            Access::KeyOrAdministratorSession(&endpoints::READ_WEBHOOK_DELIVERIES),
-            routes!(get_recovery),
-        ))
-}
 
 /// Body of `POST …/recover`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -124,7 +106,7 @@ impl From<Recovery> for RecoveryOut {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn recover_endpoint(
+pub(crate) async fn recover_endpoint(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
@@ -216,7 +198,7 @@ async fn recover_endpoint(
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
-async fn get_recovery(
+pub(crate) async fn get_recovery(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath((endpoint_id, recovery_id)): ApiPath<(String, String)>,

@@ -5,8 +5,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use storage::webhooks::DeliveryKind;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::deliveries::parse_delivery_id;
 use super::endpoints::endpoint_of;
@@ -15,18 +13,8 @@ use super::wire::DeliveryOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::ApiPath;
-use crate::middleware::guard::{Access, guarded};
 use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The replay route.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(
-        state,
-        Access::KeyOrAdministratorSession(&endpoints::REPLAY_WEBHOOK_DELIVERY),
-        routes!(replay_delivery),
-    ))
-}
 
 /// Replays a past delivery now: the same event (same `X-Event-Id` and
 /// data), a new nonce, signed with the endpoint's current secret, one
@@ -46,7 +34,7 @@ pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn replay_delivery(
+pub(crate) async fn replay_delivery(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(delivery_id): ApiPath<String>,

@@ -11,8 +11,6 @@ use serde_json::json;
 use storage::ids::{DeliveryId, EventId};
 use storage::webhooks::{Delivery, DeliveryKind};
 use utoipa::ToSchema;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 use super::endpoints::{endpoint_of, parse_endpoint_id};
 use super::on_demand::{deliver_now, spend_endpoint_budget};
@@ -20,18 +18,8 @@ use super::wire::DeliveryOut;
 use crate::endpoints;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::ApiPath;
-use crate::middleware::guard::{Access, guarded};
 use crate::principal::Credential;
 use crate::state::AppState;
-
-/// The test-fire route.
-pub(super) fn router(state: &AppState) -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(guarded(
-        state,
-        Access::KeyOrAdministratorSession(&endpoints::TEST_WEBHOOK_ENDPOINT),
-        routes!(test_fire),
-    ))
-}
 
 /// What a test fire found.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -74,7 +62,7 @@ pub fn verdict(report: &AttemptReport) -> &'static str {
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
-async fn test_fire(
+pub(crate) async fn test_fire(
     State(state): State<AppState>,
     principal: Credential,
     ApiPath(endpoint_id): ApiPath<String>,
