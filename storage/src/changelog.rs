@@ -119,7 +119,7 @@ pub static TOUR_READ_DEPRECATED: Entry = Entry {
 };
 
 /// Every entry, oldest first.
-pub static ENTRIES: [&Entry; 26] = [
+pub static ENTRIES: [&Entry; 27] = [
     &Entry {
         id: "chg_2026_05_29_initial_release",
         date: "2026-05-29",
@@ -443,6 +443,16 @@ pub static ENTRIES: [&Entry; 26] = [
         title: "Every answer carries nosniff, HSTS over HTTPS, and no-store unless it is meant to be cached",
         description: "Responses carry X-Content-Type-Options: nosniff; over HTTPS (directly or through a trusted proxy) Strict-Transport-Security with a two-year max-age; and Cache-Control: no-store where the answer names no caching of its own. Behind a trusted proxy, only the last entry of X-Forwarded-Proto and Forwarded (the one the proxy wrote) is believed.",
         routes: &[],
+        migration: None,
+        removal_date: None,
+    },
+    &Entry {
+        id: "chg_2026_11_28_password_length",
+        date: "2026-11-28",
+        change_type: ChangeType::Changed,
+        title: "New passwords are at most 128 characters, as the document says",
+        description: "POST /users and POST /session/password refuse a new password longer than 128 characters (400 validation.invalid_value naming the field); the OpenAPI document has always said 128, while the service took up to 1024 bytes.",
+        routes: &["POST /api/v1/users", "POST /api/v1/session/password"],
         migration: None,
         removal_date: None,
     },

@@ -9,8 +9,8 @@ use crate::outbox::{insert_event, insert_events};
 use crate::page::{Page, Position};
 use crate::{Entity, Result, StorageError, Store, Tenant};
 
+pub use crate::records::user::{MAX_EMAIL_LEN, Role, User, normalise_email};
 use crate::records::user::{MAX_NAME_LEN, USER_COLUMNS, UserRow, insert_user};
-pub use crate::records::user::{Role, User, normalise_email};
 
 /// What to create.
 #[derive(Clone, Debug)]

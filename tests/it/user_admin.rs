@@ -461,7 +461,11 @@ backend_tests! {
         // Each rule on its own: too short, no upper case, no lower case, no
         // digit, no special character. Every one is the same 400, naming
         // only the password.
-        for password in ["Sh0rt!", "lowercase1!", "UPPERCASE1!", "NoDigits!!", "NoSpecial12"] {
+        // And too long: the document's 128 characters (129 here) are the
+        // service's limit too.
+        let too_long = format!("Corr3ct-Horse{}", "x".repeat(116));
+        assert_eq!(too_long.chars().count(), 129);
+        for password in ["Sh0rt!", "lowercase1!", "UPPERCASE1!", "NoDigits!!", "NoSpecial12", too_long.as_str()] {
             let email = format!("{}@example.com", ulid::Ulid::generate());
             let response = send(&app, Method::POST, &owner_key, "/api/v1/users", Some(json!({
                 "email": email, "role": "agent", "password": password,

@@ -95,4 +95,3 @@ pub struct ErrorObject {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_seconds: Option<u64>,
 }
-

@@ -47,11 +47,7 @@ pub struct Answer {
     pub decided: bool,
 }
 
-fn answer(
-    status: StatusCode,
-    code: &'static str,
-    message: impl Into<Cow<'static, str>>,
-) -> Answer {
+fn answer(status: StatusCode, code: &'static str, message: impl Into<Cow<'static, str>>) -> Answer {
     Answer {
         status,
         code,
@@ -61,7 +57,11 @@ fn answer(
 }
 
 /// An answer the endpoint decided (kept under the idempotency key).
-fn decided(status: StatusCode, code: &'static str, message: impl Into<Cow<'static, str>>) -> Answer {
+fn decided(
+    status: StatusCode,
+    code: &'static str,
+    message: impl Into<Cow<'static, str>>,
+) -> Answer {
     Answer {
         decided: true,
         ..answer(status, code, message)
@@ -351,7 +351,11 @@ impl ApiError {
 
 /// The fields a validation failure names, for its message.
 fn field_names(fields: &FieldErrors) -> String {
-    fields.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+    fields
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl std::fmt::Display for ApiError {
@@ -401,4 +405,3 @@ impl IntoResponse for ApiError {
         response
     }
 }
-

@@ -18,7 +18,7 @@ use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Longest accepted address, as for listings.
-const MAX_ADDRESS_CHARS: usize = 500;
+pub(crate) const MAX_ADDRESS_CHARS: usize = 500;
 /// The window when `to` is absent: this many days after `from`.
 const DEFAULT_WINDOW_DAYS: i64 = 14;
 /// The widest window a request may ask for.
@@ -30,12 +30,15 @@ const MAX_WINDOW_DAYS: i64 = 31;
 #[into_params(parameter_in = Query)]
 pub struct AvailabilityQuery {
     /// The shoot's address (required, at most 500 characters).
+    #[param(min_length = 1, max_length = 500, pattern = r"[^\s\x85]")]
     address: Option<String>,
     /// The package: essentials (60 minutes), standard (90) or premium (150).
     package: Option<String>,
     /// Window start, RFC 3339; default now.
+    #[param(format = DateTime)]
     from: Option<String>,
     /// Window end, RFC 3339, after `from` and at most 31 days later; default `from` + 14 days.
+    #[param(format = DateTime)]
     to: Option<String>,
     /// IANA time zone of the response's times; default America/Los_Angeles.
     timezone: Option<String>,

@@ -130,6 +130,7 @@ impl From<KeyAuditEntry> for AuditOut {
 #[serde(deny_unknown_fields)]
 pub struct KeyIn {
     /// A descriptive name, 1 to 100 characters.
+    #[schema(min_length = 1, max_length = 100, pattern = r"[^\s\x85]")]
     pub name: String,
     /// Scopes; default `listings:read`.
     #[serde(default)]

@@ -10,7 +10,6 @@ pub mod developer_keys;
 pub mod listings;
 pub mod media;
 pub mod openapi;
-pub mod openapi_contract;
 pub mod preferences;
 pub mod sandbox;
 pub mod session;
@@ -19,6 +18,8 @@ pub mod test_console;
 pub mod user_admin;
 pub mod users;
 pub mod webhooks;
+#[cfg(test)]
+mod wire_limits;
 
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ pub fn router(state: AppState) -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let doc = openapi::with_deprecations(doc);
     let doc = openapi::with_request_guarantees(doc);
     let mut document = serde_json::to_value(&doc).unwrap_or_default();
-    openapi_contract::complete(&mut document);
+    openapi::complete(&mut document);
     let document: Arc<str> = Arc::from(document.to_string());
     let router = routes
         .merge(table::outside_the_document(&state, document))

@@ -22,7 +22,7 @@ use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Most users one batch asks about.
-const MAX_BATCH: usize = 200;
+pub(crate) const MAX_BATCH: usize = 200;
 
 /// The user the key acts as, if it is an active user of the tenant's agency.
 pub(crate) async fn acting_user(state: &AppState, principal: &Principal) -> Option<User> {
@@ -118,6 +118,7 @@ pub(crate) async fn can_edit(
 #[serde(deny_unknown_fields)]
 pub struct BatchCanEditIn {
     /// 1 to 200 user ids.
+    #[schema(min_items = 1, max_items = 200)]
     user_ids: Vec<String>,
 }
 
@@ -368,9 +369,17 @@ pub(crate) async fn remove_from_team(
 #[serde(deny_unknown_fields)]
 pub struct UserIn {
     /// Login email, unique on the platform.
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x85]+@[^@\s\x85.][^@\s\x85]*\.[^@\s\x85]*[^@\s\x85.]$"
+    )]
     email: String,
     /// At least 8 characters with upper case, lower case, a digit and a
     /// special character; omit it to have the user choose one at first login.
+    #[schema(
+        max_length = 128,
+        pattern = r"^(?=.*[a-z])(?=.*[A-Z])(?=.*[0-9])(?=.*[!-/:-@\[-`{-~]).{8,}$"
+    )]
     password: Option<String>,
     /// photographer, agent, assistant or viewer.
     role: String,
@@ -385,6 +394,7 @@ pub struct UserIn {
     /// Office.
     office_name: Option<String>,
     /// The user's manager (default: the administrator creating it).
+    #[schema(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
     manager_id: Option<String>,
 }
 

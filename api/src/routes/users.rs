@@ -62,6 +62,7 @@ pub struct UserListQuery {
     /// The `next_cursor` of the previous page.
     cursor: Option<String>,
     /// Page size, 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<i64>,
 }
 

@@ -9,7 +9,7 @@ mod password_links;
 
 pub use link::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose};
 use password::hash_password;
-pub use password::password_problem;
+pub use password::{MAX_PASSWORD_CHARS, password_problem};
 
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
@@ -261,5 +261,11 @@ mod tests {
             Some("must contain a special character")
         );
         assert_eq!(password_problem("Corr3ct-Horse"), None);
+        let longest = format!("Aa1!{}", "é".repeat(MAX_PASSWORD_CHARS - 4));
+        assert_eq!(password_problem(&longest), None, "characters, not bytes");
+        assert_eq!(
+            password_problem(&format!("{longest}y")),
+            Some("must be at most 128 characters")
+        );
     }
 }

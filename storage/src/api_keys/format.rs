@@ -17,7 +17,7 @@ const SK_RANDOM_MIN: usize = 24;
 /// Longest random part accepted as an `sk_` key.
 const SK_RANDOM_MAX: usize = 128;
 /// Longest key name accepted.
-pub(super) const MAX_NAME_LEN: usize = 100;
+pub const MAX_NAME_LEN: usize = 100;
 
 /// The two plaintext formats of the specification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

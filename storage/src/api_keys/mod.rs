@@ -18,7 +18,7 @@ mod scope;
 mod tests;
 
 pub use ended::{ENDED_KEYS_CHANNEL, KeyEnded};
-pub use format::{KeyFormat, Plaintext, key_shape};
+pub use format::{KeyFormat, MAX_NAME_LEN, Plaintext, key_shape};
 pub use record::{
     ApiKey, Credential, IssuedKey, KeyAuditEntry, KeyStatus, KeyUnusable, NewApiKey,
     ROTATION_OVERLAP_SECONDS,

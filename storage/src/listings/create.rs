@@ -19,9 +19,9 @@ use crate::records::numbers::generate_listing_number;
 use crate::{Result, StorageError, Tenant, Timestamp};
 
 /// Longest address accepted.
-const MAX_ADDRESS_CHARS: usize = 500;
+pub const MAX_ADDRESS_CHARS: usize = 500;
 /// Longest notes accepted.
-const MAX_NOTES_CHARS: usize = 5000;
+pub const MAX_NOTES_CHARS: usize = 5000;
 
 type FieldErrors = BTreeMap<&'static str, String>;
 

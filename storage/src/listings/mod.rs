@@ -18,6 +18,7 @@ pub use crate::records::listing_detail::{ListingDetail, Person};
 pub use crate::records::numbers::{
     SANDBOX_PREFIX, generate_listing_number, normalise_listing_number,
 };
+pub use create::{MAX_ADDRESS_CHARS, MAX_NOTES_CHARS};
 
 use crate::Store;
 use crate::ids::UserId;

@@ -167,7 +167,7 @@ macro_rules! insert_user {
 pub(crate) use insert_user;
 
 /// Longest email accepted (RFC 5321 path limit).
-const MAX_EMAIL_LEN: usize = 254;
+pub const MAX_EMAIL_LEN: usize = 254;
 /// Longest display name accepted.
 pub(crate) const MAX_NAME_LEN: usize = 200;
 

@@ -192,6 +192,7 @@ backend_tests! {
             ("Sh0rt!", "must be at least 8 characters"),
             ("nouppercase1!", "must contain an upper case letter"),
             ("NoSpecial123", "must contain a special character"),
+            (&*format!("Corr3ct-Horse{}", "x".repeat(116)), "must be at most 128 characters"),
         ] {
             let response = set_password(&app, &token, weak).await;
             let body = expect_error(response, StatusCode::BAD_REQUEST, "validation.invalid_value").await;

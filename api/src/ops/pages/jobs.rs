@@ -1,8 +1,8 @@
 //! `/ops/`: jobs by state and queue, with search, counts, pages and the
 //! runs no queue job holds.
 
-use super::*;
 use super::job::{RunRow, run_row};
+use super::*;
 
 #[derive(Template)]
 #[template(path = "ops/jobs.html")]

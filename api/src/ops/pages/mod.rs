@@ -245,7 +245,6 @@ fn job_row(job: JobSummary) -> JobRow {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,4 +286,3 @@ mod tests {
         assert_eq!(duration(125_000), "2 min 5 s");
     }
 }
-

@@ -19,16 +19,21 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct ListingIn {
     /// Street address.
+    #[schema(min_length = 1, max_length = 500, pattern = r"[^\s\x85]")]
     address: String,
     /// The owner: an active user of the caller's agency.
+    #[schema(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
     owner_user_id: String,
     /// First agent: an active user of the caller's agency.
+    #[schema(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
     agent_one_id: String,
     /// Second agent, different from the first.
+    #[schema(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
     agent_two_id: Option<String>,
     /// Package key (essentials, standard, premium); default standard.
     package: Option<String>,
     /// Free-form notes, at most 5000 characters.
+    #[schema(max_length = 5000)]
     notes: Option<String>,
 }
 

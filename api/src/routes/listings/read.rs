@@ -25,10 +25,12 @@ pub struct ListingListQuery {
     /// Only listings with this status (any spelling of either variant: `Off Market`, `off_market`).
     status: Option<String>,
     /// Only listings where this user is agent one or agent two.
+    #[param(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
     agent_id: Option<String>,
     /// The `next_cursor` of the previous page.
     cursor: Option<String>,
     /// Page size, 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<i64>,
 }
 

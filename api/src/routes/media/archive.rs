@@ -29,17 +29,19 @@ use crate::principal::Principal;
 use crate::state::AppState;
 
 /// Most files one archive packs.
-const MAX_ARCHIVE_FILES: usize = 200;
+pub(crate) const MAX_ARCHIVE_FILES: usize = 200;
 /// Longest archive name.
-const MAX_NAME_CHARS: usize = 100;
+pub(crate) const MAX_NAME_CHARS: usize = 100;
 
 /// Body of an archive request.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveIn {
     /// Media items (`med_…`) of the caller, 1 to 200.
+    #[schema(min_items = 1, max_items = 200)]
     pub file_ids: Vec<String>,
     /// The ZIP's name, without extension (letters, digits, space, `-`, `_`, `.`).
+    #[schema(min_length = 1, max_length = 100, pattern = r"^[A-Za-z0-9 ._-]+$")]
     pub archive_name: String,
 }
 

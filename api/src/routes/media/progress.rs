@@ -69,6 +69,7 @@ pub struct ProgressQuery {
     pub token: Option<String>,
     /// Resume after this event id, for clients that cannot send
     /// `Last-Event-ID`; the header wins when both are given.
+    #[param(pattern = "^[0-9]*$", max_length = 19)]
     pub last_event_id: Option<String>,
 }
 

@@ -52,6 +52,10 @@ pub(crate) async fn send_password_link(state: &AppState, link: &PasswordLink) {
 #[serde(deny_unknown_fields)]
 pub struct PasswordResetIn {
     /// The login email of the account.
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x85]+@[^@\s\x85.][^@\s\x85]*\.[^@\s\x85]*[^@\s\x85.]$"
+    )]
     pub email: String,
 }
 
@@ -124,9 +128,14 @@ pub(crate) async fn request_password_reset(
 #[serde(deny_unknown_fields)]
 pub struct NewPasswordIn {
     /// The token of the e-mailed link (after `#token=`).
+    #[schema(min_length = 1)]
     pub token: String,
     /// At least 8 characters with upper case, lower case, a digit and a
     /// special character (the rules of `POST /users`).
+    #[schema(
+        max_length = 128,
+        pattern = r"^(?=.*[a-z])(?=.*[A-Z])(?=.*[0-9])(?=.*[!-/:-@\[-`{-~]).{8,}$"
+    )]
     pub new_password: String,
 }
 

@@ -27,8 +27,10 @@ pub const MAX_PASSWORD_BYTES: usize = 1024;
 #[serde(deny_unknown_fields)]
 pub struct LoginIn {
     /// The login email.
+    #[schema(min_length = 1)]
     pub email: String,
     /// The password.
+    #[schema(min_length = 1)]
     pub password: String,
 }
 

@@ -24,10 +24,12 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
     /// HTTPS URL, public address.
+    #[schema(format = "uri", pattern = "^https://")]
     url: String,
     /// Event types (canonical names or aliases); omit for every type.
     event_types: Option<Vec<String>>,
     /// Optional label, at most 200 characters.
+    #[schema(max_length = 200)]
     name: Option<String>,
     /// `live`, `sandbox` or `both` (or "Live events only", "Sandbox events
     /// only", "Both"). Default: the key's own environment.
@@ -62,6 +64,7 @@ fn default_hourly_budget() -> Option<Option<serde_json::Number>> {
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatch {
     /// New HTTPS URL.
+    #[schema(format = "uri", pattern = "^https://")]
     url: Option<String>,
     /// New types; `null` for every type.
     #[serde(default, deserialize_with = "present")]
@@ -69,7 +72,7 @@ pub struct EndpointPatch {
     event_types: Option<Option<Vec<String>>>,
     /// New label; `null` clears it.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 200)]
     name: Option<Option<String>>,
     /// New environment.
     environment: Option<String>,

@@ -105,6 +105,7 @@ pub struct PageQuery {
     /// The `next_cursor` of the previous page.
     pub(super) cursor: Option<String>,
     /// Page size, 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub(super) limit: Option<i64>,
 }
 

@@ -1,6 +1,21 @@
-//! The OpenAPI document: generated from the handlers' annotations, completed
-//! with the servers, the security schemes and the error envelope, and served at
+//! The OpenAPI document: generated from the route table's handlers and their
+//! wire types (whose limits are on their fields), completed with the
+//! servers, the security schemes and the error envelope, and served at
 //! `/api/openapi.json` on every host.
+//!
+//! What no attribute can say is added to the JSON once, when the routes are
+//! built ([`complete`]): the domain's enumerations (`enums`), what the shared
+//! layers add to every operation (`shared_layers`), the bodies no type
+//! describes (`bodies`) and the catalog of tags, links and webhooks
+//! (`catalog`). The schemathesis test of the suite holds the document and
+//! the service to each other.
+
+mod bodies;
+mod catalog;
+mod enums;
+mod shared_layers;
+
+use serde_json::Value;
 
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -224,4 +239,58 @@ pub fn with_servers(mut doc: OpenApi, urls: &PublicUrls) -> OpenApi {
     }
     doc.servers = Some(servers);
     doc
+}
+
+/// Completes the document (see the module's description).
+pub fn complete(doc: &mut Value) {
+    enums::apply(doc);
+    shared_layers::require_path_segments(doc);
+    shared_layers::close_request_schemas(doc);
+    bodies::describe_upload(doc);
+    bodies::describe_progress_stream(doc);
+    shared_layers::document_session_environment(doc);
+    shared_layers::complete_responses(doc);
+    catalog::declare_tags(doc);
+    catalog::add_links(doc);
+    catalog::add_webhooks(doc);
+}
+
+/// The value at `keys` inside `value`, if there is one (indexing a
+/// `serde_json::Value` mutably would insert nulls on the way).
+fn at<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
+    keys.iter()
+        .try_fold(value, |value, key| value.get_mut(*key))
+}
+
+fn merge(target: &mut Value, keywords: Value) {
+    let (Some(target), Value::Object(keywords)) = (target.as_object_mut(), keywords) else {
+        return;
+    };
+    for (keyword, value) in keywords {
+        match (target.get_mut(&keyword), value) {
+            (Some(Value::Object(existing)), Value::Object(value)) => {
+                existing.extend(value);
+            }
+            (_, value) => {
+                target.insert(keyword, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn keywords_merge_into_schemas() {
+        let mut target = json!({"type": "string", "description": "x"});
+        merge(&mut target, json!({"maxLength": 5}));
+        assert_eq!(
+            target,
+            json!({"type": "string", "description": "x", "maxLength": 5})
+        );
+    }
 }

@@ -1,0 +1,132 @@
+//! The limits the wire types carry in their `#[schema]` and `#[param]`
+//! attributes are the ones their validation enforces. utoipa reads those
+//! attributes as literals, so the constants validation uses cannot be named
+//! there; this test holds each literal to its constant, and a change to
+//! either side without the other fails it.
+
+use serde_json::Value;
+use utoipa::{IntoParams, PartialSchema};
+
+use super::availability::{AvailabilityQuery, MAX_ADDRESS_CHARS as MAX_SHOOT_ADDRESS_CHARS};
+use super::developer_keys::KeyIn;
+use super::listings::create::ListingIn;
+use super::listings::orders::OrderListQuery;
+use super::listings::read::ListingListQuery;
+use super::media::archive::{ArchiveIn, MAX_ARCHIVE_FILES, MAX_NAME_CHARS as MAX_ARCHIVE_NAME};
+use super::session::password::{NewPasswordIn, PasswordResetIn};
+use super::user_admin::{BatchCanEditIn, MAX_BATCH, UserIn};
+use super::users::UserListQuery;
+use super::webhooks::endpoint_rules::MAX_NAME_CHARS as MAX_ENDPOINT_NAME;
+use super::webhooks::{EndpointIn, EndpointPatch, PageQuery as WebhookPageQuery};
+use crate::pagination::{MAX_LIMIT, PageQuery};
+
+/// The JSON schema of `T`'s property `name`.
+fn property<T: PartialSchema>(name: &str) -> Value {
+    let schema = serde_json::to_value(T::schema()).unwrap_or_default();
+    schema["properties"][name].clone()
+}
+
+/// The JSON schema of `T`'s parameter `name`.
+fn parameter<T: IntoParams>(name: &str) -> Value {
+    T::into_params(|| None)
+        .into_iter()
+        .find(|parameter| parameter.name == name)
+        .map(|parameter| serde_json::to_value(parameter.schema).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+fn number(value: usize) -> Value {
+    Value::from(value)
+}
+
+#[test]
+fn text_lengths_are_the_validations() {
+    let rows: [(&str, Value, &str, usize); 9] = [
+        (
+            "ListingIn.address",
+            property::<ListingIn>("address"),
+            "maxLength",
+            storage::listings::MAX_ADDRESS_CHARS,
+        ),
+        (
+            "ListingIn.notes",
+            property::<ListingIn>("notes"),
+            "maxLength",
+            storage::listings::MAX_NOTES_CHARS,
+        ),
+        (
+            "UserIn.email",
+            property::<UserIn>("email"),
+            "maxLength",
+            storage::users::MAX_EMAIL_LEN,
+        ),
+        (
+            "UserIn.password",
+            property::<UserIn>("password"),
+            "maxLength",
+            storage::accounts::MAX_PASSWORD_CHARS,
+        ),
+        (
+            "PasswordResetIn.email",
+            property::<PasswordResetIn>("email"),
+            "maxLength",
+            storage::users::MAX_EMAIL_LEN,
+        ),
+        (
+            "NewPasswordIn.new_password",
+            property::<NewPasswordIn>("new_password"),
+            "maxLength",
+            storage::accounts::MAX_PASSWORD_CHARS,
+        ),
+        (
+            "ArchiveIn.archive_name",
+            property::<ArchiveIn>("archive_name"),
+            "maxLength",
+            MAX_ARCHIVE_NAME,
+        ),
+        (
+            "KeyIn.name",
+            property::<KeyIn>("name"),
+            "maxLength",
+            storage::api_keys::MAX_NAME_LEN,
+        ),
+        (
+            "availability?address",
+            parameter::<AvailabilityQuery>("address"),
+            "maxLength",
+            MAX_SHOOT_ADDRESS_CHARS,
+        ),
+    ];
+    for (what, schema, keyword, limit) in rows {
+        assert_eq!(schema[keyword], number(limit), "{what} {keyword}: {schema}");
+    }
+    for schema in [
+        property::<EndpointIn>("name"),
+        property::<EndpointPatch>("name"),
+    ] {
+        assert_eq!(schema["maxLength"], number(MAX_ENDPOINT_NAME), "{schema}");
+    }
+}
+
+#[test]
+fn list_sizes_and_page_sizes_are_the_validations() {
+    assert_eq!(
+        property::<BatchCanEditIn>("user_ids")["maxItems"],
+        number(MAX_BATCH)
+    );
+    assert_eq!(
+        property::<ArchiveIn>("file_ids")["maxItems"],
+        number(MAX_ARCHIVE_FILES)
+    );
+    let limits = [
+        parameter::<PageQuery>("limit"),
+        parameter::<WebhookPageQuery>("limit"),
+        parameter::<ListingListQuery>("limit"),
+        parameter::<OrderListQuery>("limit"),
+        parameter::<UserListQuery>("limit"),
+    ];
+    for limit in limits {
+        assert_eq!(limit["maximum"], Value::from(MAX_LIMIT), "{limit}");
+        assert_eq!(limit["minimum"], Value::from(1), "{limit}");
+    }
+}
