@@ -12,6 +12,7 @@ mod lost_pushes;
 mod ops;
 mod ops_cli;
 mod ops_console;
+mod ops_metrics;
 mod ops_sign_in;
 mod pickup;
 mod priorities;
