@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-pub use storage::changelog;
+pub use storage::rules::changelog;
 pub mod cli;
 pub mod config;
 pub mod cross_site;

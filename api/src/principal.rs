@@ -10,8 +10,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use storage::api_keys::Scope;
 use storage::ids::{AgencyId, ApiKeyId, UserId};
-use storage::sessions::Session;
-use storage::users::User;
+use storage::people::sessions::Session;
+use storage::people::users::User;
 use storage::{Environment, Tenant};
 
 use crate::error::ApiError;

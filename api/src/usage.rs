@@ -1,7 +1,7 @@
 //! This process's share of the portal's usage figures: when each key last
 //! authenticated a request (written at most once a minute per key) and
 //! requests per agency, route and status, counted in memory and added to
-//! the stored hours a few seconds later (`storage::usage`).
+//! the stored hours a few seconds later (`storage::requests::usage`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use storage::ids::{AgencyId, ApiKeyId};
-use storage::usage::{KEY_USE_RESOLUTION_SECONDS, RequestCount, hour_of};
+use storage::requests::usage::{KEY_USE_RESOLUTION_SECONDS, RequestCount, hour_of};
 use storage::{Store, Tenant, Timestamp};
 
 /// How long counts wait in memory before they are added to the store.

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::listings::NewListing;
-use storage::users::{NewUser, Role};
+use storage::people::agencies::AgencyKind;
+use storage::people::users::{NewUser, Role};
 use storage::{Environment, Store, Tenant};
 
 /// Budgets so high that a benchmark never meets them.

@@ -15,8 +15,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use storage::background::outbox::OutboxListener;
 use storage::ids::EventId;
-use storage::outbox::OutboxListener;
 use tokio::sync::{Notify, mpsc};
 
 use crate::kinds::{DispatchEvents, Job};

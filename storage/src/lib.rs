@@ -1,44 +1,22 @@
 #![doc = include_str!("../README.md")]
 
-pub mod accounts;
-pub mod agencies;
 pub mod api_keys;
-pub mod appointments;
-pub mod availability;
-pub mod cancellation;
-pub mod cancellation_fees;
-pub mod changelog;
+pub mod background;
 pub mod clock;
 pub mod db;
-pub mod deprecations;
 pub mod error;
-pub mod event_catalog;
-pub mod events;
-pub mod idempotency;
 pub mod ids;
-pub mod job_console;
-pub mod listing_cache;
-pub mod listing_status;
 pub mod listings;
 pub mod media;
 pub mod objects;
-pub mod orders;
-pub mod outbox;
-pub mod outbox_listener;
-pub mod packages;
 pub mod page;
-pub mod preferences;
-pub mod progress;
+pub mod people;
 pub mod records;
-pub mod sandbox;
-pub mod schedules;
+pub mod requests;
+pub mod rules;
 pub mod secrets;
-pub mod sections;
-pub mod sessions;
 mod store;
 pub mod tenancy;
-pub mod usage;
-pub mod users;
 pub mod webhooks;
 
 pub use clock::{Clock, Timestamp};

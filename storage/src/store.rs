@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use crate::Result;
+use crate::background::outbox_listener::{ListenerSlot, OutboxListener};
 use crate::clock::Clock;
 use crate::db::Database;
 use crate::ids::EventId;
-use crate::listing_cache::ListingCache;
-use crate::outbox_listener::{ListenerSlot, OutboxListener};
+use crate::listings::cache::ListingCache;
 use crate::secrets::{self, DerivedKeys, MasterKey};
 
 /// The handle every caller holds: a database, the clock that stamps rows and the

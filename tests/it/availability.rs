@@ -5,9 +5,9 @@
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use storage::api_keys::{KeyFormat, Scope};
-use storage::availability::WorkingHours;
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::listings::availability::WorkingHours;
+use storage::people::users::Role;
 use storage::{Clock, Environment, Tenant, Timestamp};
 use tests::deployment::Deployment;
 use tests::{Backend, TestAgency, TestApp, backend_tests};

@@ -5,7 +5,7 @@ use futures::future::join_all;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 use storage::api_keys::Scope;
-use storage::users::Role;
+use storage::people::users::Role;
 use storage::{Clock, Timestamp};
 use tests::{TestApp, backend_tests};
 
@@ -286,7 +286,7 @@ backend_tests! {
                 .reserve(&ctx.agency.id, key, &fingerprint, lease)
                 .await
                 .unwrap();
-            assert_eq!(reservation, storage::idempotency::Reservation::Proceed);
+            assert_eq!(reservation, storage::requests::idempotency::Reservation::Proceed);
         }
 
         let in_progress = create_with(&ctx, "orphan", &body).await;
@@ -342,8 +342,8 @@ async fn a_panicking_request_frees_its_key_before_it_is_answered() {
     use axum::middleware::Next;
     use axum::response::{IntoResponse, Response as AxumResponse};
     use futures::FutureExt;
-    use storage::idempotency::Reservation;
     use storage::ids::AgencyId;
+    use storage::requests::idempotency::Reservation;
     use storage::{Environment, Store};
 
     let slot: Arc<OnceLock<(Store, AgencyId)>> = Arc::default();
@@ -430,5 +430,8 @@ async fn a_panicking_request_frees_its_key_before_it_is_answered() {
         )
         .await
         .unwrap();
-    assert_eq!(again, storage::idempotency::Reservation::InProgress);
+    assert_eq!(
+        again,
+        storage::requests::idempotency::Reservation::InProgress
+    );
 }

@@ -6,7 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use storage::api_keys::Scope;
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::{TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok};

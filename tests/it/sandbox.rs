@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::Environment;
 use storage::api_keys::{KeyFormat, Scope};
-use storage::sandbox::{FIXTURES, fixture_number};
+use storage::people::sandbox::{FIXTURES, fixture_number};
 use tests::deployment::eventually;
 use tests::{TestApp, backend_tests, idempotency_key};
 

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use storage::agencies::AgencyKind;
 use storage::api_keys::{KeyFormat, KeyStatus, NewApiKey, Scope};
 use storage::ids::{AgencyId, ApiKeyId, DeliveryId, EventId, UserId};
 use storage::listings::NewListing;
-use storage::users::{NewUser, Role, UserFilter};
+use storage::people::agencies::AgencyKind;
+use storage::people::users::{NewUser, Role, UserFilter};
 use storage::webhooks::{DeliveryOrdering, EndpointEnvironment, NewEndpoint};
 use storage::{Clock, Entity, Environment, MasterKey, StorageError, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};
@@ -421,7 +421,7 @@ async fn sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout() {
 /// advisory lock the test holds while the record is released.
 #[tokio::test]
 async fn a_reservation_whose_record_is_released_meanwhile_takes_the_key() {
-    use storage::idempotency::Reservation;
+    use storage::requests::idempotency::Reservation;
 
     let (store, _db) = store(tests::Backend::Postgres).await;
     let storage::db::Database::Postgres(pool) = store.db() else {

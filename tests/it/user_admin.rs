@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use storage::Environment;
 use storage::api_keys::{KeyFormat, Scope};
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::{TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok};
@@ -148,7 +148,7 @@ backend_tests! {
         assert_eq!(deactivated.len(), 1);
         assert_eq!(deactivated[0].data["user_id"], agent.as_str());
         assert_eq!(deactivated[0].data["role"], "agent");
-        let entry = storage::event_catalog::resolve("user.deactivated").unwrap();
+        let entry = storage::rules::event_catalog::resolve("user.deactivated").unwrap();
         let validator = jsonschema::draft202012::new(&entry.data_schema()).unwrap();
         assert!(validator.is_valid(&deactivated[0].data), "{}", deactivated[0].data);
         // The suspended user's key no longer acts: it may not edit even itself.
@@ -194,7 +194,7 @@ backend_tests! {
         assert_eq!(hierarchy.len(), 1);
         assert_eq!(hierarchy[0].data["previous_manager_id"], agent.as_str());
         assert_eq!(hierarchy[0].data["manager_id"], Value::Null);
-        let entry = storage::event_catalog::resolve("user.hierarchy_changed").unwrap();
+        let entry = storage::rules::event_catalog::resolve("user.hierarchy_changed").unwrap();
         assert!(jsonschema::draft202012::new(&entry.data_schema()).unwrap().is_valid(&hierarchy[0].data));
         assert_eq!(events.iter().filter(|e| e.event_type == "user.deactivated").count(), 1);
 
@@ -238,7 +238,7 @@ backend_tests! {
             let joined: Vec<_> = events.iter().filter(|e| e.event_type == event_type && e.data["user_id"] == created["id"]).collect();
             assert_eq!(joined.len(), 1, "{event_type}");
             assert_eq!(joined[0].data["manager_id"], owner.as_str());
-            let entry = storage::event_catalog::resolve(event_type).unwrap();
+            let entry = storage::rules::event_catalog::resolve(event_type).unwrap();
             assert!(jsonschema::draft202012::new(&entry.data_schema()).unwrap().is_valid(&joined[0].data), "{}", joined[0].data);
         }
         assert_eq!(created["email"], email.to_lowercase());

@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use storage::api_keys::Scope;
 use storage::ids::UserId;
-use storage::users::{NewUser, Role};
+use storage::people::users::{NewUser, Role};
 use tests::{TestAgency, TestApp, backend_tests};
 
 use crate::support::{expect_error, expect_ok, sql};

@@ -137,7 +137,7 @@ backend_tests! {
     /// it is not.
     async fn callers_of_a_deprecated_route_are_told_before_its_removal(backend) {
         use workers::handlers::maintenance::Maintenance;
-        let removal = storage::changelog::unix_seconds("2027-05-29").unwrap();
+        let removal = storage::rules::changelog::unix_seconds("2027-05-29").unwrap();
         // Forty days before the removal: too early for a notice.
         let clock = storage::Clock::manual(storage::Timestamp::from_micros((removal - 40 * 86_400) * 1_000_000));
         let ctx = Ctx::with_app(TestApp::builder(backend).clock(clock.clone()).spawn().await).await;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use storage::job_console::{AttemptRecord, WorkerBeat, WorkerRequest};
+use storage::background::job_console::{AttemptRecord, WorkerBeat, WorkerRequest};
 use storage::{Store, Timestamp};
 use tokio::sync::{Notify, mpsc};
 

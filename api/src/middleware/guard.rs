@@ -309,7 +309,7 @@ fn session_environment(headers: &HeaderMap) -> Result<Environment, ApiError> {
 
 /// The session principal of `session` in the request's environment.
 fn session_principal(
-    session: storage::sessions::Session,
+    session: storage::people::sessions::Session,
     headers: &HeaderMap,
 ) -> Result<Credential, ApiError> {
     let environment = session_environment(headers)?;

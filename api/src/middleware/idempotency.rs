@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use storage::idempotency::{Reservation, StoredResponse};
 use storage::ids::AgencyId;
+use storage::requests::idempotency::{Reservation, StoredResponse};
 use storage::{Environment, Store};
 
 use crate::error::{ApiError, ErrorBody};

@@ -5,7 +5,7 @@
 //! API keys do not open these routes.
 
 use axum::http::{HeaderMap, HeaderValue, header};
-use storage::sessions::{SESSION_LIFETIME_SECONDS, Session};
+use storage::people::sessions::{SESSION_LIFETIME_SECONDS, Session};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;

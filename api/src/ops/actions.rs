@@ -181,7 +181,10 @@ pub(super) async fn workers(State(state): State<OpsState>) -> Result<Json<Value>
 }
 
 /// A worker process as JSON (the CLI prints the same).
-pub fn worker_json(worker: &storage::job_console::WorkerProcess, now: storage::Timestamp) -> Value {
+pub fn worker_json(
+    worker: &storage::background::job_console::WorkerProcess,
+    now: storage::Timestamp,
+) -> Value {
     json!({
         "id": worker.id,
         "host": worker.host,
@@ -203,7 +206,7 @@ pub(super) async fn worker_request(
     Extension(actor): Extension<OpsActor>,
     Path((id, request)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let request = storage::job_console::WorkerRequest::parse(&request)
+    let request = storage::background::job_console::WorkerRequest::parse(&request)
         .ok_or_else(|| ApiError::field("request", "is quiet or stop"))?;
     match console(&state).request_worker(&id, request, &actor.0).await {
         Ok(()) => Ok(Json(json!({"id": id, "requested": request.name()}))),

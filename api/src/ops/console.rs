@@ -7,7 +7,7 @@ use platform::JobQueue;
 use platform::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
 use serde_json::{Value, json};
 use storage::Store;
-use storage::job_console::{AttemptRecord, WorkerRequest};
+use storage::background::job_console::{AttemptRecord, WorkerRequest};
 
 /// Why a console action was refused or failed.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use storage::Environment;
-use storage::sessions::Session;
+use storage::people::sessions::Session;
 
 use crate::middleware::session::session_cookie;
 use crate::state::AppState;

@@ -7,8 +7,8 @@ use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use storage::listing_status::ListingStatus;
 use storage::records::numbers::normalise_listing_number;
+use storage::rules::listing_status::ListingStatus;
 
 use super::{page, problem, unavailable};
 use crate::routes::media::downloads::{MediaOut, VariantOut, media_out};

@@ -8,8 +8,8 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use storage::changelog::ENTRIES;
-use storage::usage::hour_of;
+use storage::requests::usage::hour_of;
+use storage::rules::changelog::ENTRIES;
 
 use super::chart::Columns;
 use super::{Chrome, PortalSession, page, unavailable};

@@ -7,8 +7,8 @@ use askama::Template;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use storage::event_catalog::{self, CatalogEntry};
 use storage::ids::WebhookEndpointId;
+use storage::rules::event_catalog::{self, CatalogEntry};
 use storage::webhooks::{Attempt, Delivery, DeliveryStatus, WebhookEndpoint};
 
 use super::{Chrome, PortalSession, page, problem, query_value, unavailable, when, when_or_dash};

@@ -8,8 +8,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use storage::Timestamp;
-use storage::availability::{DEFAULT_TIMEZONE, Slot, SlotQuery};
-use storage::packages::{self, Package};
+use storage::listings::availability::{DEFAULT_TIMEZONE, Slot, SlotQuery};
+use storage::rules::packages::{self, Package};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorEnvelope, FieldErrors};

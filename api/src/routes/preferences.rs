@@ -8,10 +8,10 @@ use std::str::FromStr;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use storage::preferences::{
+use storage::people::preferences::{
     DATE_TIME_FORMATS, MEASUREMENT_UNITS, PreferenceChanges, Preferences, THEMES,
 };
-use storage::users::User;
+use storage::people::users::User;
 use utoipa::ToSchema;
 
 use super::user_admin::{acting_user, agency_user, may_edit, refuse_sandbox};

@@ -10,7 +10,7 @@ use platform::kinds::SeedSandbox;
 use serde::{Deserialize, Serialize};
 use storage::Environment;
 use storage::ids::OperationId;
-use storage::sandbox::{FIXTURES, fixture_number};
+use storage::people::sandbox::{FIXTURES, fixture_number};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorEnvelope};

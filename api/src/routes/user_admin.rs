@@ -12,7 +12,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::Environment;
 use storage::ids::UserId;
-use storage::users::{Role, User};
+use storage::people::users::{Role, User};
 use utoipa::ToSchema;
 
 use super::users::UserOut;
@@ -468,7 +468,7 @@ pub(crate) async fn create_user(
                 .ok_or_else(|| invalid("manager_id", "does not name a user of this agency"))?,
         ),
     };
-    let new = storage::accounts::NewAccount {
+    let new = storage::people::accounts::NewAccount {
         email: body.email,
         password: body.password,
         role: Some(role),

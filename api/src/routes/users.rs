@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::ids::UserId;
-use storage::users::{Role, User, UserFilter};
+use storage::people::users::{Role, User, UserFilter};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ErrorEnvelope, Resource};

@@ -80,7 +80,7 @@ pub struct Resumption {
     /// not a snapshot per step.
     pub replay: Vec<ProgressState>,
     /// How far the operation's history goes, read after `replay`.
-    pub ending: storage::progress::ProgressEnding,
+    pub ending: storage::background::progress::ProgressEnding,
     /// Live states numbered above `after` and not in `replay`.
     pub live: futures::stream::BoxStream<'static, ProgressMessage>,
 }

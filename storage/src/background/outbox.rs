@@ -3,14 +3,14 @@
 //! by the dispatcher and by tests. Who is told of committed events is
 //! `outbox_listener`.
 
-pub use crate::outbox_listener::OutboxListener;
+pub use crate::background::outbox_listener::OutboxListener;
 
 use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
-use crate::events::{API_VERSION, NewEvent};
 use crate::ids::{AgencyId, EventId};
+use crate::rules::events::{API_VERSION, NewEvent};
 use crate::{Environment, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Writes `events` for `tenant` at `now` in the lender's transaction, in
@@ -248,7 +248,7 @@ impl Outbox<'_> {
     pub async fn emit(
         &self,
         tenant: &Tenant,
-        event_type: crate::events::EventType,
+        event_type: crate::rules::events::EventType,
         data: Value,
     ) -> Result<EventId> {
         let now = self.store.clock().now();

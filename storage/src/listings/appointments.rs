@@ -3,14 +3,14 @@
 
 use serde_json::json;
 
+use crate::background::outbox::insert_event;
 use crate::db::{Tx, in_transaction, on_tx};
 use crate::error::Rule;
-use crate::events::{EventType, NewEvent};
 use crate::ids::{AppointmentId, EventId, UserId};
-use crate::listing_status::ListingStatus;
-use crate::outbox::insert_event;
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::listing_status::ListingStatus;
 
 pub use crate::records::appointment::Appointment;
 use crate::records::numbers::normalise_listing_number;

@@ -10,7 +10,7 @@ use chrono_tz::Tz;
 
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{AgencyId, UserId};
-use crate::packages::{self, CATALOG, Package};
+use crate::rules::packages::{self, CATALOG, Package};
 use crate::{Entity, Result, StorageError, Store, Tenant, Timestamp};
 
 /// Travel time kept free before and after every booked shoot.

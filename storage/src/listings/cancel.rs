@@ -5,18 +5,18 @@
 use serde_json::json;
 
 use super::{Listings, RACE_RETRIES, Transition};
-use crate::appointments;
-use crate::cancellation::{no_fee_cutoff, within_window};
-use crate::cancellation_fees;
+use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
 use crate::error::Rule;
-use crate::events::{EventType, NewEvent};
-use crate::listing_status::ListingStatus;
-use crate::orders;
-use crate::outbox::insert_event;
+use crate::listings::appointments;
+use crate::listings::cancellation_fees;
+use crate::listings::orders;
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found, listing_event_data};
 use crate::records::numbers::normalise_listing_number;
+use crate::rules::cancellation::{no_fee_cutoff, within_window};
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::listing_status::ListingStatus;
 use crate::{Result, StorageError, Tenant, Timestamp};
 
 /// Either the result, or "the row changed under us; read again and retry".

@@ -1,9 +1,9 @@
 //! Owners' cancellation fee tiers as stored: set by operators, read by the
 //! cancellation (in its transaction) and by the detail read's cutoff.
 
-use crate::cancellation::{FeeTier, default_tiers};
 use crate::db::{Tx, in_transaction, on_pool, on_tx};
 use crate::ids::{AgencyId, UserId};
+use crate::rules::cancellation::{FeeTier, default_tiers};
 use crate::{Result, StorageError, Store};
 
 /// Repository of owners' fee tiers; see [`Store::cancellation_fees`].

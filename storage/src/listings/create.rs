@@ -1,132 +1,20 @@
-//! Creating a listing: the body's fields checked, the people checked against
-//! the agency, then, in one transaction, the listing, its order (raised by
+//! Creating a listing: the body's fields checked (`crate::rules::new_listing`),
+//! the people checked against the agency, then, in one transaction, the listing, its order (raised by
 //! `orders`) and the `listing.created` and `invoice.created` events. A
 //! creation under an idempotency key that already made a listing within the
 //! idempotency window returns that listing and its order instead.
 
-use std::collections::BTreeMap;
-
 use super::{CreatedListing, Listings, NewListing, RACE_RETRIES};
+use crate::background::outbox::insert_events;
 use crate::db::{Tx, in_transaction, on_tx};
-use crate::events::{EventType, NewEvent};
 use crate::ids::{ListingId, UserId};
-use crate::listing_status::ListingStatus;
-use crate::orders;
-use crate::outbox::insert_events;
-use crate::packages::{self, Package};
+use crate::listings::orders;
 use crate::records::listing::{LISTING_COLUMNS, Listing, ListingRow, listing_event_data};
 use crate::records::numbers::generate_listing_number;
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::listing_status::ListingStatus;
+use crate::rules::new_listing::{FieldErrors, check_fields};
 use crate::{Result, StorageError, Tenant, Timestamp};
-
-/// Longest address accepted.
-pub const MAX_ADDRESS_CHARS: usize = 500;
-/// Longest notes accepted.
-pub const MAX_NOTES_CHARS: usize = 5000;
-
-type FieldErrors = BTreeMap<&'static str, String>;
-
-/// A creation whose fields are well-formed, before its people are checked.
-struct Checked {
-    address: Option<String>,
-    notes: Option<String>,
-    package: Option<&'static Package>,
-    /// The people named, by field, in the order owner, agent one, agent two.
-    people: Vec<(&'static str, UserId)>,
-    errors: FieldErrors,
-}
-
-impl Checked {
-    fn person(&self, field: &str) -> Option<UserId> {
-        self.people
-            .iter()
-            .find(|(f, _)| *f == field)
-            .map(|(_, id)| id.clone())
-    }
-}
-
-fn check_text(
-    errors: &mut FieldErrors,
-    field: &'static str,
-    value: Option<&str>,
-    required: bool,
-    max: usize,
-) -> Option<String> {
-    match value.map(str::trim) {
-        None | Some("") if required => {
-            errors.insert(field, "is required".to_owned());
-            None
-        }
-        None | Some("") => None,
-        Some(text) if text.chars().count() > max => {
-            errors.insert(field, format!("must be at most {max} characters"));
-            None
-        }
-        Some(text) => Some(text.to_owned()),
-    }
-}
-
-/// Checks every field that needs no database, collecting each problem.
-fn check_fields(new: &NewListing) -> Checked {
-    let mut errors = FieldErrors::new();
-    let address = check_text(
-        &mut errors,
-        "address",
-        Some(&new.address),
-        true,
-        MAX_ADDRESS_CHARS,
-    );
-    let notes = check_text(
-        &mut errors,
-        "notes",
-        new.notes.as_deref(),
-        false,
-        MAX_NOTES_CHARS,
-    );
-    let package_key = new
-        .package
-        .as_deref()
-        .map(str::trim)
-        .unwrap_or(packages::DEFAULT_PACKAGE);
-    let package = packages::find(package_key);
-    if package.is_none() {
-        errors.insert(
-            "package",
-            format!("must be one of {}", packages::keys().join(", ")),
-        );
-    }
-    let mut people: Vec<(&'static str, UserId)> = Vec::new();
-    for (field, value) in [
-        ("owner_user_id", Some(new.owner_user_id.as_str())),
-        ("agent_one_id", Some(new.agent_one_id.as_str())),
-        ("agent_two_id", new.agent_two_id.as_deref()),
-    ] {
-        match value.map(str::trim) {
-            None => {}
-            Some("") if field == "agent_two_id" => {}
-            Some("") => {
-                errors.insert(field, "is required".to_owned());
-            }
-            Some(text) => match UserId::parse(text) {
-                Some(id) => people.push((field, id)),
-                None => {
-                    errors.insert(field, "is not a user of this agency".to_owned());
-                }
-            },
-        }
-    }
-    if new.agent_two_id.is_some()
-        && new.agent_two_id.as_deref().map(str::trim) == Some(new.agent_one_id.trim())
-    {
-        errors.insert("agent_two_id", "must differ from agent_one_id".to_owned());
-    }
-    Checked {
-        address,
-        notes,
-        package,
-        people,
-        errors,
-    }
-}
 
 /// The listing an earlier creation under `key` made within the idempotency
 /// window (from `window_start`), with its order. A listing holding the key
@@ -264,7 +152,8 @@ impl Listings<'_> {
         let mut checked = check_fields(&new);
         let now = self.store.clock().now();
         let idempotency_key = new.idempotency_key.as_deref();
-        let window_start = now.plus_seconds(-(crate::idempotency::RETENTION.as_secs() as i64));
+        let window_start =
+            now.plus_seconds(-(crate::requests::idempotency::RETENTION.as_secs() as i64));
         let mut emitted = Vec::new();
         let created = in_transaction!(self.store.db(), |tx| {
             if let Some(key) = idempotency_key

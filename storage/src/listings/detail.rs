@@ -6,8 +6,6 @@
 use serde::Deserialize;
 use sqlx::types::Json;
 
-use crate::cancellation::FeeTier;
-use crate::cancellation::{default_tiers, no_fee_cutoff};
 use crate::db::Database;
 use crate::ids::{AppointmentId, ListingId, OrderId, UserId};
 use crate::records::appointment::Appointment;
@@ -16,6 +14,8 @@ use crate::records::listing_detail::{ListingDetail, Person};
 use crate::records::numbers::normalise_listing_number;
 use crate::records::order::{InvoiceState, Order};
 use crate::records::user::Role;
+use crate::rules::cancellation::FeeTier;
+use crate::rules::cancellation::{default_tiers, no_fee_cutoff};
 use crate::{Entity, Result, StorageError, Tenant, Timestamp};
 
 #[derive(Deserialize)]

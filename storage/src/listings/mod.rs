@@ -1,14 +1,23 @@
-//! Listings, one file per aggregate action: creation together with its
-//! order (`create`), reads (`read`, `detail`), the status lifecycle
-//! (`status`), cancellation inside the no-fee window (`cancel`), and the
-//! tour3d and floorplan sections (`section_updates`). Every change writes its
+//! The listing aggregate. Listings, one file per action: creation together
+//! with its order (`create`), reads (`read`, `detail`, and the short-lived
+//! read cache `cache`), the status lifecycle (`status`), cancellation inside
+//! the no-fee window (`cancel`), and the tour3d and floorplan sections
+//! (`section_updates`); and what belongs to a listing: its orders and
+//! invoices (`orders`), its shoot appointment (`appointments`), the shoot
+//! availability of the agency's photographers (`availability`) and the
+//! owner's cancellation fees (`cancellation_fees`). Every change writes its
 //! events to the outbox in the same transaction, and every guarded change
 //! repeats its precondition in the `UPDATE … WHERE`, so two racing writers
-//! cannot both win.
+//! cannot both win. The rules these apply are `crate::rules`.
 
+pub mod appointments;
+pub mod availability;
+pub mod cache;
 mod cancel;
+pub mod cancellation_fees;
 mod create;
 pub mod detail;
+pub mod orders;
 mod read;
 mod section_updates;
 mod status;
@@ -18,36 +27,15 @@ pub use crate::records::listing_detail::{ListingDetail, Person};
 pub use crate::records::numbers::{
     SANDBOX_PREFIX, generate_listing_number, normalise_listing_number,
 };
-pub use create::{MAX_ADDRESS_CHARS, MAX_NOTES_CHARS};
+pub use crate::rules::new_listing::{MAX_ADDRESS_CHARS, MAX_NOTES_CHARS, NewListing};
 
 use crate::Store;
 use crate::ids::UserId;
-use crate::listing_status::ListingStatus;
 use crate::records::order::Order;
+use crate::rules::listing_status::ListingStatus;
 
 /// How often a guarded change is retried after losing a race.
 const RACE_RETRIES: usize = 5;
-
-/// What a client asks to create. User ids arrive unparsed so every problem
-/// can be reported per field.
-#[derive(Clone, Debug, Default)]
-pub struct NewListing {
-    /// Street address (required).
-    pub address: String,
-    /// Owner (required).
-    pub owner_user_id: String,
-    /// First agent (required).
-    pub agent_one_id: String,
-    /// Second agent.
-    pub agent_two_id: Option<String>,
-    /// Package key; the default package when absent.
-    pub package: Option<String>,
-    /// Notes.
-    pub notes: Option<String>,
-    /// The request's idempotency key: a creation under a key that already made
-    /// a listing within the idempotency window returns that listing instead.
-    pub idempotency_key: Option<String>,
-}
 
 /// Filters of the listings listing.
 #[derive(Clone, Debug, Default)]

@@ -3,19 +3,19 @@
 //! provider's callback (here `record_payment`, which also activates and bills
 //! the listing), voided by cancellation ([`void_unpaid`], in its transaction).
 
+use crate::background::outbox::insert_event;
 use crate::db::{Tx, in_transaction, on_pool, on_tx};
 use crate::error::Rule;
-use crate::events::{EventType, NewEvent};
 use crate::ids::OrderId;
-use crate::listing_status::ListingStatus;
-use crate::outbox::insert_event;
-use crate::packages::Package;
 use crate::page::{Page, Position};
+use crate::people::sandbox::{SideEffectKind, payment_detail, record_side_effect};
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
 use crate::records::numbers::{invoice_number, normalise_listing_number};
 use crate::records::order::{ORDER_COLUMNS, OrderRow};
-use crate::sandbox::{SideEffectKind, payment_detail, record_side_effect};
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::listing_status::ListingStatus;
+use crate::rules::packages::Package;
 use crate::{Entity, Result, StorageError, Store, Tenant, Timestamp};
 
 pub use crate::records::order::{InvoiceState, Order};

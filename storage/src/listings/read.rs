@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use super::{ListingFilter, Listings};
 use crate::db::on_pool;
-use crate::listing_status::ListingStatus;
 use crate::page::{Page, Position};
 use crate::records::fetch_listing;
 use crate::records::listing::{LISTING_COLUMNS, Listing, ListingRow, found};
 use crate::records::numbers::normalise_listing_number;
+use crate::rules::listing_status::ListingStatus;
 use crate::{Result, Tenant};
 
 use crate::records::listing_detail::ListingDetail;

@@ -5,14 +5,16 @@ use serde_json::json;
 use sqlx::types::Json;
 
 use super::{Listings, Tour3dChange};
+use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
 use crate::error::Rule;
-use crate::events::{EventType, NewEvent};
-use crate::outbox::insert_event;
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
 use crate::records::numbers::normalise_listing_number;
-use crate::sections::{FloorplanFile, FloorplanOperation, MAX_FLOORPLAN_FILES, Tour3dOperation};
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::sections::{
+    FloorplanFile, FloorplanOperation, MAX_FLOORPLAN_FILES, Tour3dOperation,
+};
 use crate::{Result, Tenant};
 
 impl Listings<'_> {

@@ -2,14 +2,14 @@
 //! guarded by it in the `UPDATE … WHERE`, emitting `listing.status_changed`.
 
 use super::{Listings, StatusChange, Transition};
+use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
 use crate::error::Rule;
-use crate::events::{EventType, NewEvent};
-use crate::listing_status::ListingStatus;
-use crate::outbox::insert_event;
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found, listing_event_data};
 use crate::records::numbers::normalise_listing_number;
+use crate::rules::events::{EventType, NewEvent};
+use crate::rules::listing_status::ListingStatus;
 use crate::{Result, Tenant};
 
 /// The rules of `PATCH …/status`, in the specification's order: activation

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::{Media, MediaItem, MediaStatus, Variant};
+use crate::background::outbox::insert_event;
 use crate::db::{in_transaction, on_pool};
-use crate::events::{EventType, NewEvent};
 use crate::ids::{MediaId, OperationId};
-use crate::outbox::insert_event;
+use crate::rules::events::{EventType, NewEvent};
 use crate::{Result, Tenant, Timestamp};
 
 impl Media<'_> {
@@ -250,7 +250,7 @@ fn upload_event_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event_catalog::CatalogEntry;
+    use crate::rules::event_catalog::CatalogEntry;
 
     fn valid(entry: &CatalogEntry, data: &Value) -> bool {
         jsonschema::draft202012::new(&entry.data_schema())

@@ -11,11 +11,11 @@ use serde_json::{Value, json};
 
 use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
 use crate::ids::{AgencyId, ListingId, OrderId};
-use crate::listing_status::ListingStatus;
-use crate::packages::{DEFAULT_PACKAGE, find};
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
 use crate::records::numbers::{NUMBER_ALPHABET, SANDBOX_PREFIX, invoice_number};
+use crate::rules::listing_status::ListingStatus;
+use crate::rules::packages::{DEFAULT_PACKAGE, find};
 use crate::secrets::hmac_sha256;
 use crate::{Entity, Environment, Result, StorageError, Store, Tenant, Timestamp};
 

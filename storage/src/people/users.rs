@@ -2,11 +2,11 @@
 //! listing. People belong to the agency, not to an environment: the same team
 //! works with live and sandbox keys (see docs/decisions.md).
 
+use crate::background::outbox::{insert_event, insert_events};
 use crate::db::{in_transaction, on_pool};
-use crate::events::{EventType, NewEvent};
 use crate::ids::{AgencyId, UserId};
-use crate::outbox::{insert_event, insert_events};
 use crate::page::{Page, Position};
+use crate::rules::events::{EventType, NewEvent};
 use crate::{Entity, Result, StorageError, Store, Tenant};
 
 pub use crate::records::user::{MAX_EMAIL_LEN, Role, User, normalise_email};

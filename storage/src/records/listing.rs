@@ -6,8 +6,8 @@ use serde_json::json;
 use sqlx::types::Json;
 
 use crate::ids::{AgencyId, ListingId, UserId};
-use crate::listing_status::ListingStatus;
-use crate::sections::FloorplanFile;
+use crate::rules::listing_status::ListingStatus;
+use crate::rules::sections::FloorplanFile;
 use crate::{Entity, Environment, Result, StorageError, Tenant, Timestamp};
 
 /// A listing.

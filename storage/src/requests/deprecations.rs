@@ -5,9 +5,9 @@
 //! scheduled task writes one notification per calling agency and entry,
 //! which the notification worker e-mails.
 
-use crate::changelog::{ChangeType, ENTRIES, Entry, unix_seconds};
 use crate::db::{bookkeeping_transaction, in_transaction};
 use crate::ids::{AgencyId, NotificationId, UserId};
+use crate::rules::changelog::{ChangeType, ENTRIES, Entry, unix_seconds};
 use crate::{Result, Store, Timestamp};
 
 /// How many days before a removal its notices go out: one more than the

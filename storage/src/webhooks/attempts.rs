@@ -13,10 +13,10 @@ use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
 use super::health::{HealthSubject, RECOVERED_AFTER, WARN_AFTER};
 use crate::Result;
 use crate::StorageError;
+use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
 use crate::ids::UserId;
 use crate::ids::{DeliveryId, NotificationId, WebhookEndpointId};
-use crate::outbox::insert_event;
 
 /// Attempts (and their deliveries) written by one statement: at most 10
 /// values each, well under either database's limit on bound values.

@@ -7,9 +7,9 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::endpoint_record::WebhookEndpoint;
+use crate::background::outbox::StoredEvent;
 use crate::db::Commit;
 use crate::ids::{AgencyId, DeliveryId, EventId, NotificationId, WebhookEndpointId};
-use crate::outbox::StoredEvent;
 use crate::{Result, StorageError, Timestamp};
 
 /// What a delivery carries.

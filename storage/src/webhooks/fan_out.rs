@@ -21,9 +21,9 @@ use super::delivery_record::{
 use super::endpoint_record::{
     DeliveryOrdering, ENDPOINT_COLUMNS, EndpointStatus, EndpointWithSecret, WebhookEndpoint,
 };
+use crate::background::outbox::StoredEvent;
 use crate::db::deferred_transaction;
 use crate::ids::{AgencyId, DeliveryId, EventId};
-use crate::outbox::StoredEvent;
 use crate::{Result, StorageError};
 
 /// Deliveries inserted by one statement: 17 values each, well under either
@@ -53,7 +53,7 @@ impl Webhooks<'_> {
              where event_id in ({}) and dispatched_at is null
              returning {}",
             id_list("$2"),
-            crate::outbox::EVENT_COLUMNS
+            crate::background::outbox::EVENT_COLUMNS
         );
         let known_sql = format!(
             "select event_id from events where event_id in ({})",
@@ -63,7 +63,7 @@ impl Webhooks<'_> {
             "update events set dispatched_at = $1
              where agency_id = $2 and dispatched_at is null and seq < $3
              returning {}",
-            crate::outbox::EVENT_COLUMNS
+            crate::background::outbox::EVENT_COLUMNS
         );
         let endpoints_sql = format!(
             "select {ENDPOINT_COLUMNS}, secret_sealed, previous_secret_sealed from webhook_endpoints
@@ -71,7 +71,7 @@ impl Webhooks<'_> {
         );
         let ((mut fan_out, sealed_secrets), commit) =
             deferred_transaction!(self.store.db(), |tx| {
-                let claimed: Vec<crate::outbox::EventRow> =
+                let claimed: Vec<crate::background::outbox::EventRow> =
                     sqlx::query_as(sqlx::AssertSqlSafe(claim_sql.clone()))
                         .bind(now)
                         .bind(&ids)
@@ -114,7 +114,7 @@ impl Webhooks<'_> {
                         .iter()
                         .any(|e| e.ordering != DeliveryOrdering::None)
                     {
-                        let earlier: Vec<crate::outbox::EventRow> =
+                        let earlier: Vec<crate::background::outbox::EventRow> =
                             sqlx::query_as(sqlx::AssertSqlSafe(earlier_sql.clone()))
                                 .bind(now)
                                 .bind(&agency_id)

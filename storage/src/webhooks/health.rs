@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::delivery_record::Delivery;
 use super::endpoint_record::{AUTO_DISABLE_AFTER, AUTO_DISABLED_REASON};
-use crate::events::{EventType, NewEvent};
 use crate::ids::WebhookEndpointId;
+use crate::rules::events::{EventType, NewEvent};
 use crate::{Environment, Tenant, Timestamp};
 
 /// Failed deliveries in a row at which the owner is warned, before the

@@ -2,10 +2,10 @@
 //! binary: the events each writes to the outbox, and what a repeat writes.
 
 use serde_json::json;
-use storage::events::EventType;
+use storage::background::outbox::StoredEvent;
 use storage::ids::AgencyId;
 use storage::listings::NewListing;
-use storage::outbox::StoredEvent;
+use storage::rules::events::EventType;
 use storage::{Environment, Store, Tenant};
 use tests::backend_tests;
 use tests::deployment::Deployment;

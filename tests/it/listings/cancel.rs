@@ -4,8 +4,8 @@
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::cancellation::FeeTier;
-use storage::events::EventType;
+use storage::rules::cancellation::FeeTier;
+use storage::rules::events::EventType;
 use storage::{Clock, Timestamp};
 use tests::{TestApp, backend_tests};
 

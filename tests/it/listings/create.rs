@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use reqwest::StatusCode;
 use serde_json::json;
 use storage::api_keys::Scope;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::backend_tests;
 
 use super::{Ctx, add_user};

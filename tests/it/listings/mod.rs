@@ -15,10 +15,10 @@ mod tenancy;
 use reqwest::Response;
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, Scope};
-use storage::events::EventType;
+use storage::background::outbox::StoredEvent;
 use storage::ids::UserId;
-use storage::outbox::StoredEvent;
-use storage::users::{NewUser, Role};
+use storage::people::users::{NewUser, Role};
+use storage::rules::events::EventType;
 use storage::{Environment, Tenant, Timestamp};
 use tests::{Backend, TestAgency, TestApp};
 

@@ -5,10 +5,10 @@
 
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
-use storage::events::{API_VERSION, EventType};
+use storage::background::outbox::StoredEvent;
 use storage::ids::AgencyId;
 use storage::listings::NewListing;
-use storage::outbox::StoredEvent;
+use storage::rules::events::{API_VERSION, EventType};
 use storage::{Environment, Store, Tenant};
 use tests::backend_tests;
 use tests::deployment::Deployment;

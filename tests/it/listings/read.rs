@@ -2,7 +2,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::backend_tests;
 
 use super::{Ctx, add_user};
@@ -161,7 +161,7 @@ async fn the_single_read_sees_its_own_writes_at_once_and_others_within_the_ttl()
         expect_ok(ctx.get(&path).await).await["address"],
         "12 Elm Street, Springfield"
     );
-    clock.advance_seconds(storage::listing_cache::TTL_SECONDS);
+    clock.advance_seconds(storage::listings::cache::TTL_SECONDS);
     assert_eq!(
         expect_ok(ctx.get(&path).await).await["address"],
         "3 Elsewhere Lane"

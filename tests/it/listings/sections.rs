@@ -2,7 +2,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use tests::backend_tests;
 
 use super::Ctx;

@@ -4,7 +4,7 @@
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::json;
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use tests::backend_tests;
 
 use super::Ctx;

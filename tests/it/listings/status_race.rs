@@ -13,8 +13,8 @@ use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::Database;
-use storage::events::EventType;
-use storage::outbox::StoredEvent;
+use storage::background::outbox::StoredEvent;
+use storage::rules::events::EventType;
 use tests::{Backend, backend_tests};
 
 use super::Ctx;

@@ -2,7 +2,7 @@
 //! serve the variant, and a tampered URL opens nothing.
 
 use reqwest::StatusCode;
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use tests::backend_tests;
 
 use super::*;

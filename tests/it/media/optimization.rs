@@ -3,7 +3,7 @@
 //! is refused.
 
 use reqwest::StatusCode;
-use storage::events::EventType;
+use storage::rules::events::EventType;
 
 use super::bucket::{PREFIX, bucket_keys, bucket_object, data_dir_keys, item_keys, with_s3};
 use super::*;

@@ -78,7 +78,7 @@ backend_tests! {
         let other = media.ctx.app.agency().await;
         let other_ctx_number = {
             let other_key = media.ctx.app.key(&other, &[Scope::ListingsWrite]).await;
-            let agent = crate::listings::add_user(&media.ctx.app, &other, storage::users::Role::Agent).await;
+            let agent = crate::listings::add_user(&media.ctx.app, &other, storage::people::users::Role::Agent).await;
             let created = media
                 .ctx
                 .app

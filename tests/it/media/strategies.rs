@@ -6,7 +6,7 @@
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use tests::TestApp;
 use tests::s3::S3Server;
 

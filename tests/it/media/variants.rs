@@ -4,7 +4,7 @@
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use tests::backend_tests;
 
 use super::*;

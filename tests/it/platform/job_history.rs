@@ -4,8 +4,8 @@
 //! endpoint, the breakdowns, what is kept, and the runs of named ids a
 //! search finds.
 
-use storage::agencies::AgencyKind;
-use storage::job_console::{AttemptRecord, Resolution};
+use storage::background::job_console::{AttemptRecord, Resolution};
+use storage::people::agencies::AgencyKind;
 use storage::webhooks::{EndpointEnvironment, NewEndpoint};
 use storage::{Clock, Environment, Store, Tenant, Timestamp};
 use tests::{TestDatabase, backend_tests};

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::accounts::NewAccount;
 use storage::api_keys::Scope;
-use storage::users::Role;
+use storage::people::accounts::NewAccount;
+use storage::people::users::Role;
 use tests::browser::Browser;
 use tests::receiver::WebhookReceiver;
 use tests::{Backend, TestApp, idempotency_key};

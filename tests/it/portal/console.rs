@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::api_keys::Scope;
 use storage::ids::ApiKeyId;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::{TestApp, backend_tests};
 
 use crate::sessions::{Signed, account, owner_login, sign_in};

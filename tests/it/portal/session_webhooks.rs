@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::Environment;
 use storage::api_keys::{KeyFormat, Scope};
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::receiver::WebhookReceiver;
 use tests::{TestApp, backend_tests, idempotency_key};
 

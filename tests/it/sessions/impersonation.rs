@@ -3,9 +3,9 @@
 //! role.
 
 use reqwest::StatusCode;
-use storage::agencies::AgencyKind;
 use storage::ids::UserId;
-use storage::users::{NewUser, Role};
+use storage::people::agencies::AgencyKind;
+use storage::people::users::{NewUser, Role};
 use tests::{TestApp, backend_tests};
 
 use super::{PASSWORD, account, owner_login, sign_in, unique_email};

@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use storage::api_keys::Scope;
-use storage::users::{NewUser, Role};
+use storage::people::users::{NewUser, Role};
 use tests::{TestApp, backend_tests};
 
 use super::{PASSWORD, account, owner_login, sign_in, unique_email};

@@ -2,7 +2,7 @@
 //! live on until the user is deactivated), and it ends after its idle limit.
 
 use reqwest::StatusCode;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::{TestApp, backend_tests};
 
 use super::{account, sign_in};

@@ -14,9 +14,9 @@ mod sign_in;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::accounts::NewAccount;
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::people::accounts::NewAccount;
+use storage::people::users::Role;
 use tests::TestApp;
 use tests::app::TestAgency;
 use tests::deployment::Deployment;

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::accounts::NewAccount;
 use storage::api_keys::Scope;
 use storage::ids::{AgencyId, NotificationId, UserId};
-use storage::users::Role;
+use storage::people::accounts::NewAccount;
+use storage::people::users::Role;
 use tests::smtp::SmtpSink;
 use tests::{TestApp, backend_tests};
 

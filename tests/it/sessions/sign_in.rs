@@ -4,8 +4,8 @@
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use storage::accounts::NewAccount;
-use storage::users::Role;
+use storage::people::accounts::NewAccount;
+use storage::people::users::Role;
 use tests::{TestApp, backend_tests};
 
 use super::{PASSWORD, account, login, sign_in, unique_email};

@@ -50,7 +50,7 @@ backend_tests! {
         let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created", "invoice.created"] })).await;
         // A second agency with its own listing.
         let other = ctx.app.agency().await;
-        let other_agent = crate::listings::add_user(&ctx.app, &other, storage::users::Role::Agent).await;
+        let other_agent = crate::listings::add_user(&ctx.app, &other, storage::people::users::Role::Agent).await;
         let other_key = ctx.app.key(&other, &SCOPES).await;
         let body = json!({
             "address": "1 Other Road",

@@ -8,7 +8,7 @@ use platform::Job;
 use platform::admin::QueueAdmin;
 use platform::kinds::DeliverWebhook;
 use serde_json::json;
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::Backend;
 use tests::deployment::eventually;
 

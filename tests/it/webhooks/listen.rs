@@ -161,7 +161,7 @@ async fn listen_forwards_events_to_a_local_receiver(redis: bool, backend: Backen
     assert_eq!(second.json()["event_id"], emitted_id);
     assert_eq!(
         second.json()["data"],
-        storage::events::EventType::ListingStatusChanged
+        storage::rules::events::EventType::ListingStatusChanged
             .catalog_entry()
             .sample()
     );

@@ -32,7 +32,7 @@ use reqwest::Response;
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, Scope};
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::people::users::Role;
 use storage::{Environment, Tenant};
 use tests::receiver::WebhookReceiver;
 use tests::{Backend, TestAgency, TestApp};

@@ -13,7 +13,7 @@ use api::pacing::PacingSettings;
 use platform::Job;
 use platform::kinds::{DeliverWebhook, DispatchEvents};
 use serde_json::{Value, json};
-use storage::users::Role;
+use storage::people::users::Role;
 use tests::Backend;
 use tests::deployment::eventually;
 

@@ -3,9 +3,9 @@
 
 use clap::Args;
 use serde_json::{Value, json};
-use storage::agencies::AgencyKind;
 use storage::ids::UserId;
-use storage::users::{NewUser, Role};
+use storage::people::agencies::AgencyKind;
+use storage::people::users::{NewUser, Role};
 
 use super::error::AdminError;
 use super::open::existing_agency;

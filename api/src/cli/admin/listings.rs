@@ -4,9 +4,9 @@
 
 use clap::Args;
 use serde_json::{Value, json};
-use storage::cancellation::FeeTier;
 use storage::ids::{AgencyId, UserId};
 use storage::listings::SANDBOX_PREFIX;
+use storage::rules::cancellation::FeeTier;
 use storage::{Environment, Tenant, Timestamp};
 
 use super::error::AdminError;

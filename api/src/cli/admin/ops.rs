@@ -7,7 +7,7 @@
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use storage::job_console::WorkerRequest;
+use storage::background::job_console::WorkerRequest;
 
 use super::error::AdminError;
 use super::open::open_platform;

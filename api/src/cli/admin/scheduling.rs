@@ -3,8 +3,8 @@
 
 use clap::Args;
 use serde_json::{Value, json};
-use storage::availability::{DEFAULT_TIMEZONE, WorkingHours};
 use storage::ids::UserId;
+use storage::listings::availability::{DEFAULT_TIMEZONE, WorkingHours};
 
 use super::error::AdminError;
 use super::open::existing_agency;

@@ -31,7 +31,9 @@ use axum::{Extension, Form};
 use platform::admin::{JOB_STATES, JobFilter, JobSummary};
 use serde::Deserialize;
 use storage::Timestamp;
-use storage::job_console::{AttemptRecord, Breakdown, HistoryPoint, Resolution, WorkerRequest};
+use storage::background::job_console::{
+    AttemptRecord, Breakdown, HistoryPoint, Resolution, WorkerRequest,
+};
 
 use super::OpsState;
 use super::auth::OpsActor;

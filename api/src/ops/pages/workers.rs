@@ -30,7 +30,7 @@ struct WorkersPage {
 /// A process's state as the console shows it: `lost` once it missed three
 /// heartbeats without saying it stopped.
 pub(in crate::ops) fn shown_state(
-    worker: &storage::job_console::WorkerProcess,
+    worker: &storage::background::job_console::WorkerProcess,
     now: Timestamp,
 ) -> &str {
     if worker.is_lost(now) {

@@ -5,9 +5,9 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use storage::Timestamp;
 use storage::ids::UserId;
-use storage::listing_status::ListingStatus;
 use storage::listings::ListingDetail;
 use storage::listings::ListingFilter;
+use storage::rules::listing_status::ListingStatus;
 use utoipa::{IntoParams, ToSchema};
 
 use super::wire::{AppointmentOut, ListingOut, OrderOut};

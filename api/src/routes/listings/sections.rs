@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use storage::sections::{FloorplanFileIn, floorplan_operation, tour3d_operation};
+use storage::rules::sections::{FloorplanFileIn, floorplan_operation, tour3d_operation};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorEnvelope};

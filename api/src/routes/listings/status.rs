@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use storage::listing_status::ListingStatus;
 use storage::listings::StatusChange;
+use storage::rules::listing_status::ListingStatus;
 use utoipa::ToSchema;
 
 use super::read::status_choices;

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 use storage::Timestamp;
-use storage::appointments::Appointment;
 use storage::listings::Listing;
-use storage::orders::Order;
+use storage::listings::appointments::Appointment;
+use storage::listings::orders::Order;
 use utoipa::ToSchema;
 
 use crate::state::PublicUrls;

@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::at;
 
-use storage::event_catalog;
+use storage::rules::event_catalog;
 
 /// Every tag an operation uses is declared, with a description.
 pub(super) fn declare_tags(doc: &mut Value) {
@@ -163,7 +163,7 @@ pub(super) fn add_webhooks(doc: &mut Value) {
             "properties": {
                 "event_id": {"type": "string", "description": "ULID; also X-Event-Id. The same on a replay."},
                 "event_type": {"const": entry.event_type},
-                "api_version": {"type": "string", "examples": [storage::events::API_VERSION]},
+                "api_version": {"type": "string", "examples": [storage::rules::events::API_VERSION]},
                 "timestamp": {"type": "string", "format": "date-time"},
                 "is_sandbox": {"type": "boolean"},
                 "nonce": {"type": "string", "description": "New on every attempt; reject one seen within 10 minutes."},
@@ -192,7 +192,7 @@ pub(super) fn add_webhooks(doc: &mut Value) {
                         "content": {"application/json": {"schema": envelope, "example": {
                             "event_id": "01JZ3K8Q5N2P7R4S6T8V9W0XYZ",
                             "event_type": entry.event_type,
-                            "api_version": storage::events::API_VERSION,
+                            "api_version": storage::rules::events::API_VERSION,
                             "timestamp": "2026-06-01T08:30:00.000Z",
                             "is_sandbox": false,
                             "nonce": "01JZ3K8Q5N2P7R4S6T8V9W0XZ0",

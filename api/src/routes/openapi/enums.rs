@@ -7,10 +7,10 @@
 //! route table row; one that names nothing stops the service at start.
 
 use serde_json::{Value, json};
-use storage::changelog::ChangeType;
-use storage::event_catalog;
-use storage::listing_status::ListingStatus;
-use storage::users::Role;
+use storage::people::users::Role;
+use storage::rules::changelog::ChangeType;
+use storage::rules::event_catalog;
+use storage::rules::listing_status::ListingStatus;
 use utoipa::ToSchema;
 
 use super::{at, merge};
@@ -69,12 +69,12 @@ fn change_type() -> Value {
 }
 
 fn package() -> Value {
-    json!({"enum": storage::packages::keys()})
+    json!({"enum": storage::rules::packages::keys()})
 }
 
 /// A package, or null for the default.
 fn package_or_default() -> Value {
-    let mut keys: Vec<Value> = storage::packages::keys()
+    let mut keys: Vec<Value> = storage::rules::packages::keys()
         .into_iter()
         .map(Value::from)
         .collect();

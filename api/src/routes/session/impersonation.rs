@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use storage::ids::UserId;
-use storage::users::Role;
+use storage::people::users::Role;
 
 use super::sign_in::{SessionOut, session_out};
 use crate::error::{ApiError, ErrorEnvelope, Resource};
@@ -64,7 +64,7 @@ pub(crate) async fn impersonate(
 
 /// The impersonation rules: broker or higher, strictly above the target, and
 /// the target still active.
-fn check_impersonation(real: Role, target: &storage::users::User) -> Result<(), ApiError> {
+fn check_impersonation(real: Role, target: &storage::people::users::User) -> Result<(), ApiError> {
     if real.rank() < Role::Broker.rank() {
         return Err(ApiError::Forbidden(
             "Only a broker or a higher role may impersonate.".to_owned(),
@@ -113,7 +113,7 @@ pub(crate) async fn end_impersonation(
 #[cfg(test)]
 mod tests {
     use storage::ids::{AgencyId, UserId};
-    use storage::users::User;
+    use storage::people::users::User;
 
     use super::*;
 

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use storage::accounts::PasswordLink;
+use storage::people::accounts::PasswordLink;
 use utoipa::ToSchema;
 
 use super::sign_in::{SessionOut, email_bucket, signed_in};
@@ -86,7 +86,7 @@ pub(crate) async fn request_password_reset(
 ) -> Result<Response, ApiError> {
     // Malformed is not an account question: refusing it says nothing of
     // whether an account exists.
-    if storage::users::normalise_email(&body.email).is_none() {
+    if storage::people::users::normalise_email(&body.email).is_none() {
         return Err(ApiError::field("email", "is not a valid email address"));
     }
     let bucket = email_bucket(

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use storage::sessions::{Session, StartedSession};
+use storage::people::sessions::{Session, StartedSession};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorEnvelope};

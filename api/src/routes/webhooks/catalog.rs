@@ -6,7 +6,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
-use storage::event_catalog::{self, CatalogEntry};
+use storage::rules::event_catalog::{self, CatalogEntry};
 use utoipa::ToSchema;
 
 use crate::error::ErrorEnvelope;
@@ -89,7 +89,7 @@ pub(crate) async fn event_catalog() -> Response {
             .iter()
             .map(CatalogEntryOut::from)
             .collect(),
-        api_version: storage::events::API_VERSION.to_owned(),
+        api_version: storage::rules::events::API_VERSION.to_owned(),
     };
     (
         [(header::CACHE_CONTROL, "private, max-age=300")],

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use platform::webhooks::AddressPolicy;
-use storage::event_catalog;
+use storage::rules::event_catalog;
 use storage::webhooks::{
     DeliveryOrdering, EndpointChanges, EndpointEnvironment, MAX_HOURLY_BUDGET, SignatureScheme,
 };

@@ -16,7 +16,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::stream;
 use platform::webhooks::client::EventFields;
 use serde::{Deserialize, Serialize};
-use storage::events::EventType;
+use storage::rules::events::EventType;
 use storage::{Environment, Tenant};
 use utoipa::{IntoParams, ToSchema};
 

@@ -85,7 +85,7 @@ pub(crate) async fn test_fire(
         replay_of: None,
         event_id: EventId::generate(),
         event_type: "webhook.test_fire".to_owned(),
-        api_version: storage::events::API_VERSION.to_owned(),
+        api_version: storage::rules::events::API_VERSION.to_owned(),
         occurred_at: now,
         is_sandbox: tenant.environment.is_sandbox(),
         data: json!({

@@ -11,9 +11,9 @@ pub use link::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose
 use password::hash_password;
 pub use password::{MAX_PASSWORD_CHARS, password_problem};
 
+use crate::background::outbox::insert_events;
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
-use crate::outbox::insert_events;
 use crate::records::user::{Role, User, normalise_email};
 use crate::{Entity, Result, StorageError, Store};
 
@@ -174,7 +174,7 @@ impl Accounts<'_> {
                 link::record_link!(tx, link, &user.id, &user.agency_id).await?;
             }
             if inserted.is_ok() {
-                let events = crate::users::joined_events(&user);
+                let events = crate::people::users::joined_events(&user);
                 emitted = insert_events(&mut *tx, &tenant, now, events).await?;
             }
             inserted

@@ -11,9 +11,9 @@ use super::link::{
 use super::password::{hash_password, password_problem};
 use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::{AgencyId, NotificationId, UserId};
+use crate::people::sessions::StartedSession;
 use crate::records::user::normalise_email;
 use crate::secrets::encode_token;
-use crate::sessions::StartedSession;
 use crate::webhooks::Notification;
 use crate::{Result, StorageError, Timestamp};
 

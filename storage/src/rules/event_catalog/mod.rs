@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::events::EventType;
+use crate::rules::events::EventType;
 
 #[cfg(test)]
 mod tests;

@@ -8,12 +8,12 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::ids::{AgencyId, ListingId, OrderId, UserId};
-use crate::listing_status::ListingStatus;
 use crate::records::listing::{Listing, listing_event_data};
 use crate::records::numbers::{generate_listing_number, invoice_number};
 use crate::records::order::{InvoiceState, Order};
 use crate::records::user::Role;
-use crate::sections::{MAX_FLOORPLAN_FILES, MAX_LABEL_CHARS};
+use crate::rules::listing_status::ListingStatus;
+use crate::rules::sections::{MAX_FLOORPLAN_FILES, MAX_LABEL_CHARS};
 use crate::{Environment, Timestamp};
 
 const SAMPLE_LISTING: &str = "K7M3QX9";
