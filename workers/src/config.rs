@@ -152,14 +152,10 @@ impl WorkerArgs {
 mod tests {
     use clap::Parser;
 
-    use platform::config::StorageArgs;
-
     use super::*;
 
     #[derive(Parser)]
     struct Probe {
-        #[command(flatten)]
-        storage: StorageArgs,
         #[command(flatten)]
         workers: WorkerArgs,
     }
