@@ -4,7 +4,8 @@
 
 use storage::{Entity, Rule, StorageError};
 
-use super::{ApiError, Resource};
+use super::api_error::ApiError;
+use super::resource::Resource;
 
 impl From<StorageError> for ApiError {
     fn from(err: StorageError) -> Self {
@@ -80,7 +81,7 @@ impl From<Rule> for ApiError {
 mod tests {
     use storage::{Entity, StorageError};
 
-    use super::super::ApiError;
+    use super::super::api_error::ApiError;
 
     #[test]
     fn every_missing_entity_is_a_404_with_its_own_code() {

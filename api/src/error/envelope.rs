@@ -4,12 +4,9 @@
 
 use std::borrow::Cow;
 
-use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
-
-use super::ApiError;
 
 /// The error part of the envelope, before the request id is added. Serialisable
 /// so an idempotent replay can render the same error again.
@@ -31,33 +28,6 @@ pub struct ErrorBody {
 }
 
 impl ErrorBody {
-    /// The body for an error response that did not come from an `ApiError`
-    /// (axum's own 405, a layer's 413 or 408).
-    pub fn for_bare_status(status: StatusCode) -> Self {
-        let error = match status {
-            StatusCode::NOT_FOUND => ApiError::EndpointNotInScope,
-            StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-                ApiError::UnsupportedMediaType("Unsupported content type.".into())
-            }
-            status if status.is_client_error() => {
-                return Self {
-                    code: "request.invalid".into(),
-                    message: status
-                        .canonical_reason()
-                        .unwrap_or("The request could not be served.")
-                        .to_owned(),
-                    details: Map::new(),
-                    retry_after_seconds: None,
-                    decided: false,
-                };
-            }
-            _ => ApiError::Internal(format!("bare {status} response")),
-        };
-        error.body()
-    }
-
     /// The full envelope with `request_id`.
     pub fn into_envelope(self, request_id: &str) -> ErrorEnvelope {
         ErrorEnvelope {

@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::request_id::RequestId;
-use crate::error::ErrorBody;
+use crate::error::{ApiError, ErrorBody};
 
 /// Middleware: renders error responses into the envelope.
 pub async fn render(request: Request, next: Next) -> Response {
@@ -37,7 +37,7 @@ pub async fn render(request: Request, next: Next) -> Response {
     let body = parts
         .extensions
         .remove::<ErrorBody>()
-        .unwrap_or_else(|| ErrorBody::for_bare_status(status));
+        .unwrap_or_else(|| ApiError::body_for_bare_status(status));
     let envelope = body.into_envelope(request_id.as_deref().unwrap_or("-"));
     // Keep the headers that matter (Allow, Retry-After, WWW-Authenticate); the
     // body and its framing are ours now.

@@ -12,6 +12,7 @@
 //! | `KeyOrSession` | a key, else the cookie and its CSRF token | the key's, else the agency's uploads and the user's | yes |
 //! | `KeyOrAdministratorSession` | a key, else an agency administrator's cookie (CSRF on changes) | the key's, else the user's | yes |
 //! | `KeyOrProgressToken` | the `token` of a progress URL, else a key | none for a token | – (GET) |
+//! | `Open` | none: no guard, only the documented query parameters (`guard_method`) | none | no |
 
 use axum::RequestExt;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};

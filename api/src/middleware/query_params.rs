@@ -5,26 +5,14 @@
 //! check is built from it, so the two cannot drift apart.
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use utoipa_axum::router::UtoipaMethodRouter;
 
 use crate::state::AppState;
 
-/// Puts the check in front of a documented route without the guard.
-pub fn known_params_only(
-    state: &AppState,
-    (schemas, paths, method_router): UtoipaMethodRouter<AppState>,
-) -> UtoipaMethodRouter<AppState> {
-    (
-        schemas,
-        paths,
-        method_router.route_layer(from_fn_with_state(state.clone(), enforce)),
-    )
-}
-
-/// Middleware for routes without the guard (which checks after it has
-/// authenticated the caller): refuses undeclared query parameters.
+/// Middleware for routes without the guard (`Access::Open`; the guard checks
+/// after it has authenticated the caller): refuses undeclared query
+/// parameters.
 pub async fn enforce(State(documented): State<AppState>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()

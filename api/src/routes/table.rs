@@ -19,10 +19,14 @@
 //!   may call takes `X-Idempotency-Key`, required on POST and PATCH, honoured
 //!   on PUT and DELETE; session-only and open routes take none.
 //! - The handler's signature names its wire types; their limits are on their
-//!   fields (`#[schema(max_length = …)]` from the constants validation uses).
+//!   fields (`#[schema(max_length = …)]`, literals that `routes/wire_limits.rs`
+//!   holds to the constants validation uses).
 //!
 //! The guard that enforces the access is `crate::middleware::guard`; the
-//! global middleware around everything is `crate::middleware::apply`.
+//! global middleware around everything is `crate::middleware::apply`, with
+//! the deadlines by route in `crate::middleware::deadline` (10 s to create a
+//! user, an upload's timeout plus a margin, none for a progress stream, 30 s
+//! for everything else).
 
 use std::sync::Arc;
 
@@ -41,7 +45,6 @@ use super::{
 };
 use crate::endpoints::*;
 use crate::middleware::guard::{Access, guard_method, guarded};
-use crate::middleware::query_params::known_params_only;
 use crate::portal;
 use crate::state::AppState;
 
@@ -233,10 +236,7 @@ impl<'a> Table<'a> {
         handler: UtoipaMethodRouter<AppState>,
     ) -> UtoipaMethodRouter<AppState> {
         check_documented(&method, path, &handler);
-        match access {
-            Open => known_params_only(self.state, handler),
-            access => guarded(self.state, access, handler),
-        }
+        guarded(self.state, access, handler)
     }
 
     fn into_router(self) -> OpenApiRouter<AppState> {

@@ -384,14 +384,19 @@ pub struct UserIn {
     /// photographer, agent, assistant or viewer.
     role: String,
     /// Display name.
+    #[schema(max_length = 200)]
     name: Option<String>,
     /// Given name.
+    #[schema(max_length = 200)]
     first_name: Option<String>,
     /// Family name.
+    #[schema(max_length = 200)]
     last_name: Option<String>,
     /// Brokerage.
+    #[schema(max_length = 200)]
     brokerage_name: Option<String>,
     /// Office.
+    #[schema(max_length = 200)]
     office_name: Option<String>,
     /// The user's manager (default: the administrator creating it).
     #[schema(pattern = r"^usr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]

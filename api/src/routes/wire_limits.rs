@@ -8,16 +8,25 @@ use serde_json::Value;
 use utoipa::{IntoParams, PartialSchema};
 
 use super::availability::{AvailabilityQuery, MAX_ADDRESS_CHARS as MAX_SHOOT_ADDRESS_CHARS};
-use super::developer_keys::KeyIn;
+use super::changelog::ChangelogQuery;
+use super::developer_keys::{AgencyPageQuery as KeyPageQuery, KeyIn};
 use super::listings::create::ListingIn;
 use super::listings::orders::OrderListQuery;
 use super::listings::read::ListingListQuery;
+use super::listings::sections::{FloorplanFileBody, SectionPatch};
 use super::media::archive::{ArchiveIn, MAX_ARCHIVE_FILES, MAX_NAME_CHARS as MAX_ARCHIVE_NAME};
 use super::session::password::{NewPasswordIn, PasswordResetIn};
 use super::user_admin::{BatchCanEditIn, MAX_BATCH, UserIn};
 use super::users::UserListQuery;
-use super::webhooks::endpoint_rules::MAX_NAME_CHARS as MAX_ENDPOINT_NAME;
+use super::webhooks::endpoint_rules::{
+    MAX_NAME_CHARS as MAX_ENDPOINT_NAME, MAX_URL_CHARS as MAX_ENDPOINT_URL,
+};
 use super::webhooks::{EndpointIn, EndpointPatch, PageQuery as WebhookPageQuery};
+use storage::people::accounts::MAX_FIELD_CHARS;
+use storage::rules::sections::{
+    MAX_FLOORPLAN_FILES, MAX_LABEL_CHARS, MAX_URL_LEN as MAX_SECTION_URL,
+};
+
 use crate::pagination::{MAX_LIMIT, PageQuery};
 
 /// The JSON schema of `T`'s property `name`.
@@ -106,6 +115,36 @@ fn text_lengths_are_the_validations() {
     ] {
         assert_eq!(schema["maxLength"], number(MAX_ENDPOINT_NAME), "{schema}");
     }
+    for schema in [
+        property::<EndpointIn>("url"),
+        property::<EndpointPatch>("url"),
+    ] {
+        assert_eq!(schema["maxLength"], number(MAX_ENDPOINT_URL), "{schema}");
+    }
+    for field in [
+        "name",
+        "first_name",
+        "last_name",
+        "brokerage_name",
+        "office_name",
+    ] {
+        let schema = property::<UserIn>(field);
+        assert_eq!(
+            schema["maxLength"],
+            number(MAX_FIELD_CHARS),
+            "UserIn.{field}: {schema}"
+        );
+    }
+    for schema in [
+        property::<FloorplanFileBody>("url"),
+        property::<SectionPatch>("url"),
+    ] {
+        assert_eq!(schema["maxLength"], number(MAX_SECTION_URL), "{schema}");
+    }
+    assert_eq!(
+        property::<FloorplanFileBody>("label")["maxLength"],
+        number(MAX_LABEL_CHARS)
+    );
 }
 
 #[test]
@@ -118,7 +157,13 @@ fn list_sizes_and_page_sizes_are_the_validations() {
         property::<ArchiveIn>("file_ids")["maxItems"],
         number(MAX_ARCHIVE_FILES)
     );
+    assert_eq!(
+        property::<SectionPatch>("files")["maxItems"],
+        number(MAX_FLOORPLAN_FILES)
+    );
     let limits = [
+        parameter::<ChangelogQuery>("limit"),
+        parameter::<KeyPageQuery>("limit"),
         parameter::<PageQuery>("limit"),
         parameter::<WebhookPageQuery>("limit"),
         parameter::<ListingListQuery>("limit"),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 
-use super::Job;
+use super::job::Job;
 
 /// Pack the originals of an archive operation's media into a ZIP in the
 /// object store.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use storage::ids::{DeliveryId, WebhookEndpointId};
 
-use super::Job;
+use super::job::Job;
 
 /// Make attempt `attempt` of a webhook delivery. The HTTP retry schedule is
 /// the delivery's own (each failed attempt pushes the next with `run_at`);

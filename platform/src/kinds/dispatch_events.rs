@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use storage::ids::EventId;
 
-use super::Job;
+use super::job::Job;
 
 /// Fan committed outbox events out to their subscribers and mark them
 /// dispatched, in order. One job carries the events of a batch of commits, so

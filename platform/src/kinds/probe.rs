@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use storage::ids::{AgencyId, OperationId};
 use storage::{Environment, Tenant};
 
-use super::Job;
+use super::job::Job;
 
 /// A canary operators push to check the worker fleet end to end: it runs
 /// `steps` steps of `step_ms` each and publishes its progress, so it exercises

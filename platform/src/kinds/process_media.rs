@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use storage::ids::{AgencyId, MediaId, OperationId};
 use storage::{Environment, Tenant};
 
-use super::Job;
+use super::job::Job;
 
 /// Make the delivery variants of one uploaded media item and report each
 /// step under its upload's operation.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use storage::ids::{AgencyId, RecoveryId, WebhookEndpointId};
 
-use super::Job;
+use super::job::Job;
 
 /// Re-send, one at a time at its own pace, every delivery of an endpoint that
 /// failed since a time (`POST /webhooks/endpoints/{id}/recover`).

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use storage::ids::{AgencyId, OperationId};
 
-use super::Job;
+use super::job::Job;
 
 /// Seed (or reset) an agency's three sandbox fixture listings, reporting
 /// progress under `operation_id`.

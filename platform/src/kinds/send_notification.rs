@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use storage::ids::NotificationId;
 
-use super::Job;
+use super::job::Job;
 
 /// E-mail a recorded notification to its recipient.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ pub const MAX_FLOORPLAN_FILES: usize = 20;
 /// Longest floorplan label, in characters.
 pub const MAX_LABEL_CHARS: usize = 64;
 /// Longest URL accepted.
-const MAX_URL_LEN: usize = 2048;
+pub const MAX_URL_LEN: usize = 2048;
 
 /// A floorplan file as stored: the label sanitized for use in paths, and the
 /// label the client sent.
@@ -70,7 +70,7 @@ fn check_url(field: &str, text: &str) -> Result<String, Rule> {
     if text.is_empty() {
         return Err(invalid(field, "must not be empty"));
     }
-    if text.len() > MAX_URL_LEN {
+    if text.chars().count() > MAX_URL_LEN {
         return Err(invalid(
             field,
             format!("must be at most {MAX_URL_LEN} characters"),

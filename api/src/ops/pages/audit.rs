@@ -1,6 +1,6 @@
 //! `/ops/audit`: every operator action.
 
-use super::*;
+use super::shared::*;
 
 pub(in crate::ops) struct AuditRow {
     pub id: String,

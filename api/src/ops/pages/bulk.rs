@@ -1,7 +1,7 @@
 //! Bulk actions: the confirmation page that says how many jobs a filter
 //! touches, and the post that acts on every one of them.
 
-use super::*;
+use super::shared::*;
 
 #[derive(Template)]
 #[template(path = "ops/confirm.html")]

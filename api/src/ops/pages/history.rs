@@ -1,7 +1,7 @@
 //! `/ops/history`: runs per minute or hour with per-agency and per-endpoint
 //! breakdowns, and the ranges the page and the JSON offer.
 
-use super::*;
+use super::shared::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::ops) struct Range {

@@ -1,7 +1,7 @@
 //! `/ops/jobs/{id}`: one job with every run, its actions, and the queue
 //! controls posted from the pages.
 
-use super::*;
+use super::shared::*;
 
 pub(in crate::ops) struct RunRow {
     pub run: usize,

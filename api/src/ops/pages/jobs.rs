@@ -2,7 +2,7 @@
 //! runs no queue job holds.
 
 use super::job::{RunRow, run_row};
-use super::*;
+use super::shared::*;
 
 #[derive(Template)]
 #[template(path = "ops/jobs.html")]

@@ -1,6 +1,6 @@
 //! `/ops/workers`: the worker processes, with quiet and stop.
 
-use super::*;
+use super::shared::*;
 
 pub(in crate::ops) struct WorkerRow {
     pub id: String,

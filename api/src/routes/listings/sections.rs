@@ -18,8 +18,10 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct FloorplanFileBody {
     /// Where the file is (http or https).
+    #[schema(max_length = 2048)]
     pub url: Option<String>,
     /// 1–64 characters; stored without path-unsafe characters.
+    #[schema(min_length = 1, max_length = 64)]
     pub label: Option<String>,
 }
 
@@ -31,8 +33,10 @@ pub struct SectionPatch {
     /// tour3d: set or remove; floorplan: set, replace or append.
     pub operation: Option<String>,
     /// tour3d only: the tour's URL (required to set).
+    #[schema(max_length = 2048)]
     pub url: Option<String>,
     /// floorplan only: 1–20 files.
+    #[schema(min_items = 1, max_items = 20)]
     pub files: Option<Vec<FloorplanFileBody>>,
 }
 

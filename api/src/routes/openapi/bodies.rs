@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::at;
+use super::json::at;
 
 /// The multipart upload, as a schema: `files` parts (at least one), and the
 /// optional fields before them.

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::at;
+use super::json::at;
 
 use storage::rules::event_catalog;
 

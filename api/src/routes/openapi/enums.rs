@@ -3,8 +3,9 @@
 //! every spelling, roles, packages, change types, event types, time zones),
 //! which no attribute can state, read from the domain so the document lists
 //! exactly what the service takes. A property is named through its wire type
-//! (`Property(name::<StatusPatch>, "new_status")`) and a parameter through its
-//! route table row; one that names nothing stops the service at start.
+//! (`Property(name::<StatusPatch>, "new_status")`), a parameter by its
+//! operation as the document writes it (`GET /api/v1/listings`); one that
+//! names nothing stops the service at start.
 
 use serde_json::{Value, json};
 use storage::people::users::Role;
@@ -13,7 +14,7 @@ use storage::rules::event_catalog;
 use storage::rules::listing_status::ListingStatus;
 use utoipa::ToSchema;
 
-use super::{at, merge};
+use super::json::{at, merge};
 use crate::routes::developer_keys::KeyIn;
 use crate::routes::listings::create::ListingIn;
 use crate::routes::listings::status::StatusPatch;

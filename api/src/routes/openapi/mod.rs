@@ -13,6 +13,7 @@
 mod bodies;
 mod catalog;
 mod enums;
+mod json;
 mod shared_layers;
 
 use serde_json::Value;
@@ -253,44 +254,4 @@ pub fn complete(doc: &mut Value) {
     catalog::declare_tags(doc);
     catalog::add_links(doc);
     catalog::add_webhooks(doc);
-}
-
-/// The value at `keys` inside `value`, if there is one (indexing a
-/// `serde_json::Value` mutably would insert nulls on the way).
-fn at<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
-    keys.iter()
-        .try_fold(value, |value, key| value.get_mut(*key))
-}
-
-fn merge(target: &mut Value, keywords: Value) {
-    let (Some(target), Value::Object(keywords)) = (target.as_object_mut(), keywords) else {
-        return;
-    };
-    for (keyword, value) in keywords {
-        match (target.get_mut(&keyword), value) {
-            (Some(Value::Object(existing)), Value::Object(value)) => {
-                existing.extend(value);
-            }
-            (_, value) => {
-                target.insert(keyword, value);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn keywords_merge_into_schemas() {
-        let mut target = json!({"type": "string", "description": "x"});
-        merge(&mut target, json!({"maxLength": 5}));
-        assert_eq!(
-            target,
-            json!({"type": "string", "description": "x", "maxLength": 5})
-        );
-    }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::at;
+use super::json::at;
 
 /// Operations a key or a session may call take the portal's environment
 /// switch: `X-Environment` chooses a session's environment (a key carries its

@@ -66,7 +66,7 @@ pub fn name(name: Option<String>) -> Result<Option<String>, FieldError> {
 /// resolved address `policy` allows. Returns it normalised.
 pub async fn url(policy: AddressPolicy, url: &str) -> Result<String, FieldError> {
     let reason = |reason: String| FieldError::new("url", reason);
-    if url.len() > MAX_URL_CHARS {
+    if url.chars().count() > MAX_URL_CHARS {
         return Err(reason(format!(
             "must be at most {MAX_URL_CHARS} characters"
         )));

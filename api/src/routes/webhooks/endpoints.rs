@@ -24,7 +24,7 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
     /// HTTPS URL, public address.
-    #[schema(format = "uri", pattern = "^https://")]
+    #[schema(format = "uri", pattern = "^https://", max_length = 2048)]
     url: String,
     /// Event types (canonical names or aliases); omit for every type.
     event_types: Option<Vec<String>>,
@@ -64,7 +64,7 @@ fn default_hourly_budget() -> Option<Option<serde_json::Number>> {
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatch {
     /// New HTTPS URL.
-    #[schema(format = "uri", pattern = "^https://")]
+    #[schema(format = "uri", pattern = "^https://", max_length = 2048)]
     url: Option<String>,
     /// New types; `null` for every type.
     #[serde(default, deserialize_with = "present")]

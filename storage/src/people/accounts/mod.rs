@@ -7,44 +7,16 @@ mod link;
 mod password;
 mod password_links;
 
+pub use crate::rules::passwords::{MAX_PASSWORD_CHARS, password_problem};
 pub use link::{PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose};
 use password::hash_password;
-pub use password::{MAX_PASSWORD_CHARS, password_problem};
 
 use crate::background::outbox::insert_events;
 use crate::db::{in_transaction, write_on_pool};
 use crate::ids::{AgencyId, UserId};
-use crate::records::user::{Role, User, normalise_email};
+use crate::records::user::User;
+pub use crate::rules::new_account::{self, MAX_FIELD_CHARS, NewAccount};
 use crate::{Entity, Result, StorageError, Store};
-
-/// Longest free-text account field.
-const MAX_FIELD_CHARS: usize = 200;
-
-/// What creating an account takes.
-#[derive(Clone, Debug, Default)]
-pub struct NewAccount {
-    /// Login email (required).
-    pub email: String,
-    /// The password, or `None` to force a reset at first login.
-    pub password: Option<String>,
-    /// The role (not an owner or platform role).
-    pub role: Option<Role>,
-    /// Display name.
-    pub name: Option<String>,
-    /// Given name.
-    pub first_name: Option<String>,
-    /// Family name.
-    pub last_name: Option<String>,
-    /// Brokerage.
-    pub brokerage_name: Option<String>,
-    /// Office.
-    pub office_name: Option<String>,
-    /// Manager in the agency's hierarchy.
-    pub manager_id: Option<UserId>,
-    /// Without a password: where the e-mailed link to choose one points. A
-    /// link is then issued in the same transaction as the account.
-    pub password_link_base: Option<String>,
-}
 
 /// A created account.
 #[derive(Clone, Debug)]
@@ -87,43 +59,7 @@ impl Accounts<'_> {
     /// Creates an account in `agency`. Field problems come back together as
     /// [`StorageError::Fields`]; a taken email as a conflict on `email`.
     pub async fn create(&self, agency: &AgencyId, new: NewAccount) -> Result<Account> {
-        let mut problems = std::collections::BTreeMap::new();
-        let email = normalise_email(&new.email);
-        if email.is_none() {
-            problems.insert("email", "is not a valid email address".to_owned());
-        }
-        match new.role {
-            None => {
-                problems.insert("role", "is required".to_owned());
-            }
-            Some(role) if role.is_administrator() => {
-                problems.insert(
-                    "role",
-                    "owner and platform roles are not created through the API".to_owned(),
-                );
-            }
-            Some(_) => {}
-        }
-        if let Some(problem) = new.password.as_deref().and_then(password_problem) {
-            problems.insert("password", problem.to_owned());
-        }
-        for (field, value) in [
-            ("name", &new.name),
-            ("first_name", &new.first_name),
-            ("last_name", &new.last_name),
-            ("brokerage_name", &new.brokerage_name),
-            ("office_name", &new.office_name),
-        ] {
-            if value
-                .as_ref()
-                .is_some_and(|v| v.chars().count() > MAX_FIELD_CHARS)
-            {
-                problems.insert(
-                    field,
-                    format!("must be at most {MAX_FIELD_CHARS} characters"),
-                );
-            }
-        }
+        let (email, problems) = new_account::check(&new);
         let (Some(email), Some(role), true) = (email, new.role, problems.is_empty()) else {
             return Err(StorageError::Fields(problems));
         };
@@ -234,38 +170,5 @@ impl Accounts<'_> {
             return Err(StorageError::NotFound(Entity::User));
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_need_length_and_four_kinds_of_character() {
-        assert_eq!(
-            password_problem("Sh0rt!"),
-            Some("must be at least 8 characters")
-        );
-        assert_eq!(
-            password_problem("lowercase1!"),
-            Some("must contain an upper case letter")
-        );
-        assert_eq!(
-            password_problem("UPPERCASE1!"),
-            Some("must contain a lower case letter")
-        );
-        assert_eq!(password_problem("NoDigits!!"), Some("must contain a digit"));
-        assert_eq!(
-            password_problem("NoSpecial12"),
-            Some("must contain a special character")
-        );
-        assert_eq!(password_problem("Corr3ct-Horse"), None);
-        let longest = format!("Aa1!{}", "é".repeat(MAX_PASSWORD_CHARS - 4));
-        assert_eq!(password_problem(&longest), None, "characters, not bytes");
-        assert_eq!(
-            password_problem(&format!("{longest}y")),
-            Some("must be at most 128 characters")
-        );
     }
 }

@@ -8,11 +8,12 @@ use super::link::{
     LINK_KINDS, PASSWORD_LINK_LIFETIME_SECONDS, PasswordLink, PasswordLinkPurpose, PreparedLink,
     TOKEN_BYTES, TOKEN_PLACEHOLDER, record_link,
 };
-use super::password::{hash_password, password_problem};
+use super::password::hash_password;
 use crate::db::{in_transaction, on_pool, write_on_pool};
 use crate::ids::{AgencyId, NotificationId, UserId};
 use crate::people::sessions::StartedSession;
 use crate::records::user::normalise_email;
+use crate::rules::passwords::password_problem;
 use crate::secrets::encode_token;
 use crate::webhooks::Notification;
 use crate::{Result, StorageError, Timestamp};
