@@ -1,33 +1,38 @@
 //! Authenticated keys, remembered for a short while so the hot path does not
-//! query the database on every request. An entry lives `TTL` on the store's
-//! clock; in-process revocation forgets it at once (`forget`), and a change
-//! made elsewhere (another process, an operator's SQL) is seen within the TTL,
+//! query the database on every request. Bounded (`CAPACITY` keys) with
+//! per-entry eviction (moka's TinyLFU), so a working set larger than the
+//! cache evicts its least useful keys rather than emptying the cache. An
+//! entry lives `TTL_SECONDS` on the store's clock; a revocation forgets it at
+//! once (`forget`: in this process, or heard from the database or Redis), and
+//! a change nobody announces (an operator's SQL) is seen within the TTL,
 //! inside the specification's "about 60 seconds".
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use moka::sync::Cache;
 use storage::Timestamp;
 use storage::api_keys::Credential;
 use storage::ids::ApiKeyId;
 
 /// How long a looked-up key is trusted without asking the database again.
 pub const TTL_SECONDS: i64 = 30;
-/// Entries kept before expired ones are swept.
-const SWEEP_AT: usize = 50_000;
+/// Keys kept at most.
+pub const CAPACITY: u64 = 50_000;
 
 /// The cache, keyed by the key's keyed hash (never its plaintext).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KeyCache {
-    entries: Mutex<Entries>,
-}
-
-#[derive(Debug, Default)]
-struct Entries {
-    by_hash: HashMap<String, (Credential, Timestamp)>,
+    by_hash: Cache<String, (Credential, Timestamp)>,
     /// Bumped by every `forget` and `clear`: a lookup that began before one
     /// may have read a key that has ended since, and must not cache it.
-    generation: u64,
+    generation: AtomicU64,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        Self::with_capacity(CAPACITY)
+    }
 }
 
 /// What a miss hands the caller: the cache's generation when the lookup
@@ -47,25 +52,38 @@ pub enum Cached {
 }
 
 impl KeyCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// A cache of at most `capacity` keys.
+    pub fn with_capacity(capacity: u64) -> Self {
+        Self {
+            by_hash: Cache::builder()
+                .max_capacity(capacity)
+                // Memory is given back soon after the store's clock would
+                // call an entry stale (tests move that clock by hand).
+                .time_to_live(Duration::from_secs(TTL_SECONDS.unsigned_abs() * 2))
+                .support_invalidation_closures()
+                .build(),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The credential cached for `hash`, if it is younger than the TTL at `now`.
     pub fn get(&self, hash: &str, now: Timestamp) -> Cached {
-        let entries = self.lock();
-        let fresh = entries
+        // Read before the entry: a forget between the two makes the ticket old.
+        let ticket = Ticket(self.generation());
+        let fresh = self
             .by_hash
             .get(hash)
             .filter(|(_, fetched_at)| {
                 now < fetched_at.plus_seconds(TTL_SECONDS) && *fetched_at <= now
             })
-            .map(|(credential, _)| credential.clone());
+            .map(|(credential, _)| credential);
         match fresh {
             Some(credential) => Cached::Hit(Box::new(credential)),
-            None => Cached::Miss(Ticket(entries.generation)),
+            None => Cached::Miss(ticket),
         }
     }
 
@@ -73,35 +91,42 @@ impl KeyCache {
     /// since `ticket`'s lookup began (it may have been this one: revoked
     /// after the database answered, before this put).
     pub fn put(&self, hash: String, credential: Credential, now: Timestamp, ticket: Ticket) {
-        let mut entries = self.lock();
-        if entries.generation != ticket.0 {
+        if self.generation() != ticket.0 {
             return;
         }
-        if entries.by_hash.len() >= SWEEP_AT {
-            entries
-                .by_hash
-                .retain(|_, (_, fetched_at)| now < fetched_at.plus_seconds(TTL_SECONDS));
-            if entries.by_hash.len() >= SWEEP_AT {
-                entries.by_hash.clear();
-            }
+        self.by_hash.insert(hash.clone(), (credential, now));
+        // A forget while this was being inserted may have run before the
+        // entry was there to forget.
+        if self.generation() != ticket.0 {
+            self.by_hash.invalidate(&hash);
         }
-        entries.by_hash.insert(hash, (credential, now));
     }
 
     /// Forgets the key `id` (revoked or rotated in this process).
     pub fn forget(&self, id: &ApiKeyId) {
-        let mut entries = self.lock();
-        entries.generation += 1;
-        entries
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let id = id.clone();
+        // Only fails when invalidation closures are not enabled; they are.
+        let _ = self
             .by_hash
-            .retain(|_, (credential, _)| &credential.key.id != id);
+            .invalidate_entries_if(move |_, (credential, _)| credential.key.id == id);
     }
 
     /// Forgets every key (a revocation may have been missed).
     pub fn clear(&self) {
-        let mut entries = self.lock();
-        entries.generation += 1;
-        entries.by_hash.clear();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.by_hash.invalidate_all();
+    }
+
+    /// How many keys are held (maintenance done first).
+    pub fn len(&self) -> u64 {
+        self.by_hash.run_pending_tasks();
+        self.by_hash.entry_count()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -174,6 +199,25 @@ mod tests {
         cache.forget(&dropped.key.id);
         assert!(hit(&cache, "a", now));
         assert!(!hit(&cache, "b", now));
+    }
+
+    #[test]
+    fn a_working_set_larger_than_the_cache_evicts_entries_not_the_cache() {
+        let cache = KeyCache::with_capacity(100);
+        let now = Timestamp::from_micros(0);
+        let hot = credential();
+        let first = ticket(&cache, "hot", now);
+        cache.put("hot".into(), hot.clone(), now, first);
+        for n in 0..1_000 {
+            // The hot key is read between the others, as a busy client's is.
+            assert!(hit(&cache, "hot", now), "the hot key left at {n}");
+            let name = format!("cold-{n}");
+            let miss = ticket(&cache, &name, now);
+            cache.put(name, credential(), now, miss);
+        }
+        assert!(cache.len() <= 100, "bounded: {}", cache.len());
+        assert!(cache.len() >= 50, "never emptied whole: {}", cache.len());
+        assert!(hit(&cache, "hot", now));
     }
 
     #[test]
