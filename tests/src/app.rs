@@ -61,6 +61,7 @@ pub struct TestAppBuilder {
     write_pacing: Option<api::pacing::PacingSettings>,
     paused_queues: Vec<&'static str>,
     request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
+    rate_limits_on_clock: bool,
 }
 
 impl TestAppBuilder {
@@ -179,6 +180,13 @@ impl TestAppBuilder {
         self
     }
 
+    /// The in-process rate limits refill on the test's clock rather than
+    /// the wall clock: a standing clock refills them only when moved.
+    pub fn rate_limits_on_clock(mut self) -> Self {
+        self.rate_limits_on_clock = true;
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -214,6 +222,7 @@ impl TestAppBuilder {
                     .expect("connect to test Redis");
                 RateLimiter::shared(limiter)
             }
+            None if self.rate_limits_on_clock => RateLimiter::in_process_on(store.clock().clone()),
             None => RateLimiter::in_process(),
         };
         let queue = match &redis_url {
@@ -396,6 +405,7 @@ impl TestApp {
             write_pacing: None,
             paused_queues: Vec::new(),
             request_deadlines: None,
+            rate_limits_on_clock: false,
         }
     }
 

@@ -18,6 +18,8 @@ pub struct Outcome {
     pub new_tat: i64,
     /// Requests left right after this one (0 when refused).
     pub remaining: u32,
+    /// How long until the bucket is full again (microseconds).
+    pub reset_in: i64,
     /// When the bucket is full again (microseconds since the epoch).
     pub reset_at: i64,
     /// How long until a refused request would be admitted (microseconds).
@@ -37,6 +39,7 @@ pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
             allowed: false,
             new_tat: tat,
             remaining: 0,
+            reset_in: tat - now,
             reset_at: tat,
             retry_after: allow_at - now,
         }
@@ -46,6 +49,7 @@ pub fn evaluate(tat: Option<i64>, now: i64, limit: u32) -> Outcome {
             allowed: true,
             new_tat,
             remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+            reset_in: new_tat - now,
             reset_at: new_tat,
             retry_after: 0,
         }

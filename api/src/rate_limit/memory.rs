@@ -6,21 +6,32 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::gcra::{self, Outcome};
-use super::{Bucket, now_micros};
+use storage::Clock;
+
+use super::Bucket;
 
 /// Buckets kept in memory.
 #[derive(Debug, Default)]
 pub struct MemoryLimiter {
     tats: Mutex<HashMap<String, i64>>,
+    clock: Clock,
 }
 
 /// How many buckets may accumulate before idle ones are swept.
 const SWEEP_AT: usize = 100_000;
 
 impl MemoryLimiter {
+    /// Buckets whose time is `clock`'s.
+    pub fn on(clock: Clock) -> Self {
+        Self {
+            tats: Mutex::default(),
+            clock,
+        }
+    }
+
     /// Evaluates every bucket and, if all admit, commits them.
     pub fn check(&self, buckets: &[Bucket]) -> Vec<Outcome> {
-        let now = now_micros();
+        let now = self.clock.now().as_micros();
         let mut tats = self
             .tats
             .lock()
@@ -43,7 +54,7 @@ impl MemoryLimiter {
 
     /// Gives back one request to each bucket.
     pub fn refund(&self, buckets: &[Bucket]) {
-        let now = now_micros();
+        let now = self.clock.now().as_micros();
         let mut tats = self
             .tats
             .lock()
@@ -58,7 +69,7 @@ impl MemoryLimiter {
 
     /// Each bucket evaluated now as `check` would, committing nothing.
     pub fn peek(&self, buckets: &[Bucket]) -> Vec<Outcome> {
-        let now = now_micros();
+        let now = self.clock.now().as_micros();
         let tats = self
             .tats
             .lock()

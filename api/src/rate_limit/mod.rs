@@ -118,11 +118,6 @@ pub fn session_upload_buckets(
     ]
 }
 
-/// Microseconds since the Unix epoch, from the wall clock.
-pub(crate) fn now_micros() -> i64 {
-    chrono::Utc::now().timestamp_micros()
-}
-
 /// Microseconds of waiting as the whole seconds of a `Retry-After`, rounded
 /// up and at least one.
 fn whole_seconds(micros: i64) -> u64 {
@@ -150,9 +145,15 @@ const REDIS_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500
 static DEGRADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl RateLimiter {
-    /// A limiter in process.
+    /// A limiter in process, on the wall clock.
     pub fn in_process() -> Self {
         Self::Memory(Arc::default())
+    }
+
+    /// A limiter in process, on `clock` (the store's: a test's standing
+    /// clock makes budgets refill only when the test moves it).
+    pub fn in_process_on(clock: storage::Clock) -> Self {
+        Self::Memory(Arc::new(memory::MemoryLimiter::on(clock)))
     }
 
     /// A limiter shared through Redis.
@@ -279,9 +280,8 @@ impl RateLimitHeaders {
         let Some((bucket, outcome)) = closest else {
             return Self(headers);
         };
-        let now = now_micros();
         let reset_unix = (outcome.reset_at + 999_999) / 1_000_000;
-        let reset_in = ((outcome.reset_at - now).max(0) + 999_999) / 1_000_000;
+        let reset_in = (outcome.reset_in.max(0) + 999_999) / 1_000_000;
         let mut put = |name: &'static str, value: String| {
             if let Ok(value) = HeaderValue::from_str(&value) {
                 headers.insert(HeaderName::from_static(name), value);

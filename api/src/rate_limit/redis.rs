@@ -9,7 +9,8 @@ use super::Bucket;
 use super::gcra::Outcome;
 
 /// GCRA over N buckets; KEYS are the buckets, ARGV their limits. Returns, per
-/// bucket, allowed, new TAT, remaining, reset and retry-after (microseconds).
+/// bucket, allowed, new TAT, remaining, reset, retry-after and the time until
+/// reset (microseconds).
 const SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -25,9 +26,9 @@ for i, key in ipairs(KEYS) do
   local allow_at = new_tat - window
   if allow_at > now then
     all_allowed = false
-    results[#results + 1] = {0, tat, 0, tat, allow_at - now}
+    results[#results + 1] = {0, tat, 0, tat, allow_at - now, tat - now}
   else
-    results[#results + 1] = {1, new_tat, math.floor((now - allow_at) / interval), new_tat, 0}
+    results[#results + 1] = {1, new_tat, math.floor((now - allow_at) / interval), new_tat, 0, new_tat - now}
   end
 end
 if all_allowed then
@@ -99,14 +100,16 @@ impl RedisLimiter {
             invocation.arg(bucket.limit);
         }
         let mut connection = self.connection.clone();
-        let rows: Vec<(i64, i64, i64, i64, i64)> = invocation.invoke_async(&mut connection).await?;
+        let rows: Vec<(i64, i64, i64, i64, i64, i64)> =
+            invocation.invoke_async(&mut connection).await?;
         Ok(rows
             .into_iter()
             .map(
-                |(allowed, new_tat, remaining, reset_at, retry_after)| Outcome {
+                |(allowed, new_tat, remaining, reset_at, retry_after, reset_in)| Outcome {
                     allowed: allowed == 1,
                     new_tat,
                     remaining: u32::try_from(remaining).unwrap_or(0),
+                    reset_in,
                     reset_at,
                     retry_after,
                 },
