@@ -11,6 +11,7 @@ pub mod media;
 pub mod objects;
 pub mod page;
 pub mod people;
+pub mod plans;
 pub mod records;
 pub mod requests;
 pub mod rules;

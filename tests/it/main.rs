@@ -15,6 +15,7 @@ mod listings;
 mod media;
 mod object_store;
 mod openapi;
+mod plans;
 mod platform;
 mod portal;
 mod preferences;

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use super::counts::{self, Counted};
 use super::{Listings, RACE_RETRIES, Transition};
 use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
@@ -74,11 +75,18 @@ impl Listings<'_> {
             if updated == 0 {
                 Attempt::LostRace
             } else {
-                let listing = Listing {
+                let cancelled = Listing {
                     status: ListingStatus::Cancelled,
                     updated_at: now,
-                    ..listing
+                    ..listing.clone()
                 };
+                counts::count(
+                    (&mut *tx).into(),
+                    tenant,
+                    &[(Counted::of(&listing), -1), (Counted::of(&cancelled), 1)],
+                )
+                .await?;
+                let listing = cancelled;
                 let tenant = listing.tenant();
                 if let Some(shoot) = &shoot {
                     emitted.push(

@@ -4,6 +4,7 @@
 //! creation under an idempotency key that already made a listing within the
 //! idempotency window returns that listing and its order instead.
 
+use super::counts::{self, Counted};
 use super::{CreatedListing, Listings, NewListing, RACE_RETRIES};
 use crate::background::outbox::insert_events;
 use crate::db::{Tx, in_transaction, on_tx};
@@ -195,6 +196,7 @@ impl Listings<'_> {
                 updated_at: now,
             };
             let listing = insert_numbered(&mut *tx, listing, idempotency_key).await?;
+            counts::count((&mut *tx).into(), tenant, &[(Counted::of(&listing), 1)]).await?;
             let order = orders::raise(&mut *tx, &listing, package, now).await?;
             let events = [
                 NewEvent::new(EventType::ListingCreated, listing_event_data(&listing)),

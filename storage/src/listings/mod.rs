@@ -15,10 +15,11 @@ pub mod availability;
 pub mod cache;
 mod cancel;
 pub mod cancellation_fees;
+pub(crate) mod counts;
 mod create;
 pub mod detail;
 pub mod orders;
-mod read;
+pub(crate) mod read;
 mod section_updates;
 mod status;
 

@@ -1,6 +1,7 @@
 //! The status lifecycle: `PATCH …/status` judged against the status read and
 //! guarded by it in the `UPDATE … WHERE`, emitting `listing.status_changed`.
 
+use super::counts::{self, Counted};
 use super::{Listings, StatusChange, Transition};
 use crate::background::outbox::insert_event;
 use crate::db::in_transaction;
@@ -81,11 +82,18 @@ impl Listings<'_> {
                     current: current.status,
                 }
             } else {
-                let listing = Listing {
+                let moved = Listing {
                     status: to,
                     updated_at: now,
-                    ..listing
+                    ..listing.clone()
                 };
+                counts::count(
+                    (&mut *tx).into(),
+                    tenant,
+                    &[(Counted::of(&listing), -1), (Counted::of(&moved), 1)],
+                )
+                .await?;
+                let listing = moved;
                 let mut data = listing_event_data(&listing);
                 data["previous_status"] = from.display().into();
                 emitted.push(

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::db::{Tx, in_transaction, on_pool, on_tx, write_on_pool};
 use crate::ids::{AgencyId, ListingId, OrderId};
+use crate::listings::counts::{self, Counted};
 use crate::records::fetch_listing;
 use crate::records::listing::{Listing, found};
 use crate::records::numbers::{NUMBER_ALPHABET, SANDBOX_PREFIX, invoice_number};
@@ -158,18 +159,36 @@ impl Sandbox<'_> {
             .iter()
             .map(|fixture| (*fixture, fixture_number(agency, fixture)))
             .collect();
+        let sandbox = Tenant::new(agency.clone(), Environment::Sandbox);
         in_transaction!(self.store.db(), |tx| {
             for (fixture, number) in &numbers {
-                let existing: Option<ListingId> = sqlx::query_scalar(
-                    "select id from listings where agency_id = $1 and is_sandbox = $2 and listing_number = $3",
+                let existing: Option<(ListingId, String, String, Option<String>)> = sqlx::query_as(
+                    "select id, status, agent_one_id, agent_two_id from listings
+                     where agency_id = $1 and is_sandbox = $2 and listing_number = $3",
                 )
                 .bind(agency)
                 .bind(true)
                 .bind(number)
                 .fetch_optional(&mut *tx)
                 .await?;
+                let fixture_counted = Counted {
+                    status: fixture.status.key(),
+                    agent_one: owner.id.as_str(),
+                    agent_two: None,
+                };
                 let listing_id = match existing {
-                    Some(id) => {
+                    Some((id, status, agent_one, agent_two)) => {
+                        let before = Counted {
+                            status: &status,
+                            agent_one: &agent_one,
+                            agent_two: agent_two.as_deref(),
+                        };
+                        counts::count(
+                            (&mut *tx).into(),
+                            &sandbox,
+                            &[(before, -1), (fixture_counted, 1)],
+                        )
+                        .await?;
                         for table in ["appointments", "orders"] {
                             sqlx::query(sqlx::AssertSqlSafe(format!(
                                 "delete from {table} where listing_id = $1"
@@ -204,6 +223,7 @@ impl Sandbox<'_> {
                         id
                     }
                     None => {
+                        counts::count((&mut *tx).into(), &sandbox, &[(fixture_counted, 1)]).await?;
                         let id = ListingId::generate();
                         sqlx::query(
                             "insert into listings (id, agency_id, is_sandbox, listing_number, status, address,

@@ -11,6 +11,7 @@ mod sections;
 mod status;
 mod status_race;
 mod tenancy;
+mod totals;
 
 use reqwest::Response;
 use serde_json::{Value, json};
