@@ -16,6 +16,7 @@ pub mod records;
 pub mod requests;
 pub mod rules;
 pub mod secrets;
+pub mod space;
 mod store;
 pub mod tenancy;
 pub mod webhooks;

@@ -6,18 +6,69 @@
 //! list to no problem, so a change that loses an index fails a test rather
 //! than a customer with a million rows.
 //!
-//! On PostgreSQL the plan is asked for with sequential scans discouraged, so
-//! a table of a few test rows is planned as a large one would be: if an
-//! index can serve the query, the plan shows it.
+//! On PostgreSQL the plan is asked for with sequential and bitmap scans
+//! discouraged, so a table of a few test rows is planned as a large one
+//! would be: if an index can serve the query in order, the plan shows it.
 
 use serde_json::Value;
 
+use crate::background::job_console::attempts;
+use crate::background::progress::PURGE_STEPS_SQL;
 use crate::db::Database;
 use crate::listings::read::{ListShape, list_sql};
+use crate::requests::idempotency::PURGE_EXPIRED_SQL;
+use crate::webhooks::deliveries::{deliveries_page_sql, recent_deliveries_sql};
+use crate::webhooks::recoveries::FAILED_SINCE;
+use crate::webhooks::sweeps::PURGE_FINISHED_SQL;
 use crate::{Result, Store};
 
 /// The tables whose rows grow without bound with an agency's activity.
-const GROWING_TABLES: [&str; 1] = ["listings"];
+const GROWING_TABLES: [&str; 5] = [
+    "listings",
+    "webhook_deliveries",
+    "job_attempts",
+    "idempotency_records",
+    "operation_progress_events",
+];
+
+/// Whether an index condition (SQLite's `completed_at<?`, PostgreSQL's
+/// `(completed_at < $1)`) bounds `column`, by equality or by a range.
+fn bounds(condition: &str, column: &str, spaced: bool) -> bool {
+    ["=", "<", ">"].iter().any(|operator| {
+        let needle = if spaced {
+            format!("{column} {operator}")
+        } else {
+            format!("{column}{operator}")
+        };
+        condition.contains(&needle)
+    })
+}
+
+/// The names a statement reads the growing tables by, as SQLite's plan
+/// writes them: the table's own, and its alias (`webhook_deliveries d`).
+fn growing_names(sql: &str) -> Vec<String> {
+    const NOT_ALIASES: [&str; 9] = [
+        "where", "join", "on", "order", "limit", "set", "group", "left", "inner",
+    ];
+    let words: Vec<&str> = sql
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',')
+        .filter(|word| !word.is_empty())
+        .collect();
+    let mut names: Vec<String> = GROWING_TABLES.iter().map(|t| (*t).to_owned()).collect();
+    for pair in words.windows(3) {
+        let reads = matches!(pair[0], "from" | "join" | "FROM" | "JOIN");
+        if reads && GROWING_TABLES.contains(&pair[1]) {
+            let alias = pair[2];
+            if alias.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !NOT_ALIASES.contains(&alias.to_ascii_lowercase().as_str())
+                && !names.iter().any(|name| name == alias)
+            {
+                names.push(alias.to_owned());
+            }
+        }
+    }
+    names
+}
 
 /// One list query's plan, as the database gives it, and what is wrong with it.
 #[derive(Clone, Debug)]
@@ -79,6 +130,79 @@ fn planned() -> Vec<Planned> {
             seeks,
         });
     }
+    let endpoint = Bind::Text("whe_0");
+    for before in [false, true] {
+        let mut binds = vec![endpoint.clone()];
+        if before {
+            binds.extend([Bind::Number(1), Bind::Text("dlv_0")]);
+        }
+        binds.push(Bind::Number(51));
+        queries.push(Planned {
+            name: format!("webhook deliveries{}", if before { " before" } else { "" }),
+            sql: deliveries_page_sql(before),
+            binds,
+            seeks: vec![&["endpoint_id"]],
+        });
+    }
+    for (status, event_type) in [(true, false), (false, true), (true, true)] {
+        let mut binds = vec![endpoint.clone()];
+        let mut seeks: Vec<&'static [&'static str]> = vec![&["endpoint_id"]];
+        let mut name = "portal delivery log".to_owned();
+        if status {
+            binds.push(Bind::Text("failed"));
+            seeks.push(&["status"]);
+            name.push_str(" status");
+        }
+        if event_type {
+            binds.push(Bind::Text("listing.created"));
+            seeks.push(&["event_type"]);
+            name.push_str(" event_type");
+        }
+        binds.push(Bind::Number(50));
+        queries.push(Planned {
+            name,
+            sql: recent_deliveries_sql(status, event_type),
+            binds,
+            seeks,
+        });
+    }
+    queries.push(Planned {
+        name: "recovery count".to_owned(),
+        sql: format!("select count(*) from webhook_deliveries d where {FAILED_SINCE}"),
+        binds: vec![endpoint, Bind::Number(1), Bind::Number(2)],
+        seeks: vec![&["endpoint_id"], &["completed_at"]],
+    });
+    // The retention purges: each batch finds its rows by the time they are
+    // kept by, and deletes them by their key.
+    for (name, sql, seek) in [
+        (
+            "delivery purge",
+            PURGE_FINISHED_SQL,
+            &["completed_at", "id"][..],
+        ),
+        (
+            "job run purge",
+            attempts::PURGE_SQL,
+            &["started_at", "job_id"][..],
+        ),
+        (
+            "idempotency purge",
+            PURGE_EXPIRED_SQL,
+            &["created_at", "idempotency_key"][..],
+        ),
+        (
+            "progress history purge",
+            PURGE_STEPS_SQL,
+            &["recorded_at", "operation_id"][..],
+        ),
+    ] {
+        queries.push(Planned {
+            name: name.to_owned(),
+            sql: sql.to_owned(),
+            binds: vec![Bind::Number(1), Bind::Number(1_000)],
+            seeks: vec![seek],
+        });
+    }
     queries
 }
 
@@ -108,10 +232,11 @@ async fn sqlite_plan(pool: &sqlx::SqlitePool, query: &Planned) -> Result<QueryPl
         };
     }
     let rows = explain.fetch_all(pool).await?;
+    let names = growing_names(&query.sql);
     let mut problems = Vec::new();
     let mut lines = Vec::new();
     for (id, parent, _, detail) in &rows {
-        for table in GROWING_TABLES {
+        for table in &names {
             if detail.starts_with(&format!("SCAN {table}")) {
                 problems.push(format!("scans {table}: {detail}"));
             }
@@ -120,10 +245,7 @@ async fn sqlite_plan(pool: &sqlx::SqlitePool, query: &Planned) -> Result<QueryPl
             if detail.starts_with(&format!("SEARCH {table}")) {
                 let constraint = detail.split_once('(').map_or("", |(_, rest)| rest);
                 for group in &query.seeks {
-                    if !group
-                        .iter()
-                        .any(|column| constraint.contains(&format!("{column}=")))
-                    {
+                    if !group.iter().any(|column| bounds(constraint, column, false)) {
                         problems.push(format!("does not seek by {}: {detail}", group.join(" or ")));
                     }
                 }
@@ -136,7 +258,7 @@ async fn sqlite_plan(pool: &sqlx::SqlitePool, query: &Planned) -> Result<QueryPl
             && rows.iter().any(|(other, other_parent, _, other_detail)| {
                 other != id
                     && other_parent == parent
-                    && GROWING_TABLES.iter().any(|table| {
+                    && names.iter().any(|table| {
                         other_detail.starts_with(&format!("SCAN {table}"))
                             || other_detail.starts_with(&format!("SEARCH {table}"))
                     })
@@ -155,9 +277,21 @@ async fn sqlite_plan(pool: &sqlx::SqlitePool, query: &Planned) -> Result<QueryPl
 
 async fn postgres_plan(pool: &sqlx::PgPool, query: &Planned) -> Result<QueryPlan> {
     let mut tx = pool.begin().await?;
-    sqlx::query("set local enable_seqscan = off")
-        .execute(&mut *tx)
-        .await?;
+    // A few test rows planned as millions would be: a whole-range read (a
+    // sequential scan, or a bitmap of every index entry in the range) is
+    // what the planner of a large table avoids when an index walk in order
+    // can stop at the limit, and a batch of a thousand keys meets a large
+    // table by a loop of key lookups, not by merging or hashing the table.
+    for setting in [
+        "enable_seqscan",
+        "enable_bitmapscan",
+        "enable_mergejoin",
+        "enable_hashjoin",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("set local {setting} = off")))
+            .execute(&mut *tx)
+            .await?;
+    }
     let sql = format!("explain (format json) {}", query.sql);
     let mut explain = sqlx::query_scalar::<_, Value>(sqlx::AssertSqlSafe(sql));
     for bind in &query.binds {
@@ -192,10 +326,7 @@ fn postgres_problems(node: &Value, seeks: &[&[&str]], problems: &mut Vec<String>
         // over the rows read.
         let condition = node["Index Cond"].as_str().unwrap_or_default();
         for group in seeks {
-            if !group
-                .iter()
-                .any(|column| condition.contains(&format!("{column} =")))
-            {
+            if !group.iter().any(|column| bounds(condition, column, true)) {
                 problems.push(format!(
                     "does not seek {relation} by {}: {condition}",
                     group.join(" or ")
@@ -263,6 +394,24 @@ mod tests {
             seeks: Vec::new(),
         };
         let plan = sqlite_plan(sqlite.pool(), &scan).await.unwrap();
+        assert!(!plan.problems.is_empty(), "{}", plan.plan);
+        let aliased = Planned {
+            name: "deliveries by data".to_owned(),
+            sql: "select d.id from webhook_deliveries d where d.api_version = $1 limit $2"
+                .to_owned(),
+            binds: vec![Bind::Text("2026-05-29"), Bind::Number(51)],
+            seeks: Vec::new(),
+        };
+        let aliased_plan = sqlite_plan(sqlite.pool(), &aliased).await.unwrap();
+        assert!(
+            aliased_plan
+                .problems
+                .iter()
+                .any(|p| p.starts_with("scans d")),
+            "{:?}\n{}",
+            aliased_plan.problems,
+            aliased_plan.plan
+        );
         assert!(
             plan.problems
                 .iter()

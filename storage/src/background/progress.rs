@@ -181,11 +181,7 @@ impl Progress<'_> {
     /// `limit` of them; the latest state of each operation stays.
     pub async fn purge_steps(&self, before: Timestamp, limit: u32) -> Result<u64> {
         let deleted = crate::db::write_on_pool!(self.store.db(), pool => {
-            sqlx::query(
-                "delete from operation_progress_events where (operation_id, seq) in (
-                     select operation_id, seq from operation_progress_events
-                     where recorded_at < $1 limit $2)",
-            )
+            sqlx::query(PURGE_STEPS_SQL)
             .bind(before)
             .bind(i64::from(limit))
             .execute(&mut *pool)
@@ -219,3 +215,10 @@ impl Progress<'_> {
         }))
     }
 }
+
+/// One batch of the progress history's purge: states recorded before `$1`,
+/// the oldest first, at most `$2`, found by their time's index.
+pub(crate) const PURGE_STEPS_SQL: &str =
+    "delete from operation_progress_events where (operation_id, seq) in (
+         select operation_id, seq from operation_progress_events
+         where recorded_at < $1 order by recorded_at limit $2)";

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{PgPool, SqlitePool};
 
 use super::group_commit::GroupCommit;
@@ -125,6 +127,10 @@ impl Database {
         let _lock = lock_sqlite_file(options.get_filename()).await?;
         let options = options
             .create_if_missing(true)
+            // A new file gives the pages of purged rows back to the file
+            // system a step at a time (`Store::reclaim_space`); on a file
+            // that already has tables the setting waits for a `VACUUM`.
+            .auto_vacuum(SqliteAutoVacuum::Incremental)
             .journal_mode(SqliteJournalMode::Wal)
             // FULL: a commit acknowledged to a client is on disk even after a power
             // loss, not only after a process crash (which NORMAL already covers).

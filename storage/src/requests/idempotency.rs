@@ -344,16 +344,20 @@ impl Idempotency<'_> {
             .now()
             .plus_seconds(-(RETENTION.as_secs() as i64));
         let deleted = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            sqlx::query(
-                "delete from idempotency_records where (agency_id, idempotency_key) in (
-                     select agency_id, idempotency_key from idempotency_records where created_at <= $1 limit $2)",
-            )
-            .bind(cutoff)
-            .bind(i64::from(limit))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
+            sqlx::query(PURGE_EXPIRED_SQL)
+                .bind(cutoff)
+                .bind(i64::from(limit))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
         });
         Ok(deleted)
     }
 }
+
+/// One batch of the idempotency purge: records created at or before `$1`,
+/// the oldest first, at most `$2`, found by their age's index.
+pub(crate) const PURGE_EXPIRED_SQL: &str =
+    "delete from idempotency_records where (agency_id, idempotency_key) in (
+         select agency_id, idempotency_key from idempotency_records
+         where created_at <= $1 order by created_at limit $2)";

@@ -36,7 +36,7 @@ impl Webhooks<'_> {
             DELIVERY_COLUMNS.replace("d.", "")
         );
         let row: DeliveryRow = in_transaction!(self.store.db(), |tx| {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            let row: DeliveryRow = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(&id)
                 .bind(&endpoint.id)
                 .bind(&endpoint.agency_id)
@@ -50,7 +50,9 @@ impl Webhooks<'_> {
                 .bind(Json(&template.data))
                 .bind(now)
                 .fetch_one(&mut *tx)
-                .await?
+                .await?;
+            super::delivery_counts::count((&mut *tx).into(), [(&endpoint.id, 1)]).await?;
+            row
         });
         row.try_into()
     }
@@ -80,21 +82,15 @@ impl Webhooks<'_> {
         before: Option<&Position>,
         limit: u32,
     ) -> Result<Page<Delivery>> {
-        let list_sql = format!(
-            "select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1
-             and ($2 is null or (d.created_at, d.id) < ($2, $3))
-             order by d.created_at desc, d.id desc limit $4"
-        );
+        let list_sql = deliveries_page_sql(before.is_some());
         let limit = limit.min(crate::page::MAX_PAGE_SIZE);
         let (rows, total): (Vec<DeliveryRow>, i64) = on_pool!(self.store.db(), pool => {
-            let rows = sqlx::query_as(sqlx::AssertSqlSafe(list_sql))
-                .bind(endpoint_id)
-                .bind(before.map(|p| p.created_at))
-                .bind(before.map(|p| p.id.as_str()))
-                .bind(i64::from(limit) + 1)
-                .fetch_all(pool)
-                .await?;
-            let total = sqlx::query_scalar("select count(*) from webhook_deliveries where endpoint_id = $1")
+            let mut query = sqlx::query_as(sqlx::AssertSqlSafe(list_sql.clone())).bind(endpoint_id);
+            if let Some(before) = before {
+                query = query.bind(before.created_at).bind(before.id.as_str());
+            }
+            let rows = query.bind(i64::from(limit) + 1).fetch_all(pool).await?;
+            let total = sqlx::query_scalar(super::delivery_counts::TOTAL_SQL)
                 .bind(endpoint_id)
                 .fetch_one(pool)
                 .await?;
@@ -118,16 +114,16 @@ impl Webhooks<'_> {
         event_type: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Delivery>> {
-        let sql = format!(
-            "select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1
-             and ($2 is null or d.status = $2) and ($3 is null or d.event_type = $3)
-             order by d.created_at desc, d.id desc limit $4"
-        );
+        let sql = recent_deliveries_sql(status.is_some(), event_type.is_some());
         let rows: Vec<DeliveryRow> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(endpoint_id)
-                .bind(status.map(DeliveryStatus::as_str))
-                .bind(event_type)
+            let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone())).bind(endpoint_id);
+            if let Some(status) = status {
+                query = query.bind(status.as_str());
+            }
+            if let Some(event_type) = event_type {
+                query = query.bind(event_type);
+            }
+            query
                 .bind(i64::from(limit.min(crate::page::MAX_PAGE_SIZE)))
                 .fetch_all(pool)
                 .await?
@@ -276,4 +272,42 @@ impl Webhooks<'_> {
 /// Ids bound as one JSON array (see `Backend::id_list`).
 fn json_ids<T: serde::Serialize>(ids: &[T]) -> Result<String> {
     serde_json::to_string(ids).map_err(|err| StorageError::Corrupt(format!("ids: {err}")))
+}
+
+/// The statement of an endpoint's latest deliveries with the filters given
+/// (`$1` the endpoint, then the status, then the event type, then the
+/// limit): each filter in the statement only when it is given, so that the
+/// index that leads with it serves the statement in the log's order.
+pub(crate) fn recent_deliveries_sql(status: bool, event_type: bool) -> String {
+    let mut sql =
+        format!("select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1");
+    let mut next = 2;
+    if status {
+        sql.push_str(&format!(" and d.status = ${next}"));
+        next += 1;
+    }
+    if event_type {
+        sql.push_str(&format!(" and d.event_type = ${next}"));
+        next += 1;
+    }
+    sql.push_str(&format!(
+        " order by d.created_at desc, d.id desc limit ${next}"
+    ));
+    sql
+}
+
+/// The statement of an endpoint's deliveries page, newest first: `$1` the
+/// endpoint, then (a later page) the position before which it starts, then
+/// the limit. A later page seeks its position, never reading the pages
+/// before it.
+pub(crate) fn deliveries_page_sql(before: bool) -> String {
+    let (position, limit) = if before {
+        (" and (d.created_at, d.id) < ($2, $3)", "$4")
+    } else {
+        ("", "$2")
+    };
+    format!(
+        "select {DELIVERY_COLUMNS} from webhook_deliveries d where d.endpoint_id = $1{position}
+         order by d.created_at desc, d.id desc limit {limit}"
+    )
 }

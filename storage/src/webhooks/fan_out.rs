@@ -200,6 +200,13 @@ impl Webhooks<'_> {
                         insert.build_query_scalar().fetch_all(&mut *tx).await?;
                     inserted.extend(ids);
                 }
+                super::delivery_counts::count(
+                    (&mut *tx).into(),
+                    rows.iter()
+                        .filter(|(id, _, _)| inserted.contains(id))
+                        .map(|(_, endpoint, _)| (&endpoint.id, 1)),
+                )
+                .await?;
                 let mut deliveries = Vec::with_capacity(inserted.len());
                 let mut targets = HashMap::with_capacity(inserted.len());
                 for (id, endpoint, event) in rows {

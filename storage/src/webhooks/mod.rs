@@ -18,7 +18,8 @@
 mod attempts;
 mod backlog;
 mod budget;
-mod deliveries;
+pub(crate) mod deliveries;
+pub(crate) mod delivery_counts;
 mod delivery_record;
 mod endpoint_record;
 mod endpoints;
@@ -27,8 +28,8 @@ pub mod health;
 mod notification_record;
 mod notifications;
 mod ordering;
-mod recoveries;
-mod sweeps;
+pub(crate) mod recoveries;
+pub(crate) mod sweeps;
 
 pub use budget::BudgetSlot;
 pub use delivery_record::{

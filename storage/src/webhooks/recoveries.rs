@@ -124,7 +124,8 @@ impl TryFrom<RecoveryRow> for Recovery {
 
 /// Where a failed delivery counts for a recovery: an event's delivery that
 /// failed for good between `since` and when the recovery was asked for.
-const FAILED_SINCE: &str = "d.endpoint_id = $1 and d.kind = 'event' and d.status = 'failed'
+pub(crate) const FAILED_SINCE: &str =
+    "d.endpoint_id = $1 and d.kind = 'event' and d.status = 'failed'
      and d.completed_at >= $2 and d.completed_at <= $3";
 
 impl Webhooks<'_> {

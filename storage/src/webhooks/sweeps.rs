@@ -91,20 +91,30 @@ impl Webhooks<'_> {
     }
 
     /// Deletes finished deliveries (and their attempts) completed before
-    /// `before`, at most `limit`; returns how many.
+    /// `before`, the oldest first, at most `limit` in one transaction;
+    /// returns how many. The retention task calls it batch after batch.
     pub async fn purge_finished(&self, before: Timestamp, limit: u32) -> Result<u64> {
-        // Attempts go with their delivery (on delete cascade).
+        // Attempts go with their delivery (on delete cascade); each
+        // endpoint's total loses what it lost, in the same transaction.
         let deleted = in_transaction!(self.store.db(), |tx| {
-            sqlx::query(
-                "delete from webhook_deliveries where id in (
-                     select id from webhook_deliveries where completed_at < $1 limit $2)",
+            let endpoints: Vec<WebhookEndpointId> = sqlx::query_scalar(PURGE_FINISHED_SQL)
+                .bind(before)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await?;
+            super::delivery_counts::count(
+                (&mut *tx).into(),
+                endpoints.iter().map(|endpoint| (endpoint, -1)),
             )
-            .bind(before)
-            .bind(i64::from(limit))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
+            .await?;
+            endpoints.len() as u64
         });
         Ok(deleted)
     }
 }
+
+/// One batch of the retention purge: the oldest finished deliveries before
+/// `$1`, at most `$2`, found by their completion's index.
+pub(crate) const PURGE_FINISHED_SQL: &str = "delete from webhook_deliveries where id in (
+     select id from webhook_deliveries where completed_at < $1 order by completed_at limit $2)
+     returning endpoint_id";

@@ -2,6 +2,8 @@
 //! task deletes a delivery finished more than 30 days ago, with its attempts,
 //! and keeps a recent one; `progress_history_purge` forgets progress states
 //! recorded more than a week ago and keeps each operation's latest state.
+//! Purges delete in transactions of a bounded size, the endpoint's kept
+//! total follows them, and a SQLite file gives the freed pages back.
 
 use serde_json::json;
 use storage::webhooks::{
@@ -11,11 +13,20 @@ use storage::webhooks::{
 use storage::{Clock, Environment, Store, Tenant, Timestamp};
 use tests::backend_tests;
 use workers::handlers::maintenance::{
-    DELIVERY_RETENTION_SECONDS, Maintenance, PROGRESS_HISTORY_RETENTION_SECONDS,
+    DELIVERY_RETENTION_SECONDS, Maintenance, PROGRESS_HISTORY_RETENTION_SECONDS, Purged,
 };
 
 /// A delivery to `endpoint` completed now by one successful attempt.
 async fn completed_delivery(store: &Store, endpoint: &WebhookEndpoint) -> Delivery {
+    completed_delivery_of(store, endpoint, json!({})).await
+}
+
+/// A delivery of `data` to `endpoint` completed now by one successful attempt.
+async fn completed_delivery_of(
+    store: &Store,
+    endpoint: &WebhookEndpoint,
+    data: serde_json::Value,
+) -> Delivery {
     let webhooks = store.webhooks();
     let now = store.clock().now();
     let template = Delivery {
@@ -29,7 +40,7 @@ async fn completed_delivery(store: &Store, endpoint: &WebhookEndpoint) -> Delive
         api_version: "2026-05-29".into(),
         occurred_at: now,
         is_sandbox: false,
-        data: json!({}),
+        data,
         status: DeliveryStatus::Pending,
         attempts: 0,
         next_attempt_at: None,
@@ -119,5 +130,63 @@ backend_tests! {
         assert_eq!(recent.len(), 1);
         assert_eq!(recent[0].step, state(1));
         assert_eq!(Maintenance::PurgeProgressHistory.run(app.state.platform()).await.unwrap(), 0);
+    }
+
+    async fn a_purge_deletes_in_bounded_batches_and_gives_the_space_back(backend) {
+        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+        let app = tests::TestApp::builder(backend).clock(clock.clone()).spawn().await;
+        let agency = app.agency().await;
+        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let webhooks = app.store.webhooks();
+        let (endpoint, _) = webhooks
+            .create(&tenant, NewEndpoint {
+                url: "https://receiver.example/hooks".into(),
+                environment: EndpointEnvironment::Live,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // 250 deliveries of 8 KB past retention, 3 within it.
+        const EXPIRED: u64 = 250;
+        let payload = json!({"listing": {"notes": "n".repeat(8_000)}});
+        for _ in 0..EXPIRED {
+            completed_delivery_of(&app.store, &endpoint, payload.clone()).await;
+        }
+        clock.advance_seconds(DELIVERY_RETENTION_SECONDS + 60);
+        let mut kept = Vec::new();
+        for _ in 0..3 {
+            kept.push(completed_delivery(&app.store, &endpoint).await.id);
+        }
+        let total = |page: storage::page::Page<Delivery>| page.total;
+        assert_eq!(total(webhooks.deliveries(&endpoint.id, None, 10).await.unwrap()), 253);
+        let before = app.store.file_space().await.unwrap();
+
+        // Forty to a transaction: six full batches and a short one.
+        let purged = Maintenance::PurgeDeliveries
+            .purge(app.state.platform(), 40)
+            .await
+            .unwrap()
+            .expect("a purge");
+        assert_eq!(purged, Purged { rows: EXPIRED, batches: 7 });
+        let page = webhooks.deliveries(&endpoint.id, None, 10).await.unwrap();
+        assert_eq!(page.total, 3, "the kept total follows the purge");
+        let mut listed: Vec<_> = page.items.iter().map(|d| d.id.clone()).collect();
+        listed.sort();
+        kept.sort();
+        assert_eq!(listed, kept);
+        assert_eq!(
+            Maintenance::PurgeDeliveries.purge(app.state.platform(), 40).await.unwrap(),
+            Some(Purged { rows: 0, batches: 1 }),
+            "nothing left: one short batch"
+        );
+        assert_eq!(Maintenance::SweepOutbox.purge(app.state.platform(), 40).await.unwrap(), None);
+
+        // SQLite: the two megabytes purged went back to the file system,
+        // bar the reserve of a quarter of the file.
+        if let (Some(before), Some(after)) = (before, app.store.file_space().await.unwrap()) {
+            assert!(after.incremental, "a new file vacuums incrementally");
+            assert!(after.pages < before.pages, "{before:?} -> {after:?}");
+            assert!(after.free_pages <= after.pages / 4, "{after:?}");
+        }
     }
 }

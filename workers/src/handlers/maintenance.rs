@@ -160,7 +160,10 @@ impl Maintenance {
                 }
                 count
             }
-            Self::PurgeIdempotency => store.idempotency().purge_expired(10_000).await?,
+            Self::PurgeIdempotency | Self::PurgeProgressHistory | Self::PurgeDeliveries => self
+                .purge(platform, PURGE_BATCH)
+                .await?
+                .map_or(0, |purged| purged.rows),
             Self::RemovalNotices => {
                 let written = store.deprecations().write_due_notices().await?;
                 let count = written.len() as u64;
@@ -181,15 +184,6 @@ impl Maintenance {
                     }
                 }
                 count
-            }
-            Self::PurgeProgressHistory => {
-                store
-                    .progress()
-                    .purge_steps(
-                        now.plus_seconds(-PROGRESS_HISTORY_RETENTION_SECONDS),
-                        10_000,
-                    )
-                    .await?
             }
             Self::SweepOutbox => {
                 let missed = store
@@ -221,7 +215,10 @@ impl Maintenance {
             Self::RollUpJobHistory => {
                 let written = store.job_history().roll_up(now).await?;
                 if now.as_unix_seconds() % 3_600 < 60 {
-                    store.job_attempts().purge(now).await?;
+                    in_batches(PURGE_BATCH, |batch| async move {
+                        store.job_attempts().purge(now, batch).await
+                    })
+                    .await?;
                     store.worker_processes().purge(now).await?;
                 }
                 written
@@ -301,14 +298,89 @@ impl Maintenance {
                 }
                 count
             }
-            Self::PurgeDeliveries => {
-                store
-                    .webhooks()
-                    .purge_finished(now.plus_seconds(-DELIVERY_RETENTION_SECONDS), 10_000)
-                    .await?
-            }
         })
     }
+}
+
+/// Rows one purge transaction deletes at most: small enough that a writer
+/// waiting behind it (a `POST /listings`) waits a few milliseconds, on
+/// either database.
+pub const PURGE_BATCH: u32 = 1_000;
+
+/// Most batches one run of a purge deletes (a million rows at the default
+/// batch); the next run goes on where it stopped.
+pub const PURGE_BATCHES_PER_RUN: u32 = 1_000;
+
+/// What one run of a purge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Rows deleted.
+    pub rows: u64,
+    /// Transactions they were deleted in.
+    pub batches: u32,
+}
+
+impl Maintenance {
+    /// Runs a retention purge in transactions of at most `batch` rows, one
+    /// after another, until nothing past retention is left (or
+    /// [`PURGE_BATCHES_PER_RUN`] ran), then gives the space freed back to
+    /// the file system where the database allows (SQLite's incremental
+    /// vacuum). `None` for a task that is not such a purge.
+    pub async fn purge(self, platform: &Platform, batch: u32) -> Result<Option<Purged>, JobError> {
+        let store = &platform.store;
+        let now = store.clock().now();
+        let purged = match self {
+            Self::PurgeIdempotency => {
+                in_batches(batch, |batch| async move {
+                    store.idempotency().purge_expired(batch).await
+                })
+                .await?
+            }
+            Self::PurgeProgressHistory => {
+                let before = now.plus_seconds(-PROGRESS_HISTORY_RETENTION_SECONDS);
+                in_batches(batch, |batch| async move {
+                    store.progress().purge_steps(before, batch).await
+                })
+                .await?
+            }
+            Self::PurgeDeliveries => {
+                let before = now.plus_seconds(-DELIVERY_RETENTION_SECONDS);
+                in_batches(batch, |batch| async move {
+                    store.webhooks().purge_finished(before, batch).await
+                })
+                .await?
+            }
+            _ => return Ok(None),
+        };
+        if purged.rows > 0 {
+            store.reclaim_space().await?;
+        }
+        Ok(Some(purged))
+    }
+}
+
+/// Runs `purge` (one transaction deleting at most its argument's rows) until
+/// a batch comes back short. Between two batches it waits as long as the
+/// last one took: the purge holds the writer at most half the time, and the
+/// writers queued behind a batch go before the next.
+async fn in_batches<F, Fut>(batch: u32, mut purge: F) -> Result<Purged, JobError>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = storage::Result<u64>>,
+{
+    let batch = batch.max(1);
+    let mut purged = Purged::default();
+    while purged.batches < PURGE_BATCHES_PER_RUN {
+        let started = Instant::now();
+        let deleted = purge(batch).await?;
+        purged.rows += deleted;
+        purged.batches += 1;
+        if deleted < u64::from(batch) {
+            break;
+        }
+        tokio::time::sleep(started.elapsed()).await;
+    }
+    Ok(purged)
 }
 
 /// A tick of a maintenance schedule: claim it, then run the task.

@@ -159,13 +159,15 @@ impl JobAttempts<'_> {
         })
     }
 
-    /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before `now`.
-    pub async fn purge(&self, now: Timestamp) -> Result<u64> {
+    /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before
+    /// `now`, the oldest first, at most `limit` of them; returns how many.
+    pub async fn purge(&self, now: Timestamp, limit: u32) -> Result<u64> {
         let before = now.plus_seconds(-ATTEMPTS_KEPT_SECONDS);
         let mut deleted = 0;
         bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            deleted = sqlx::query("delete from job_attempts where started_at < $1")
+            deleted = sqlx::query(PURGE_SQL)
                 .bind(before)
+                .bind(i64::from(limit))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -173,3 +175,9 @@ impl JobAttempts<'_> {
         Ok(deleted)
     }
 }
+
+/// One batch of the runs' purge: runs started before `$1`, the oldest
+/// first, at most `$2`, found by their start's index.
+pub(crate) const PURGE_SQL: &str = "delete from job_attempts where (job_id, started_at) in (
+     select job_id, started_at from job_attempts
+     where started_at < $1 order by started_at limit $2)";

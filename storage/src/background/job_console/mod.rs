@@ -4,7 +4,7 @@
 //! the worker processes and what operators asked of them (`workers`), and
 //! what operators did (`audit`), and what a search stands for (`search`).
 
-mod attempts;
+pub(crate) mod attempts;
 mod audit;
 mod history;
 mod search;
