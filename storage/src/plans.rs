@@ -16,6 +16,7 @@ use crate::background::job_console::attempts;
 use crate::background::progress::PURGE_STEPS_SQL;
 use crate::db::Database;
 use crate::listings::read::{ListShape, list_sql};
+use crate::people::users::{UserListShape, user_count_sql, user_list_sql};
 use crate::requests::idempotency::PURGE_EXPIRED_SQL;
 use crate::webhooks::deliveries::{deliveries_page_sql, recent_deliveries_sql};
 use crate::webhooks::recoveries::FAILED_SINCE;
@@ -23,8 +24,9 @@ use crate::webhooks::sweeps::PURGE_FINISHED_SQL;
 use crate::{Result, Store};
 
 /// The tables whose rows grow without bound with an agency's activity.
-const GROWING_TABLES: [&str; 5] = [
+const GROWING_TABLES: [&str; 6] = [
     "listings",
+    "users",
     "webhook_deliveries",
     "job_attempts",
     "idempotency_records",
@@ -126,6 +128,45 @@ fn planned() -> Vec<Planned> {
         queries.push(Planned {
             name,
             sql: list_sql(shape),
+            binds,
+            seeks,
+        });
+    }
+    for shape in UserListShape::all() {
+        let mut binds = vec![Bind::Text("agc_0")];
+        let mut seeks: Vec<&'static [&'static str]> = vec![&["agency_id"]];
+        let mut name = "users".to_owned();
+        if shape.role {
+            binds.push(Bind::Text("agent"));
+            seeks.push(&["role"]);
+            name.push_str(" role");
+        }
+        if shape.active {
+            // Whether to seek by a yes-or-no column or filter the agency's
+            // people in order is the planner's call, by its statistics: it
+            // is not held here.
+            binds.push(Bind::Flag(true));
+            name.push_str(" active");
+        }
+        let count_binds = binds.clone();
+        if shape.after {
+            binds.extend([Bind::Number(1), Bind::Text("usr_0")]);
+            name.push_str(" after");
+        } else {
+            // The total counts an agency's people (tens to thousands, not a
+            // table's millions): it must seek the agency; which of the
+            // agency's indexes the planner counts on is its choice.
+            queries.push(Planned {
+                name: format!("{name} total"),
+                sql: user_count_sql(shape),
+                binds: count_binds,
+                seeks: vec![&["agency_id"]],
+            });
+        }
+        binds.push(Bind::Number(51));
+        queries.push(Planned {
+            name,
+            sql: user_list_sql(shape),
             binds,
             seeks,
         });

@@ -272,34 +272,30 @@ impl Users<'_> {
         after: Option<&Position>,
         limit: u32,
     ) -> Result<Page<User>> {
-        const WHERE: &str = "agency_id = $1
-             and role not in ('super_admin', 'admin')
-             and ($2 is null or role = $2)
-             and ($3 is null or is_active = $3)";
-        let role = filter.role.map(Role::as_str);
-        let list_sql = format!(
-            "select {USER_COLUMNS} from users where {WHERE}
-             and ($4 is null or (created_at, id) > ($4, $5))
-             order by created_at, id limit $6"
-        );
-        let count_sql = format!("select count(*) from users where {WHERE}");
+        let shape = UserListShape {
+            role: filter.role.is_some(),
+            active: filter.active.is_some(),
+            after: after.is_some(),
+        };
+        let (list_sql, count_sql) = (user_list_sql(shape), user_count_sql(shape));
         let limit = limit.min(crate::page::MAX_PAGE_SIZE);
+        let role = filter.role.map(Role::as_str);
         let (rows, total): (Vec<UserRow>, i64) = on_pool!(self.store.db(), pool => {
-            let rows = sqlx::query_as(sqlx::AssertSqlSafe(list_sql))
-                .bind(&tenant.agency_id)
-                .bind(role)
-                .bind(filter.active)
-                .bind(after.map(|p| p.created_at))
-                .bind(after.map(|p| p.id.as_str()))
-                .bind(i64::from(limit) + 1)
-                .fetch_all(pool)
-                .await?;
-            let total = sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql))
-                .bind(&tenant.agency_id)
-                .bind(role)
-                .bind(filter.active)
-                .fetch_one(pool)
-                .await?;
+            let mut list = sqlx::query_as(sqlx::AssertSqlSafe(list_sql.clone())).bind(&tenant.agency_id);
+            let mut count = sqlx::query_scalar(sqlx::AssertSqlSafe(count_sql.clone())).bind(&tenant.agency_id);
+            if let Some(role) = role {
+                list = list.bind(role);
+                count = count.bind(role);
+            }
+            if let Some(active) = filter.active {
+                list = list.bind(active);
+                count = count.bind(active);
+            }
+            if let Some(after) = after {
+                list = list.bind(after.created_at).bind(after.id.as_str());
+            }
+            let rows = list.bind(i64::from(limit) + 1).fetch_all(pool).await?;
+            let total = count.fetch_one(pool).await?;
             (rows, total)
         });
         let users = rows
@@ -310,6 +306,75 @@ impl Users<'_> {
             Position::after(u.created_at, u.id.as_str())
         }))
     }
+}
+
+/// Which filters a users list statement has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UserListShape {
+    /// By role.
+    pub role: bool,
+    /// By active or deactivated.
+    pub active: bool,
+    /// A later page, after a position.
+    pub after: bool,
+}
+
+impl UserListShape {
+    /// Every shape.
+    pub(crate) fn all() -> Vec<Self> {
+        let mut shapes = Vec::new();
+        for role in [false, true] {
+            for active in [false, true] {
+                for after in [false, true] {
+                    shapes.push(Self {
+                        role,
+                        active,
+                        after,
+                    });
+                }
+            }
+        }
+        shapes
+    }
+}
+
+/// The filters of a users statement (`$1` the agency, then the role, then
+/// whether active, each only when given, so that the index leading with it
+/// serves the statement) and the next placeholder's number.
+fn user_filters(shape: UserListShape) -> (String, usize) {
+    let mut sql = "agency_id = $1 and role not in ('super_admin', 'admin')".to_owned();
+    let mut next = 2;
+    if shape.role {
+        sql.push_str(&format!(" and role = ${next}"));
+        next += 1;
+    }
+    if shape.active {
+        sql.push_str(&format!(" and is_active = ${next}"));
+        next += 1;
+    }
+    (sql, next)
+}
+
+/// The statement of a page of the agency's people.
+pub(crate) fn user_list_sql(shape: UserListShape) -> String {
+    let (filters, mut next) = user_filters(shape);
+    let mut sql = format!("select {USER_COLUMNS} from users where {filters}");
+    if shape.after {
+        sql.push_str(&format!(" and (created_at, id) > (${next}, ${})", next + 1));
+        next += 2;
+    }
+    sql.push_str(&format!(" order by created_at, id limit ${next}"));
+    sql
+}
+
+/// The statement of the list's total: the matching people, counted on the
+/// index that serves the filter (an agency's people, not every user).
+pub(crate) fn user_count_sql(shape: UserListShape) -> String {
+    let (filters, _) = user_filters(UserListShape {
+        after: false,
+        ..shape
+    });
+    format!("select count(*) from users where {filters}")
 }
 
 /// The events of a user joining an agency: `user.signed_up`, and
