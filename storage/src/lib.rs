@@ -19,6 +19,7 @@ pub mod secrets;
 pub mod space;
 mod store;
 pub mod tenancy;
+pub mod volume;
 pub mod webhooks;
 
 pub use clock::{Clock, Timestamp};

@@ -28,4 +28,5 @@ mod transport;
 mod user_admin;
 mod users;
 mod versioning;
+mod volume;
 mod webhooks;

@@ -1,0 +1,552 @@
+//! A database filled to the size real agencies reach after years, for
+//! measuring how the service's costs grow with its data (`bench scale`).
+//!
+//! The seeder writes through this layer's own rules, in bulk: listings get
+//! their order and are counted in the kept totals (`listing_counts`) in the
+//! same transaction, deliveries their attempt and their endpoint's total
+//! (`webhook_delivery_counts`); agencies, people and endpoints are made by
+//! the repositories that make them for the API. Rows are spread over the
+//! days before the store's clock, so retention and history see a real age
+//! mix. What it does not write: outbox events (a seeded history has nothing
+//! left to announce), media files, job queue entries.
+
+use sqlx::QueryBuilder;
+use sqlx::types::Json;
+
+use crate::db::in_transaction;
+use crate::ids::{AgencyId, DeliveryId, EventId, ListingId, OrderId, UserId, WebhookEndpointId};
+use crate::listings::counts::{self, Counted};
+use crate::people::agencies::AgencyKind;
+use crate::people::users::{NewUser, Role};
+use crate::records::numbers::{generate_listing_number, invoice_number};
+use crate::rules::packages;
+use crate::webhooks::delivery_counts;
+use crate::webhooks::{EndpointEnvironment, NewEndpoint};
+use crate::{Environment, Result, Store, Tenant, Timestamp};
+
+/// Rows to a statement: few round trips, well under either database's limit
+/// of placeholders.
+const ROWS_PER_STATEMENT: usize = 500;
+/// Statements to a transaction.
+const STATEMENTS_PER_TRANSACTION: usize = 10;
+
+/// What to seed.
+#[derive(Clone, Debug)]
+pub struct VolumePlan {
+    /// Listings of the one large agency.
+    pub listings: u64,
+    /// Agents of the large agency its listings are spread over.
+    pub agents: u32,
+    /// Small agencies beside it.
+    pub small_agencies: u32,
+    /// Listings of each small agency.
+    pub listings_per_small_agency: u64,
+    /// Webhook deliveries (with one attempt each) to the large agency's endpoint.
+    pub deliveries: u64,
+    /// Job runs (the console's runs).
+    pub job_runs: u64,
+    /// Progress states of operations (ten to an operation).
+    pub progress_events: u64,
+    /// Days before now the rows are spread over.
+    pub days: u32,
+}
+
+impl VolumePlan {
+    /// The issue's volume: a million listings, a hundred small agencies, ten
+    /// million deliveries, five million job runs, a million progress states
+    /// over thirty days; `scale` multiplies every count (0.01 for ten
+    /// thousand listings).
+    pub fn scaled(scale: f64) -> Self {
+        let of = |n: f64| (n * scale).round().max(1.0) as u64;
+        Self {
+            listings: of(1_000_000.0),
+            agents: 50,
+            small_agencies: 100,
+            listings_per_small_agency: of(1_000.0),
+            deliveries: of(10_000_000.0),
+            job_runs: of(5_000_000.0),
+            progress_events: of(1_000_000.0),
+            days: 30,
+        }
+    }
+}
+
+/// What was seeded: the large agency and what a benchmark reads it by.
+#[derive(Clone, Debug)]
+pub struct Seeded {
+    /// The large agency.
+    pub agency_id: AgencyId,
+    /// Its owner.
+    pub owner_id: UserId,
+    /// Its agents, in the order listings were spread over them.
+    pub agent_ids: Vec<UserId>,
+    /// Its endpoint with the deliveries.
+    pub endpoint_id: WebhookEndpointId,
+    /// Listings written (all agencies).
+    pub listings: u64,
+    /// Deliveries written.
+    pub deliveries: u64,
+}
+
+/// The statuses of seeded listings, by share of a hundred.
+const STATUS_MIX: [(&str, u64); 7] = [
+    ("active", 40),
+    ("coming_soon", 20),
+    ("sold", 15),
+    ("pending", 10),
+    ("off_market", 5),
+    ("archived", 5),
+    ("cancelled", 5),
+];
+
+/// The status of the `n`th listing.
+fn status_of(n: u64) -> &'static str {
+    let mut slot = (n * 37) % 100;
+    for (status, share) in STATUS_MIX {
+        if slot < share {
+            return status;
+        }
+        slot -= share;
+    }
+    "active"
+}
+
+/// The event types of seeded deliveries.
+const EVENT_TYPES: [&str; 4] = [
+    "listing.created",
+    "listing.status_changed",
+    "media.upload.completed",
+    "order.paid",
+];
+
+/// The seeder; see [`Store::volume`].
+pub struct Volume<'a> {
+    store: &'a Store,
+}
+
+impl Store {
+    /// Fills the database for measuring at volume.
+    pub fn volume(&self) -> Volume<'_> {
+        Volume { store: self }
+    }
+}
+
+impl Volume<'_> {
+    /// Seeds `plan`, telling `progress` what it wrote as it goes (a part's
+    /// name and rows so far).
+    pub async fn seed(
+        &self,
+        plan: &VolumePlan,
+        progress: &mut dyn FnMut(&str, u64),
+    ) -> Result<Seeded> {
+        let store = self.store;
+        let now = store.clock().now();
+        let start = now.plus_seconds(-i64::from(plan.days) * 86_400);
+        let (agency, owner) = store
+            .agencies()
+            .create("Volume Media", AgencyKind::MediaAgency)
+            .await?;
+        let mut agent_ids = Vec::new();
+        for n in 0..plan.agents.max(1) {
+            let agent = store
+                .users()
+                .create(
+                    &agency.id,
+                    NewUser {
+                        role: Role::Agent,
+                        email: Some(
+                            format!("agent-{n}-{}@volume.example", agency.id).to_lowercase(),
+                        ),
+                        name: Some(format!("Agent {n}")),
+                        manager_id: Some(owner.id.clone()),
+                    },
+                )
+                .await?;
+            agent_ids.push(agent.id);
+        }
+        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let mut listings = self
+            .listings(
+                &tenant,
+                &owner.id,
+                &agent_ids,
+                plan.listings,
+                start,
+                now,
+                &mut |n| progress("listings", n),
+            )
+            .await?;
+        for n in 0..plan.small_agencies {
+            let (small, small_owner) = store
+                .agencies()
+                .create(&format!("Small Agency {n}"), AgencyKind::MediaAgency)
+                .await?;
+            let small_tenant = Tenant::new(small.id.clone(), Environment::Live);
+            let owner_only = [small_owner.id.clone()];
+            listings += self
+                .listings(
+                    &small_tenant,
+                    &small_owner.id,
+                    &owner_only,
+                    plan.listings_per_small_agency,
+                    start,
+                    now,
+                    &mut |_| {},
+                )
+                .await?;
+            progress("small agencies", u64::from(n) + 1);
+        }
+        let (endpoint, _) = store
+            .webhooks()
+            .create(
+                &tenant,
+                NewEndpoint {
+                    url: "https://receiver.volume.example/hooks".into(),
+                    environment: EndpointEnvironment::Live,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let deliveries = self
+            .deliveries(
+                &tenant,
+                &endpoint.id,
+                plan.deliveries,
+                start,
+                now,
+                &mut |n| progress("deliveries", n),
+            )
+            .await?;
+        self.job_runs(&tenant, plan.job_runs, start, now, &mut |n| {
+            progress("job runs", n)
+        })
+        .await?;
+        self.progress_events(&tenant, plan.progress_events, start, now, &mut |n| {
+            progress("progress states", n)
+        })
+        .await?;
+        Ok(Seeded {
+            agency_id: agency.id,
+            owner_id: owner.id,
+            agent_ids,
+            endpoint_id: endpoint.id,
+            listings,
+            deliveries,
+        })
+    }
+
+    /// `count` listings of `tenant`, each with its open order, counted in the
+    /// kept totals in the same transaction; returns how many were written.
+    #[allow(clippy::too_many_arguments)]
+    async fn listings(
+        &self,
+        tenant: &Tenant,
+        owner: &UserId,
+        agents: &[UserId],
+        count: u64,
+        start: Timestamp,
+        now: Timestamp,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        let package = packages::find(packages::DEFAULT_PACKAGE)
+            .ok_or_else(|| crate::StorageError::Corrupt("the default package".into()))?;
+        let step = spread(start, now, count);
+        let mut written = 0u64;
+        let mut n = 0u64;
+        while n < count {
+            let in_transaction_rows =
+                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
+            let rows: Vec<SeedListing> = (n..n + in_transaction_rows)
+                .map(|i| {
+                    let agent_one = &agents[(i as usize) % agents.len()];
+                    let agent_two = (i % 3 == 0 && agents.len() > 1)
+                        .then(|| agents[(i as usize + 1) % agents.len()].clone());
+                    SeedListing {
+                        id: ListingId::generate(),
+                        number: generate_listing_number(tenant.environment),
+                        status: status_of(i),
+                        agent_one: agent_one.clone(),
+                        agent_two,
+                        created_at: Timestamp::from_micros(start.as_micros() + step * i as i64),
+                    }
+                })
+                .collect();
+            let inserted = in_transaction!(self.store.db(), |tx| {
+                let mut inserted: Vec<String> = Vec::with_capacity(rows.len());
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into listings (id, agency_id, is_sandbox, listing_number, status, address,
+                             owner_user_id, agent_one_id, agent_two_id, package, notes, created_at, updated_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, listing| {
+                        row.push_bind(&listing.id)
+                            .push_bind(&tenant.agency_id)
+                            .push_bind(tenant.environment.is_sandbox())
+                            .push_bind(&listing.number)
+                            .push_bind(listing.status)
+                            .push_bind(format!(
+                                "{} Volume Street, Springfield",
+                                listing.created_at.as_micros() % 9_999 + 1
+                            ))
+                            .push_bind(owner)
+                            .push_bind(&listing.agent_one)
+                            .push_bind(&listing.agent_two)
+                            .push_bind(package.key)
+                            .push_bind(None::<String>)
+                            .push_bind(listing.created_at)
+                            .push_bind(listing.created_at);
+                    });
+                    // A number another listing already has is skipped, and
+                    // with it the listing's order and count.
+                    insert.push(" on conflict (listing_number) do nothing returning id");
+                    let ids: Vec<String> = insert.build_query_scalar().fetch_all(&mut *tx).await?;
+                    inserted.extend(ids);
+                }
+                let kept: Vec<&SeedListing> = rows
+                    .iter()
+                    .filter(|listing| inserted.contains(&listing.id.to_string()))
+                    .collect();
+                for chunk in kept.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into orders (id, agency_id, is_sandbox, listing_id, package, amount, currency,
+                             invoice_number, invoice_state, created_at, updated_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, listing| {
+                        row.push_bind(OrderId::generate())
+                            .push_bind(&tenant.agency_id)
+                            .push_bind(tenant.environment.is_sandbox())
+                            .push_bind(&listing.id)
+                            .push_bind(package.key)
+                            .push_bind(package.amount)
+                            .push_bind(package.currency)
+                            .push_bind(invoice_number())
+                            .push_bind("open")
+                            .push_bind(listing.created_at)
+                            .push_bind(listing.created_at);
+                    });
+                    insert.build().execute(&mut *tx).await?;
+                }
+                let changes: Vec<(Counted<'_>, i64)> = kept
+                    .iter()
+                    .map(|listing| {
+                        (
+                            Counted {
+                                status: listing.status,
+                                agent_one: listing.agent_one.as_str(),
+                                agent_two: listing.agent_two.as_ref().map(UserId::as_str),
+                            },
+                            1,
+                        )
+                    })
+                    .collect();
+                counts::count((&mut *tx).into(), tenant, &changes).await?;
+                kept.len() as u64
+            });
+            written += inserted;
+            n += in_transaction_rows;
+            progress(n);
+        }
+        Ok(written)
+    }
+
+    /// `count` finished deliveries to `endpoint`, one attempt each, counted
+    /// in the endpoint's total in the same transaction.
+    async fn deliveries(
+        &self,
+        tenant: &Tenant,
+        endpoint: &WebhookEndpointId,
+        count: u64,
+        start: Timestamp,
+        now: Timestamp,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        let step = spread(start, now, count);
+        let mut n = 0u64;
+        while n < count {
+            let in_transaction_rows =
+                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
+            let rows: Vec<(DeliveryId, Timestamp, u64)> = (n..n + in_transaction_rows)
+                .map(|i| {
+                    let at = Timestamp::from_micros(start.as_micros() + step * i as i64);
+                    (DeliveryId::generate(), at, i)
+                })
+                .collect();
+            in_transaction!(self.store.db(), |tx| {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into webhook_deliveries (id, endpoint_id, agency_id, kind, event_id,
+                             event_type, api_version, occurred_at, is_sandbox, data, status, attempts,
+                             next_attempt_at, created_at, completed_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, (id, at, i)| {
+                        let failed = i % 20 == 7;
+                        row.push_bind(id)
+                            .push_bind(endpoint)
+                            .push_bind(&tenant.agency_id)
+                            .push_bind("event")
+                            .push_bind(EventId::generate())
+                            .push_bind(EVENT_TYPES[(*i as usize) % EVENT_TYPES.len()])
+                            .push_bind("2026-05-29")
+                            .push_bind(*at)
+                            .push_bind(false)
+                            .push_bind(Json(
+                                serde_json::json!({"listing_number": format!("V{i:07}")}),
+                            ))
+                            .push_bind(if failed { "failed" } else { "succeeded" })
+                            .push_bind(1_i32)
+                            .push_bind(None::<Timestamp>)
+                            .push_bind(*at)
+                            .push_bind(at.plus_seconds(1));
+                    });
+                    insert.build().execute(&mut *tx).await?;
+                    let mut attempts = QueryBuilder::new(
+                        "insert into webhook_attempts (delivery_id, attempt, endpoint_id, nonce, started_at,
+                             duration_ms, outcome, status_code, response_excerpt, error) ",
+                    );
+                    attempts.push_values(chunk, |mut row, (id, at, i)| {
+                        let failed = i % 20 == 7;
+                        row.push_bind(id)
+                            .push_bind(1_i32)
+                            .push_bind(endpoint)
+                            .push_bind(id.as_str())
+                            .push_bind(*at)
+                            .push_bind(42_i32)
+                            .push_bind(if failed { "failed" } else { "succeeded" })
+                            .push_bind(if failed { 500_i32 } else { 200_i32 })
+                            .push_bind(None::<String>)
+                            .push_bind(None::<String>);
+                    });
+                    attempts.build().execute(&mut *tx).await?;
+                }
+                delivery_counts::count((&mut *tx).into(), [(endpoint, rows.len() as i64)]).await?;
+            });
+            n += in_transaction_rows;
+            progress(n);
+        }
+        Ok(count)
+    }
+
+    /// `count` finished job runs, on two queues, a few failed.
+    async fn job_runs(
+        &self,
+        tenant: &Tenant,
+        count: u64,
+        start: Timestamp,
+        now: Timestamp,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        let step = spread(start, now, count);
+        let mut n = 0u64;
+        while n < count {
+            let in_transaction_rows =
+                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
+            let rows: Vec<u64> = (n..n + in_transaction_rows).collect();
+            in_transaction!(self.store.db(), |tx| {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into job_attempts (job_id, attempt, queue, worker_id, host, agency_id,
+                             endpoint_id, due_at, started_at, finished_at, outcome, error) ",
+                    );
+                    insert.push_values(chunk, |mut row, i| {
+                        let at = Timestamp::from_micros(start.as_micros() + step * *i as i64);
+                        let failed = i % 50 == 3;
+                        row.push_bind(format!("job-{i:09}"))
+                            .push_bind(1_i64)
+                            .push_bind(if i % 4 == 0 { "media" } else { "webhooks" })
+                            .push_bind(format!("worker-{}", i % 8))
+                            .push_bind(format!("host-{}", i % 3))
+                            .push_bind(&tenant.agency_id)
+                            .push_bind(None::<String>)
+                            .push_bind(at)
+                            .push_bind(at)
+                            .push_bind(at.plus_seconds(1))
+                            .push_bind(if failed { "failed" } else { "succeeded" })
+                            .push_bind(failed.then_some("the receiver answered 500"));
+                    });
+                    insert.build().execute(&mut *tx).await?;
+                }
+            });
+            n += in_transaction_rows;
+            progress(n);
+        }
+        Ok(count)
+    }
+
+    /// `count` progress states, ten to an operation, each operation's latest
+    /// state kept beside them as the progress stream keeps it.
+    async fn progress_events(
+        &self,
+        tenant: &Tenant,
+        count: u64,
+        start: Timestamp,
+        now: Timestamp,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64> {
+        const STATES_PER_OPERATION: u64 = 10;
+        let step = spread(start, now, count);
+        let mut n = 0u64;
+        while n < count {
+            let in_transaction_rows =
+                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
+            let rows: Vec<u64> = (n..n + in_transaction_rows).collect();
+            in_transaction!(self.store.db(), |tx| {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into operation_progress_events (operation_id, seq, agency_id, is_sandbox,
+                             step, terminal, recorded_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, i| {
+                        let at = Timestamp::from_micros(start.as_micros() + step * *i as i64);
+                        let seq = i % STATES_PER_OPERATION + 1;
+                        row.push_bind(format!("op_volume_{:09}", i / STATES_PER_OPERATION))
+                            .push_bind(seq as i64)
+                            .push_bind(&tenant.agency_id)
+                            .push_bind(tenant.environment.is_sandbox())
+                            .push_bind(Json(
+                                serde_json::json!({"status": "processing", "seq": seq}),
+                            ))
+                            .push_bind(seq == STATES_PER_OPERATION)
+                            .push_bind(at);
+                    });
+                    insert.build().execute(&mut *tx).await?;
+                }
+                let last_of_operation: Vec<&u64> = rows
+                    .iter()
+                    .filter(|i| *i % STATES_PER_OPERATION == STATES_PER_OPERATION - 1)
+                    .collect();
+                for chunk in last_of_operation.chunks(ROWS_PER_STATEMENT) {
+                    let mut insert = QueryBuilder::new(
+                        "insert into operation_progress (operation_id, agency_id, is_sandbox, state, updated_at) ",
+                    );
+                    insert.push_values(chunk, |mut row, i| {
+                        let at = Timestamp::from_micros(start.as_micros() + step * **i as i64);
+                        row.push_bind(format!("op_volume_{:09}", **i / STATES_PER_OPERATION))
+                            .push_bind(&tenant.agency_id)
+                            .push_bind(tenant.environment.is_sandbox())
+                            .push_bind(Json(serde_json::json!({"status": "completed"})))
+                            .push_bind(at);
+                    });
+                    insert.build().execute(&mut *tx).await?;
+                }
+            });
+            n += in_transaction_rows;
+            progress(n);
+        }
+        Ok(count)
+    }
+}
+
+/// A listing as seeded.
+struct SeedListing {
+    id: ListingId,
+    number: String,
+    status: &'static str,
+    agent_one: UserId,
+    agent_two: Option<UserId>,
+    created_at: Timestamp,
+}
+
+/// Microseconds between two of `count` rows spread from `start` to `now`.
+fn spread(start: Timestamp, now: Timestamp, count: u64) -> i64 {
+    ((now.as_micros() - start.as_micros()) / i64::try_from(count.max(1)).unwrap_or(i64::MAX)).max(1)
+}
