@@ -6,6 +6,7 @@ mod jobs;
 mod jpeg;
 mod media;
 mod process;
+mod scale;
 mod scenarios;
 mod servers;
 mod webhooks;
@@ -34,6 +35,8 @@ enum Command {
     ListingCreate(scenarios::LoadArgs),
     /// The same routes with and without the middleware stack.
     Middleware(scenarios::LoadArgs),
+    /// Every list route's median and p99 on a small and a large seeded database, both backends.
+    Scale(scale::ScaleArgs),
     /// No-op job enqueue→ack throughput on the SQLite and Redis queues vs BullMQ on the same Redis.
     Jobs(jobs::JobArgs),
     /// (child) Enqueue no-op jobs, consume them with one worker, print the figures.
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
             Command::ListingRead(args) => scenarios::listing_read(args).await,
             Command::ListingCreate(args) => scenarios::listing_create(args).await,
             Command::Middleware(args) => scenarios::middleware(args).await,
+            Command::Scale(args) => scale::scale(args).await,
             Command::Jobs(args) => tokio::task::spawn_blocking(move || jobs::compare(args)).await?,
             Command::Webhooks(args) => {
                 tokio::task::spawn_blocking(move || webhooks::compare(args)).await?
