@@ -10,6 +10,9 @@
 //! mix. What it does not write: outbox events (a seeded history has nothing
 //! left to announce), media files, job queue entries.
 
+use std::collections::HashSet;
+use std::ops::Range;
+
 use sqlx::QueryBuilder;
 use sqlx::types::Json;
 
@@ -252,11 +255,9 @@ impl Volume<'_> {
             .ok_or_else(|| crate::StorageError::Corrupt("the default package".into()))?;
         let step = spread(start, now, count);
         let mut written = 0u64;
-        let mut n = 0u64;
-        while n < count {
-            let in_transaction_rows =
-                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
-            let rows: Vec<SeedListing> = (n..n + in_transaction_rows)
+        for range in transactions(count) {
+            let rows: Vec<SeedListing> = range
+                .clone()
                 .map(|i| {
                     let agent_one = &agents[(i as usize) % agents.len()];
                     let agent_two = (i % 3 == 0 && agents.len() > 1)
@@ -272,7 +273,7 @@ impl Volume<'_> {
                 })
                 .collect();
             let inserted = in_transaction!(self.store.db(), |tx| {
-                let mut inserted: Vec<String> = Vec::with_capacity(rows.len());
+                let mut inserted: HashSet<String> = HashSet::with_capacity(rows.len());
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     let mut insert = QueryBuilder::new(
                         "insert into listings (id, agency_id, is_sandbox, listing_number, status, address,
@@ -343,8 +344,7 @@ impl Volume<'_> {
                 kept.len() as u64
             });
             written += inserted;
-            n += in_transaction_rows;
-            progress(n);
+            progress(range.end);
         }
         Ok(written)
     }
@@ -361,11 +361,9 @@ impl Volume<'_> {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         let step = spread(start, now, count);
-        let mut n = 0u64;
-        while n < count {
-            let in_transaction_rows =
-                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
-            let rows: Vec<(DeliveryId, Timestamp, u64)> = (n..n + in_transaction_rows)
+        for range in transactions(count) {
+            let rows: Vec<(DeliveryId, Timestamp, u64)> = range
+                .clone()
                 .map(|i| {
                     let at = Timestamp::from_micros(start.as_micros() + step * i as i64);
                     (DeliveryId::generate(), at, i)
@@ -420,8 +418,7 @@ impl Volume<'_> {
                 }
                 delivery_counts::count((&mut *tx).into(), [(endpoint, rows.len() as i64)]).await?;
             });
-            n += in_transaction_rows;
-            progress(n);
+            progress(range.end);
         }
         Ok(count)
     }
@@ -436,11 +433,8 @@ impl Volume<'_> {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64> {
         let step = spread(start, now, count);
-        let mut n = 0u64;
-        while n < count {
-            let in_transaction_rows =
-                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
-            let rows: Vec<u64> = (n..n + in_transaction_rows).collect();
+        for range in transactions(count) {
+            let rows: Vec<u64> = range.clone().collect();
             in_transaction!(self.store.db(), |tx| {
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     let mut insert = QueryBuilder::new(
@@ -466,8 +460,7 @@ impl Volume<'_> {
                     insert.build().execute(&mut *tx).await?;
                 }
             });
-            n += in_transaction_rows;
-            progress(n);
+            progress(range.end);
         }
         Ok(count)
     }
@@ -484,11 +477,8 @@ impl Volume<'_> {
     ) -> Result<u64> {
         const STATES_PER_OPERATION: u64 = 10;
         let step = spread(start, now, count);
-        let mut n = 0u64;
-        while n < count {
-            let in_transaction_rows =
-                (count - n).min((ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64);
-            let rows: Vec<u64> = (n..n + in_transaction_rows).collect();
+        for range in transactions(count) {
+            let rows: Vec<u64> = range.clone().collect();
             in_transaction!(self.store.db(), |tx| {
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     let mut insert = QueryBuilder::new(
@@ -529,8 +519,7 @@ impl Volume<'_> {
                     insert.build().execute(&mut *tx).await?;
                 }
             });
-            n += in_transaction_rows;
-            progress(n);
+            progress(range.end);
         }
         Ok(count)
     }
@@ -549,4 +538,12 @@ struct SeedListing {
 /// Microseconds between two of `count` rows spread from `start` to `now`.
 fn spread(start: Timestamp, now: Timestamp, count: u64) -> i64 {
     ((now.as_micros() - start.as_micros()) / i64::try_from(count.max(1)).unwrap_or(i64::MAX)).max(1)
+}
+
+/// The rows of each transaction of a part of `count` rows, in order.
+fn transactions(count: u64) -> impl Iterator<Item = Range<u64>> {
+    let per_transaction = (ROWS_PER_STATEMENT * STATEMENTS_PER_TRANSACTION) as u64;
+    (0..count)
+        .step_by(per_transaction as usize)
+        .map(move |start| start..(start + per_transaction).min(count))
 }
