@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::ids::{AgencyId, UserId};
 use storage::listings::NewListing;
 use storage::people::agencies::AgencyKind;
 use storage::people::users::{NewUser, Role};
@@ -19,14 +20,6 @@ pub async fn seed(store: &Store) -> anyhow::Result<Value> {
     let (agency, owner) = store
         .agencies()
         .create("Benchmark Media", AgencyKind::MediaAgency)
-        .await?;
-    let budgets: BTreeMap<String, u32> = api::endpoints::AGENCY_BUDGETS
-        .iter()
-        .map(|b| (b.name.to_owned(), UNREACHABLE))
-        .collect();
-    store
-        .agencies()
-        .set_rate_limit_overrides(&agency.id, &budgets)
         .await?;
     let agent = store
         .users()
@@ -42,24 +35,14 @@ pub async fn seed(store: &Store) -> anyhow::Result<Value> {
             },
         )
         .await?;
-    let overrides: BTreeMap<String, u32> = api::endpoints::ALL
-        .iter()
-        .map(|e| (e.name.to_owned(), UNREACHABLE))
-        .collect();
-    let key = store
-        .api_keys()
-        .issue(
-            &agency.id,
-            NewApiKey {
-                name: "benchmark".into(),
-                scopes: vec![Scope::ListingsRead, Scope::ListingsWrite, Scope::UsersRead],
-                environment: Environment::Live,
-                format: KeyFormat::Sk,
-                created_by: Some(owner.id.clone()),
-                rate_limit_overrides: overrides,
-            },
-        )
-        .await?;
+    let key = unbounded_key(
+        store,
+        &agency.id,
+        &owner.id,
+        "benchmark",
+        vec![Scope::ListingsRead, Scope::ListingsWrite, Scope::UsersRead],
+    )
+    .await?;
     let tenant = Tenant::new(agency.id.clone(), Environment::Live);
     let created = store
         .listings()
@@ -86,9 +69,48 @@ pub async fn seed(store: &Store) -> anyhow::Result<Value> {
         .await?;
     Ok(json!({
         "agency_id": tenant.agency_id,
-        "key": key.plaintext.expose(),
+        "key": key,
         "listing_number": number,
         "owner_user_id": owner.id,
         "agent_id": agent.id,
     }))
+}
+
+/// Raises `agency`'s budgets out of reach and issues it a live key with
+/// `scopes` whose every route budget is out of reach too (the limiter
+/// still runs on every request); returns the key's plaintext.
+pub async fn unbounded_key(
+    store: &Store,
+    agency: &AgencyId,
+    owner: &UserId,
+    name: &str,
+    scopes: Vec<Scope>,
+) -> anyhow::Result<String> {
+    let budgets: BTreeMap<String, u32> = api::endpoints::AGENCY_BUDGETS
+        .iter()
+        .map(|b| (b.name.to_owned(), UNREACHABLE))
+        .collect();
+    store
+        .agencies()
+        .set_rate_limit_overrides(agency, &budgets)
+        .await?;
+    let overrides: BTreeMap<String, u32> = api::endpoints::ALL
+        .iter()
+        .map(|e| (e.name.to_owned(), UNREACHABLE))
+        .collect();
+    let key = store
+        .api_keys()
+        .issue(
+            agency,
+            NewApiKey {
+                name: name.into(),
+                scopes,
+                environment: Environment::Live,
+                format: KeyFormat::Sk,
+                created_by: Some(owner.clone()),
+                rate_limit_overrides: overrides,
+            },
+        )
+        .await?;
+    Ok(key.plaintext.expose().to_owned())
 }

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, ensure};
 use clap::Args;
 use serde_json::{Value, json};
-use storage::api_keys::{KeyFormat, NewApiKey, Scope};
+use storage::api_keys::Scope;
 use storage::db::PoolSettings;
 use storage::volume::{Seeded, VolumePlan};
-use storage::{Clock, Database, DatabaseTarget, Environment, MasterKey, Store};
+use storage::{Clock, Database, DatabaseTarget, MasterKey, Store};
 
 /// Settings of `bench scale`.
 #[derive(Debug, Clone, Args)]
@@ -48,9 +48,6 @@ struct Timing {
     median_ms: f64,
     p99_ms: f64,
 }
-
-/// Budgets so high that a benchmark never meets them.
-const UNREACHABLE: u32 = 1_000_000_000;
 
 pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     let mut backends = if args.postgres_only {
@@ -177,33 +174,14 @@ async fn measure(
     seeded: &Seeded,
     requests: usize,
 ) -> anyhow::Result<Vec<(String, Timing)>> {
-    let budgets: BTreeMap<String, u32> = api::endpoints::AGENCY_BUDGETS
-        .iter()
-        .map(|b| (b.name.to_owned(), UNREACHABLE))
-        .collect();
-    store
-        .agencies()
-        .set_rate_limit_overrides(&seeded.agency_id, &budgets)
-        .await?;
-    let overrides: BTreeMap<String, u32> = api::endpoints::ALL
-        .iter()
-        .map(|e| (e.name.to_owned(), UNREACHABLE))
-        .collect();
-    let key = store
-        .api_keys()
-        .issue(
-            &seeded.agency_id,
-            NewApiKey {
-                name: "scale".into(),
-                scopes: vec![Scope::ListingsRead, Scope::UsersRead, Scope::WebhooksRead],
-                environment: Environment::Live,
-                format: KeyFormat::Sk,
-                created_by: Some(seeded.owner_id.clone()),
-                rate_limit_overrides: overrides,
-            },
-        )
-        .await?;
-    let key = key.plaintext.expose().to_owned();
+    let key = crate::fixture::unbounded_key(
+        store,
+        &seeded.agency_id,
+        &seeded.owner_id,
+        "scale",
+        vec![Scope::ListingsRead, Scope::UsersRead, Scope::WebhooksRead],
+    )
+    .await?;
     let queue = platform::QueueTarget::SqliteFile(dir.join(api::config::QUEUE_FILE));
     let platform = platform::Platform::connect(store.clone(), &queue, None).await?;
     let state = api::AppState::new(
@@ -242,7 +220,7 @@ async fn measure(
         .to_owned();
     let agent = seeded.agent_ids[0].to_string();
     let endpoint = seeded.endpoint_id.to_string();
-    let deep = |path: &'static str| {
+    let deep = |path: String| {
         let get = &get;
         async move {
             let mut cursor = String::new();
@@ -257,7 +235,7 @@ async fn measure(
             anyhow::Ok(cursor)
         }
     };
-    let listings_cursor = deep("/listings").await?;
+    let listings_cursor = deep("/listings".to_owned()).await?;
     // A working set larger than the single-listing cache (20,000 entries):
     // 30,000 listings read in turn, each read a different one.
     let mut working_set = Vec::new();
@@ -274,9 +252,8 @@ async fn measure(
             _ => break,
         }
     }
-    let deliveries_path: &'static str =
-        Box::leak(format!("/webhooks/endpoints/{endpoint}/deliveries").into_boxed_str());
-    let deliveries_cursor = deep(deliveries_path).await?;
+    let deliveries_path = format!("/webhooks/endpoints/{endpoint}/deliveries");
+    let deliveries_cursor = deep(deliveries_path.clone()).await?;
     let routes: Vec<(String, String)> = vec![
         ("GET /listings".into(), "/listings?limit=50".into()),
         (
