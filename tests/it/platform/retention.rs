@@ -68,24 +68,37 @@ async fn completed_delivery_of(
     delivery
 }
 
+/// An app on a standing clock, an agency's live tenant and its endpoint.
+async fn with_endpoint(
+    backend: tests::Backend,
+) -> (Clock, tests::TestApp, Tenant, WebhookEndpoint) {
+    let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
+    let app = tests::TestApp::builder(backend)
+        .clock(clock.clone())
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let (endpoint, _) = app
+        .store
+        .webhooks()
+        .create(
+            &tenant,
+            NewEndpoint {
+                url: "https://receiver.example/hooks".into(),
+                environment: EndpointEnvironment::Live,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    (clock, app, tenant, endpoint)
+}
+
 backend_tests! {
     async fn deliveries_finished_past_retention_go_with_their_attempts(backend) {
-        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
-        let app = tests::TestApp::builder(backend).clock(clock.clone()).spawn().await;
-        let agency = app.agency().await;
-        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let (clock, app, tenant, endpoint) = with_endpoint(backend).await;
         let webhooks = app.store.webhooks();
-        let (endpoint, _) = webhooks
-            .create(&tenant, NewEndpoint {
-                name: None,
-                url: "https://receiver.example/hooks".into(),
-                event_types: None,
-                environment: EndpointEnvironment::Live,
-                created_by: None,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
         let old = completed_delivery(&app.store, &endpoint).await;
         // The old one is a day past retention when the recent one completes.
         clock.advance_seconds(DELIVERY_RETENTION_SECONDS + 86_400 - 3_600);
@@ -133,19 +146,8 @@ backend_tests! {
     }
 
     async fn a_purge_deletes_in_bounded_batches_and_gives_the_space_back(backend) {
-        let clock = Clock::manual(Timestamp::from_micros(1_800_000_000_000_000));
-        let app = tests::TestApp::builder(backend).clock(clock.clone()).spawn().await;
-        let agency = app.agency().await;
-        let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+        let (clock, app, _, endpoint) = with_endpoint(backend).await;
         let webhooks = app.store.webhooks();
-        let (endpoint, _) = webhooks
-            .create(&tenant, NewEndpoint {
-                url: "https://receiver.example/hooks".into(),
-                environment: EndpointEnvironment::Live,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
         // 250 deliveries of 8 KB past retention, 3 within it.
         const EXPIRED: u64 = 250;
         let payload = json!({"listing": {"notes": "n".repeat(8_000)}});
