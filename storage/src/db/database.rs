@@ -41,6 +41,18 @@ impl Backend {
             Self::Postgres => format!("select jsonb_array_elements_text({placeholder}::jsonb)"),
         }
     }
+
+    /// A condition's right side, "is one of the texts of the JSON array
+    /// bound at `placeholder`", as an index seeks it: SQLite seeks each of
+    /// the array's rows, PostgreSQL takes the array whole as one index
+    /// condition (where `in (subquery)` may be planned as a walk of the
+    /// whole index that checks each entry against the list).
+    pub(crate) fn in_id_list(self, placeholder: &str) -> String {
+        match self {
+            Self::Sqlite => format!("in ({})", self.id_list(placeholder)),
+            Self::Postgres => format!("= any(array({}))", self.id_list(placeholder)),
+        }
+    }
 }
 
 /// Where the relational data lives, as configured.

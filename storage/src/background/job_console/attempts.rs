@@ -59,6 +59,20 @@ impl Store {
     }
 }
 
+/// The latest `$3` runs of the jobs whose ids are the JSON array `$1` (of
+/// queue `$2` only, unless null), newest first: each id's runs by the
+/// primary key, then the few found sorted.
+pub(crate) fn of_jobs_sql(backend: crate::db::Backend) -> String {
+    format!(
+        "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id, due_at,
+                started_at, finished_at, outcome, error
+         from job_attempts
+         where job_id {} and ($2 is null or queue = $2)
+         order by started_at desc limit $3",
+        backend.in_id_list("$1")
+    )
+}
+
 impl JobAttempts<'_> {
     /// Writes `records`, each replacing what was written of the same run
     /// (the same job started at the same instant); of several records of one
@@ -140,14 +154,7 @@ impl JobAttempts<'_> {
         }
         let ids = serde_json::to_string(job_ids)
             .map_err(|err| crate::StorageError::Corrupt(format!("job ids: {err}")))?;
-        let sql = format!(
-            "select job_id, attempt, queue, worker_id, host, agency_id, endpoint_id, due_at,
-                    started_at, finished_at, outcome, error
-             from job_attempts
-             where job_id in ({}) and ($2 is null or queue = $2)
-             order by started_at desc limit $3",
-            self.store.db().backend().id_list("$1")
-        );
+        let sql = of_jobs_sql(self.store.db().backend());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         on_pool!(self.store.db(), pool => {
             Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))

@@ -7,7 +7,7 @@
 pub(crate) mod attempts;
 mod audit;
 mod history;
-mod search;
+pub(crate) mod search;
 mod workers;
 
 pub use attempts::{AttemptRecord, JobAttempts};

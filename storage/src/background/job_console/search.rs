@@ -8,6 +8,24 @@ use crate::{Result, Store};
 /// Most events (and deliveries) a listing number stands for: the latest.
 const RELATED_LIMIT: i64 = 2_000;
 
+/// The latest events about a listing, by its number (`$2`), of its agency
+/// (`$1`): the column computed from the events' data, by its index.
+pub(crate) const EVENTS_OF_LISTING_SQL: &str = "select event_id from events
+     where agency_id = $1 and listing_number = $2
+     order by seq desc limit $3";
+
+/// Events whose deliveries one statement looks up.
+const DELIVERY_LOOKUP_CHUNK: usize = 200;
+
+/// The deliveries, of any kind, of an agency's (`$1`) events whose ids are
+/// the JSON array `$2`, by the index of the event.
+pub(crate) fn deliveries_of_events_sql(backend: crate::db::Backend) -> String {
+    format!(
+        "select id from webhook_deliveries where event_id {} and agency_id = $1",
+        backend.in_id_list("$2")
+    )
+}
+
 /// What a listing number stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelatedIds {
@@ -54,28 +72,22 @@ impl JobSearch<'_> {
                 .fetch_all(pool)
                 .await?;
             ids.extend(media);
-            let events: Vec<String> = sqlx::query_scalar(
-                "select event_id from events where agency_id = $1
-                     and (cast(data as text) like $2 or cast(data as text) like $3)
-                 order by seq desc limit $4",
-            )
-            .bind(&agency_id)
-            .bind(format!("%\"{number}\"%"))
-            .bind(format!("%\"{listing_id}\"%"))
-            .bind(RELATED_LIMIT)
-            .fetch_all(pool)
-            .await?;
-            for chunk in events.chunks(200) {
-                let placeholders: Vec<String> = (2..chunk.len() + 2).map(|n| format!("${n}")).collect();
-                let sql = format!(
-                    "select id from webhook_deliveries where agency_id = $1 and event_id in ({})",
-                    placeholders.join(", ")
-                );
-                let mut query = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(&agency_id);
-                for event in chunk {
-                    query = query.bind(event);
-                }
-                let deliveries: Vec<String> = query.fetch_all(pool).await?;
+            let events: Vec<String> = sqlx::query_scalar(EVENTS_OF_LISTING_SQL)
+                .bind(&agency_id)
+                .bind(&number)
+                .bind(RELATED_LIMIT)
+                .fetch_all(pool)
+                .await?;
+            for chunk in events.chunks(DELIVERY_LOOKUP_CHUNK) {
+                let deliveries: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(deliveries_of_events_sql(
+                    self.store.db().backend(),
+                )))
+                .bind(&agency_id)
+                .bind(serde_json::to_string(chunk).map_err(|err| {
+                    crate::StorageError::Corrupt(format!("event ids: {err}"))
+                })?)
+                .fetch_all(pool)
+                .await?;
                 ids.extend(deliveries);
             }
             ids.extend(events);
