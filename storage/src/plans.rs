@@ -489,6 +489,7 @@ mod tests {
                 Bind::Number(51),
             ],
             seeks: vec![&["agency_id"], &["is_sandbox"], &["notes"]],
+            sorts_keyed_rows: false,
         };
         let plan = sqlite_plan(sqlite.pool(), &unserved).await.unwrap();
         assert!(!plan.problems.is_empty(), "{}", plan.plan);
@@ -497,6 +498,7 @@ mod tests {
             sql: "select id from listings order by address limit $1".to_owned(),
             binds: vec![Bind::Number(51)],
             seeks: Vec::new(),
+            sorts_keyed_rows: false,
         };
         let plan = sqlite_plan(sqlite.pool(), &scan).await.unwrap();
         assert!(!plan.problems.is_empty(), "{}", plan.plan);
@@ -506,6 +508,7 @@ mod tests {
                 .to_owned(),
             binds: vec![Bind::Text("2026-05-29"), Bind::Number(51)],
             seeks: Vec::new(),
+            sorts_keyed_rows: false,
         };
         let aliased_plan = sqlite_plan(sqlite.pool(), &aliased).await.unwrap();
         assert!(
