@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use redis::AsyncCommands;
 use serde::Serialize;
 
-use super::queue_admin::{DEAD, QueueAdmin};
+use super::queue_admin::QueueAdmin;
 use crate::kinds::QUEUES;
 use crate::queue::{PARKED_AT, QueueBackend, QueueError};
 
@@ -54,18 +54,21 @@ end
 return retrying
 ";
 
+/// The depth of `queue` in `depths`, added if missing.
+fn depth_of(depths: &mut BTreeMap<String, QueueDepth>, queue: String) -> &mut QueueDepth {
+    depths.entry(queue.clone()).or_insert_with(|| QueueDepth {
+        queue,
+        ..QueueDepth::default()
+    })
+}
+
 impl QueueAdmin {
     /// Depth of every queue by state.
     pub async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
         match self.queue.backend() {
             QueueBackend::Sqlite(pool) => {
                 let now = chrono::Utc::now().timestamp();
-                let rows: Vec<(String, String, bool, bool, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "select job_type, status, run_at > $1, {DEAD}, count(*) from Jobs group by 1, 2, 3, 4"
-                )))
-                .bind(now)
-                .fetch_all(pool)
-                .await?;
+                let (counts, scheduled) = crate::queue::state_counts::read(pool, now).await?;
                 let mut depths: BTreeMap<String, QueueDepth> = QUEUES
                     .iter()
                     .map(|q| {
@@ -78,20 +81,23 @@ impl QueueAdmin {
                         )
                     })
                     .collect();
-                for (queue, status, future, dead, count) in rows {
-                    let depth = depths.entry(queue.clone()).or_insert_with(|| QueueDepth {
-                        queue,
-                        ..QueueDepth::default()
-                    });
+                for (queue, state, count) in counts {
+                    let depth = depth_of(&mut depths, queue);
                     let count = u64::try_from(count).unwrap_or(0);
-                    match status.as_str() {
-                        _ if dead => depth.dead += count,
+                    match state.as_str() {
+                        "dead" => depth.dead += count,
                         "Done" => depth.done += count,
                         "Queued" | "Running" => depth.running += count,
                         "Failed" => depth.retrying += count,
-                        _ if future => depth.scheduled += count,
                         _ => depth.pending += count,
                     }
+                }
+                // Of the pending, those due later are scheduled.
+                for (queue, count) in scheduled {
+                    let depth = depth_of(&mut depths, queue);
+                    let count = u64::try_from(count).unwrap_or(0).min(depth.pending);
+                    depth.pending -= count;
+                    depth.scheduled += count;
                 }
                 Ok(depths.into_values().collect())
             }

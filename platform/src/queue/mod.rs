@@ -17,6 +17,7 @@ mod push;
 mod release;
 mod slots;
 mod starts;
+pub(crate) mod state_counts;
 mod target;
 mod wake;
 

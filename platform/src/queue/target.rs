@@ -119,6 +119,7 @@ impl JobQueue {
                     sqlx::query(statement).execute(&pool).await?;
                 }
                 sqlx::query(SQLITE_FAIR_TABLE).execute(&pool).await?;
+                super::state_counts::set_up(&pool).await?;
                 QueueBackend::Sqlite(pool)
             }
             QueueTarget::Redis(url) => {

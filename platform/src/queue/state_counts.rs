@@ -1,0 +1,246 @@
+//! How many jobs of each queue are in each state on SQLite, kept by the
+//! database itself: triggers on apalis-sqlite's `Jobs` count every insert,
+//! state change and delete in the statement that makes it, so the console's
+//! counts and `/metrics` read a few rows however many finished jobs the file
+//! keeps (a `count(*)` over `Jobs` read every one of them on every page load
+//! and every scrape).
+//!
+//! A job's counted state is its `status`, except that a job out of attempts
+//! (or killed) counts as `dead`, as [`crate::admin`]'s `DEAD` condition
+//! says. `Pending` jobs are counted whole; which of them wait for a later
+//! `run_at` is read from the `(status, run_at)` index, whose range is the
+//! backlog, never the history.
+
+use sqlx::SqlitePool;
+
+/// The counts: one row per queue (`job_type`) and counted state.
+const COUNTS_TABLE: &str = "create table job_state_counts (
+    job_type text not null,
+    state text not null,
+    jobs integer not null,
+    primary key (job_type, state)
+) without rowid";
+
+/// The triggers' names, the insert's last: its presence says the counts are
+/// set up and kept.
+const TRIGGERS: [&str; 3] = [
+    "jobs_counted_on_delete",
+    "jobs_counted_on_update",
+    "jobs_counted_on_insert",
+];
+
+/// The counted state of the `Jobs` row named `row` (`new`, `old`, or none
+/// for the table's own columns).
+fn state_of(row: &str) -> String {
+    let column = |name: &str| {
+        if row.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{row}.{name}")
+        }
+    };
+    format!(
+        "(case when {status} = 'Killed' or ({status} = 'Failed' and {attempts} >= {max_attempts}) \
+         then 'dead' else {status} end)",
+        status = column("status"),
+        attempts = column("attempts"),
+        max_attempts = column("max_attempts"),
+    )
+}
+
+/// One job more in `row`'s queue and state.
+fn count_in(row: &str) -> String {
+    format!(
+        "insert into job_state_counts (job_type, state, jobs) values ({row}.job_type, {}, 1)
+         on conflict (job_type, state) do update set jobs = jobs + 1;",
+        state_of(row)
+    )
+}
+
+/// One job fewer in `row`'s queue and state.
+fn count_out(row: &str) -> String {
+    format!(
+        "update job_state_counts set jobs = jobs - 1 where job_type = {row}.job_type and state = {};",
+        state_of(row)
+    )
+}
+
+/// The statements that set the counts up: the table, its figures from the
+/// jobs there are, and the triggers that keep them.
+fn set_up_statements() -> Vec<String> {
+    vec![
+        "drop table if exists job_state_counts".to_owned(),
+        COUNTS_TABLE.to_owned(),
+        format!(
+            "insert into job_state_counts (job_type, state, jobs)
+             select job_type, {}, count(*) from Jobs group by 1, 2",
+            state_of("")
+        ),
+        format!(
+            "create trigger {} after delete on Jobs begin {} end",
+            TRIGGERS[0],
+            count_out("old")
+        ),
+        format!(
+            "create trigger {} after update of job_type, status, attempts, max_attempts on Jobs
+             when old.job_type is not new.job_type or {} is not {}
+             begin {} {} end",
+            TRIGGERS[1],
+            state_of("old"),
+            state_of("new"),
+            count_out("old"),
+            count_in("new")
+        ),
+        format!(
+            "create trigger {} after insert on Jobs begin {} end",
+            TRIGGERS[2],
+            count_in("new")
+        ),
+    ]
+}
+
+/// Sets the counts up once per queue file: in one write transaction, so no
+/// job changes between the counting of those there are and the triggers
+/// that count the rest.
+pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin_with("begin immediate").await?;
+    let kept: i64 = sqlx::query_scalar(
+        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
+    )
+    .bind(TRIGGERS[2])
+    .fetch_one(&mut *tx)
+    .await?;
+    if kept == 0 {
+        for trigger in TRIGGERS {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "drop trigger if exists {trigger}"
+            )))
+            .execute(&mut *tx)
+            .await?;
+        }
+        for statement in set_up_statements() {
+            sqlx::query(sqlx::AssertSqlSafe(statement))
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    tx.commit().await
+}
+
+/// Every queue's jobs by counted state (`Pending`, `Queued`, `Running`,
+/// `Done`, `Failed` for a failed job with attempts left, `dead`), and how
+/// many of its `Pending` jobs wait for a `run_at` after `now`.
+pub(crate) async fn read(
+    pool: &SqlitePool,
+    now: i64,
+) -> Result<(Vec<(String, String, i64)>, Vec<(String, i64)>), sqlx::Error> {
+    let counts: Vec<(String, String, i64)> =
+        sqlx::query_as("select job_type, state, jobs from job_state_counts where jobs <> 0")
+            .fetch_all(pool)
+            .await?;
+    let scheduled: Vec<(String, i64)> = sqlx::query_as(
+        "select job_type, count(*) from Jobs where status = 'Pending' and run_at > $1 group by 1",
+    )
+    .bind(now)
+    .fetch_all(pool)
+    .await?;
+    Ok((counts, scheduled))
+}
+
+#[cfg(test)]
+mod tests {
+    use apalis_sqlite::SqliteStorage;
+    use sqlx::sqlite::SqlitePoolOptions;
+
+    use super::*;
+
+    /// The counts as a `count(*)` over every job reads them.
+    async fn counted_whole(pool: &SqlitePool) -> Vec<(String, String, i64)> {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "select job_type, {}, count(*) from Jobs group by 1, 2 order by 1, 2",
+            state_of("")
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
+    async fn kept(pool: &SqlitePool) -> Vec<(String, String, i64)> {
+        let (mut counts, _) = read(pool, 0).await.unwrap();
+        counts.sort();
+        counts
+    }
+
+    async fn run(pool: &SqlitePool, sql: &str) {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_counts_follow_every_insert_change_and_delete() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        SqliteStorage::<()>::migrations().run(&pool).await.unwrap();
+        let insert = |id: &str, queue: &str, status: &str, attempts: i64| {
+            format!(
+                "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+                 values ('{{}}', '{id}', '{queue}', '{status}', {attempts}, 3, 100)"
+            )
+        };
+        // Jobs there before the counts are set up are counted by the set-up.
+        run(&pool, &insert("a", "media", "Done", 1)).await;
+        run(&pool, &insert("b", "media", "Failed", 3)).await;
+        set_up(&pool).await.unwrap();
+        assert_eq!(kept(&pool).await, counted_whole(&pool).await);
+        // A second start changes nothing.
+        set_up(&pool).await.unwrap();
+        assert_eq!(kept(&pool).await, counted_whole(&pool).await);
+
+        run(&pool, &insert("c", "media", "Pending", 0)).await;
+        run(&pool, &insert("d", "webhook", "Pending", 0)).await;
+        // A repeated push is ignored, and so counted once.
+        run(
+            &pool,
+            &format!(
+                "{} on conflict do nothing",
+                insert("d", "webhook", "Pending", 0)
+            ),
+        )
+        .await;
+        run(&pool, "update Jobs set status = 'Running' where id = 'c'").await;
+        run(
+            &pool,
+            "update Jobs set status = 'Failed', attempts = 1 where id = 'c'",
+        )
+        .await;
+        // Out of attempts: dead, with no change of status.
+        run(&pool, "update Jobs set attempts = 3 where id = 'c'").await;
+        assert!(
+            kept(&pool)
+                .await
+                .contains(&("media".into(), "dead".into(), 2))
+        );
+        run(&pool, "update Jobs set status = 'Killed' where id = 'd'").await;
+        run(
+            &pool,
+            "update Jobs set status = 'Pending', attempts = 0 where id = 'b'",
+        )
+        .await;
+        run(&pool, "update Jobs set last_result = 'x' where id = 'a'").await;
+        assert_eq!(kept(&pool).await, counted_whole(&pool).await);
+        run(&pool, "delete from Jobs where status = 'Done'").await;
+        run(&pool, "delete from Jobs where id = 'd'").await;
+        assert_eq!(kept(&pool).await, counted_whole(&pool).await);
+
+        // Pending jobs due later are the scheduled ones.
+        let (_, scheduled) = read(&pool, 99).await.unwrap();
+        assert_eq!(scheduled, vec![("media".to_owned(), 1)]);
+        let (_, scheduled) = read(&pool, 100).await.unwrap();
+        assert!(scheduled.is_empty());
+    }
+}
