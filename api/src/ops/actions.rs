@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
-use platform::admin::{DeadJob, QueueAdmin, QueueDepth};
+use platform::admin::{DeadJob, JobWindow, QueueAdmin, QueueDepth};
 use platform::telemetry;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -111,8 +111,14 @@ pub(super) async fn jobs(
             .filter(|l| (1..=1_000).contains(l))
             .ok_or_else(|| ApiError::field("limit", "is a number from 1 to 1000"))?,
     };
-    let found = console(&state).search(query.filter.checked()?).await?;
-    Ok(Json(found.into_json(limit)))
+    let window = JobWindow {
+        offset: 0,
+        limit: Some(limit as u64),
+    };
+    let found = console(&state)
+        .search(query.filter.checked()?, window)
+        .await?;
+    Ok(Json(found.into_json()))
 }
 
 /// One job with every attempt.

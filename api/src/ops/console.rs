@@ -4,7 +4,7 @@
 //! same audit record: who, what, on which job or filter, how many.
 
 use platform::JobQueue;
-use platform::admin::{JOB_STATES, JobFilter, JobSummary, QueueAdmin};
+use platform::admin::{JOB_STATES, JobFilter, JobSummary, JobWindow, QueueAdmin};
 use serde_json::{Value, json};
 use storage::Store;
 use storage::background::job_console::{AttemptRecord, WorkerRequest};
@@ -193,8 +193,10 @@ pub const RUNS_IN_PROCESS_SHOWN: usize = 100;
 /// What a filter finds.
 #[derive(Debug)]
 pub struct Found {
-    /// Its jobs, oldest first.
+    /// The asked window of its jobs, oldest first.
     pub jobs: Vec<JobSummary>,
+    /// Every job it finds.
+    pub total: u64,
     /// Runs no queue holds (an event's dispatch, a delivery's first
     /// attempt) of what its listing number stands for, in its queue, newest
     /// first, at most [`RUNS_IN_PROCESS_SHOWN`].
@@ -204,11 +206,12 @@ pub struct Found {
 }
 
 impl Found {
-    /// As the JSON routes and `api ops jobs` give it: the first `limit` jobs,
-    /// their `count`, and the runs no queue holds.
-    pub fn into_json(self, limit: usize) -> Value {
-        let count = self.jobs.len();
-        let items: Vec<JobSummary> = self.jobs.into_iter().take(limit).collect();
+    /// As the JSON routes and `api ops jobs` give it: the jobs of the
+    /// window (the first `limit`), the `count` of every job found, and the
+    /// runs no queue holds.
+    pub fn into_json(self) -> Value {
+        let count = self.total;
+        let items = self.jobs;
         let runs: Vec<Value> = self.runs_in_process.iter().map(run_json).collect();
         json!({
             "items": items,
@@ -264,15 +267,30 @@ impl<'a> Console<'a> {
         Ok(self.admin.find_jobs(&filter).await?)
     }
 
-    /// What `filter` finds: its jobs, as [`Self::find`], and the latest
+    /// How many jobs `filter` finds, as [`Self::find`] would.
+    pub async fn count(&self, filter: JobFilter) -> Result<u64, ConsoleError> {
+        let (filter, _) = self.with_related(filter).await?;
+        let window = JobWindow {
+            offset: 0,
+            limit: Some(0),
+        };
+        Ok(self.admin.find_jobs_in(&filter, window).await?.total)
+    }
+
+    /// What `filter` finds: the `window` of its jobs, as [`Self::find`]
+    /// orders them, how many it finds, and the latest
     /// [`RUNS_IN_PROCESS_SHOWN`] runs made without a queue job that a
     /// listing number stands for (in the filter's queue, in any state; none
     /// for another agency's filter): an event's dispatch and a delivery's
     /// first attempt run in the process that committed them, so no queue
     /// holds them.
-    pub async fn search(&self, filter: JobFilter) -> Result<Found, ConsoleError> {
+    pub async fn search(
+        &self,
+        filter: JobFilter,
+        window: JobWindow,
+    ) -> Result<Found, ConsoleError> {
         let (filter, listing_agency) = self.with_related(filter).await?;
-        let jobs = self.admin.find_jobs(&filter).await?;
+        let found = self.admin.find_jobs_in(&filter, window).await?;
         let mut runs_in_process = Vec::new();
         // Every id a listing number stands for is its agency's: another
         // agency's filter finds none of them.
@@ -291,7 +309,8 @@ impl<'a> Console<'a> {
         let more_runs_in_process = runs_in_process.len() > RUNS_IN_PROCESS_SHOWN;
         runs_in_process.truncate(RUNS_IN_PROCESS_SHOWN);
         Ok(Found {
-            jobs,
+            jobs: found.jobs,
+            total: found.total,
             runs_in_process,
             more_runs_in_process,
         })

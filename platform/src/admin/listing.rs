@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
-use crate::queue::{PARKED_AT, QueueBackend, QueueError};
+use crate::queue::{PARKED_AT, QueueBackend, QueueError, search_index};
 
 /// The states a job can be found in.
 pub const JOB_STATES: [&str; 6] = ["queued", "scheduled", "running", "retrying", "dead", "done"];
@@ -51,6 +51,32 @@ pub struct JobSummary {
     pub payload: Value,
 }
 
+/// Which of a filter's jobs to read, in the order a list shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobWindow {
+    /// How many to skip.
+    pub offset: u64,
+    /// How many to read at most; None for every one (a bulk action).
+    pub limit: Option<u64>,
+}
+
+impl JobWindow {
+    /// Every job the filter finds.
+    pub const ALL: Self = Self {
+        offset: 0,
+        limit: None,
+    };
+}
+
+/// A window of the jobs a filter finds, and how many it finds in all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FoundJobs {
+    /// The window's jobs.
+    pub jobs: Vec<JobSummary>,
+    /// Every job the filter finds.
+    pub total: u64,
+}
+
 /// Field names whose values a list never shows.
 const SECRET_NAMES: [&str; 5] = ["secret", "token", "password", "key", "signature"];
 
@@ -74,7 +100,7 @@ pub fn redacted(payload: Value) -> Value {
     }
 }
 
-/// Whether a job matches the filter's agency and text.
+/// Whether a Redis job matches the filter's agency and text.
 fn matches(filter: &JobFilter, id: &str, payload: &Value, last_error: Option<&str>) -> bool {
     let text = payload.to_string();
     let agency = filter
@@ -111,90 +137,255 @@ fn sqlite_state(state: &str) -> Option<String> {
 type Row = (String, String, i64, Option<String>, Vec<u8>);
 
 impl QueueAdmin {
-    /// Every job the filter finds, oldest first.
+    /// Every job the filter finds, in the order of [`Self::find_jobs_in`].
     pub async fn find_jobs(&self, filter: &JobFilter) -> Result<Vec<JobSummary>, QueueError> {
-        let queues: Vec<&str> = QUEUES
-            .iter()
-            .copied()
-            .filter(|queue| {
-                filter
-                    .queue
-                    .as_deref()
-                    .is_none_or(|wanted| wanted == *queue)
-            })
-            .collect();
-        let mut found = Vec::new();
+        Ok(self.find_jobs_in(filter, JobWindow::ALL).await?.jobs)
+    }
+
+    /// The `window` of the jobs the filter finds, and how many it finds.
+    /// On SQLite they come oldest due first (`run_at`, then the order they
+    /// were pushed), read by the index of their state and, for a search or
+    /// an agency, by the text index ([`crate::queue::search_index`]); the
+    /// total of a state without search is the count the queue keeps
+    /// ([`crate::queue::state_counts`]). On Redis, whose finished jobs are
+    /// in unordered sets, every job of the state is read and they come in
+    /// id order.
+    pub async fn find_jobs_in(
+        &self,
+        filter: &JobFilter,
+        window: JobWindow,
+    ) -> Result<FoundJobs, QueueError> {
         match self.queue.backend() {
-            QueueBackend::Sqlite(pool) => {
-                let Some(condition) = sqlite_state(&filter.state) else {
-                    return Ok(Vec::new());
-                };
-                let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                    "select id, job_type, attempts, last_result, job from Jobs
-                     where ({condition}) and ($2 is null or job_type = $2) order by id"
-                )))
-                .bind(chrono::Utc::now().timestamp())
-                .bind(filter.queue.as_deref())
-                .fetch_all(pool)
-                .await?;
-                for (id, queue, attempts, result, job) in rows {
-                    let payload: Value = serde_json::from_slice(&job).unwrap_or(Value::Null);
-                    let last_error = super::dead::error_of(result.as_deref());
-                    if matches(filter, &id, &payload, last_error.as_deref()) {
-                        found.push(JobSummary {
-                            id,
-                            queue,
-                            state: filter.state.clone(),
-                            attempts: u64::try_from(attempts).unwrap_or(0),
-                            last_error,
-                            payload: redacted(payload),
-                        });
-                    }
-                }
-            }
+            QueueBackend::Sqlite(pool) => sqlite_jobs(pool, filter, window).await,
             QueueBackend::Redis(connection) => {
-                let mut connection = connection.clone();
-                for queue in queues {
-                    let ids = redis_ids(&mut connection, queue, &filter.state).await?;
-                    for id in ids {
-                        let meta: BTreeMap<String, String> =
-                            connection.hgetall(format!("{queue}:meta:{id}")).await?;
-                        let retrying = meta.get("status").is_some_and(|s| s == "Failed");
-                        let wanted = match filter.state.as_str() {
-                            "scheduled" => !retrying,
-                            "retrying" => retrying,
-                            _ => true,
-                        };
-                        if !wanted {
-                            continue;
-                        }
-                        let payload: Option<Vec<u8>> =
-                            connection.hget(format!("{queue}:data"), &id).await?;
-                        let payload: Value = payload
-                            .and_then(|p| serde_json::from_slice(&p).ok())
-                            .unwrap_or(Value::Null);
-                        let last_error =
-                            super::dead::error_of(meta.get("result").map(String::as_str));
-                        if matches(filter, &id, &payload, last_error.as_deref()) {
-                            found.push(JobSummary {
-                                attempts: meta
-                                    .get("attempts")
-                                    .and_then(|a| a.parse().ok())
-                                    .unwrap_or(0),
-                                id,
-                                queue: queue.to_owned(),
-                                state: filter.state.clone(),
-                                last_error,
-                                payload: redacted(payload),
-                            });
-                        }
-                    }
+                let mut found = redis_jobs(connection, filter).await?;
+                let total = found.len() as u64;
+                let offset = usize::try_from(window.offset).unwrap_or(usize::MAX);
+                found.drain(..offset.min(found.len()));
+                if let Some(limit) = window.limit {
+                    found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
                 }
-                found.sort_by(|a, b| a.id.cmp(&b.id));
+                Ok(FoundJobs { jobs: found, total })
             }
         }
-        Ok(found)
     }
+}
+
+/// How a filter reads SQLite's jobs: the rows it starts from (the text
+/// index's matches, when it has text the index serves, each job then looked
+/// up by its row id; else the jobs by the index of their state), and the
+/// condition on the text too short for the index. `$3` is the text index's
+/// query, `$4` the short text in lower case.
+struct SqliteText {
+    /// The text index's query: the agency's phrase and the search's.
+    query: Option<String>,
+    /// Search text shorter than the index serves, in lower case.
+    short: Option<String>,
+    /// The related ids' query, when the search text is short.
+    related: Option<String>,
+}
+
+impl SqliteText {
+    fn of(filter: &JobFilter) -> Self {
+        let agency = filter
+            .agency
+            .as_deref()
+            .map(|agency| search_index::phrase(&format!("\"{agency}\"")));
+        let (search, short, related) = match filter.search.as_deref() {
+            None => (None, None, None),
+            Some(search) => match search_index::any_of(Some(search), &filter.related) {
+                Some(query) => (Some(query), None, None),
+                None => (
+                    None,
+                    Some(search.to_lowercase()),
+                    search_index::any_of(None, &filter.related),
+                ),
+            },
+        };
+        let query = match (agency, search) {
+            (Some(agency), Some(search)) => Some(format!("{agency} AND ({search})")),
+            (agency, search) => agency.or(search),
+        };
+        Self {
+            query,
+            short,
+            related,
+        }
+    }
+
+    /// Whether the filter has text at all (so its total is counted).
+    fn any(&self) -> bool {
+        self.query.is_some() || self.short.is_some()
+    }
+
+    /// The `from` clause: the index's matches driving, joined to their jobs
+    /// by row id (a cross join, so the planner never walks every job of a
+    /// state checking each against the matches), or the jobs alone.
+    fn from(&self) -> &'static str {
+        if self.query.is_some() {
+            "job_text cross join Jobs on Jobs.rowid = job_text.rowid"
+        } else {
+            "Jobs"
+        }
+    }
+
+    /// The conditions on the text, each with a leading `and`.
+    fn conditions(&self) -> String {
+        let mut conditions = String::new();
+        if self.query.is_some() {
+            conditions.push_str(" and job_text match $3");
+        }
+        if self.short.is_some() {
+            let mut either = vec![
+                "instr(lower(Jobs.id), $4) > 0".to_owned(),
+                "instr(lower(cast(Jobs.job as text)), $4) > 0".to_owned(),
+                "instr(lower(coalesce(Jobs.last_result, '')), $4) > 0".to_owned(),
+            ];
+            if let Some(related) = &self.related {
+                either.push(format!(
+                    "Jobs.rowid in (select rowid from job_text where job_text match '{}')",
+                    related.replace('\'', "''")
+                ));
+            }
+            conditions.push_str(&format!(" and ({})", either.join(" or ")));
+        }
+        conditions
+    }
+}
+
+/// The window of jobs a filter finds on SQLite.
+async fn sqlite_jobs(
+    pool: &sqlx::SqlitePool,
+    filter: &JobFilter,
+    window: JobWindow,
+) -> Result<FoundJobs, QueueError> {
+    let Some(state) = sqlite_state(&filter.state) else {
+        return Ok(FoundJobs::default());
+    };
+    let text = SqliteText::of(filter);
+    let from = text.from();
+    let conditions = format!(
+        "({state}) and ($2 is null or job_type = $2){}",
+        text.conditions()
+    );
+    let now = chrono::Utc::now().timestamp();
+    let limit = window
+        .limit
+        .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    let offset = i64::try_from(window.offset).unwrap_or(i64::MAX);
+    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {from}
+         where {conditions} order by run_at, Jobs.rowid limit $5 offset $6"
+    )))
+    .bind(now)
+    .bind(filter.queue.as_deref())
+    .bind(text.query.as_deref())
+    .bind(text.short.as_deref())
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(pool)
+    .await?;
+    let jobs = rows
+        .into_iter()
+        .map(|(id, queue, attempts, result, job)| JobSummary {
+            id,
+            queue,
+            state: filter.state.clone(),
+            attempts: u64::try_from(attempts).unwrap_or(0),
+            last_error: super::dead::error_of(result.as_deref()),
+            payload: redacted(serde_json::from_slice(&job).unwrap_or(Value::Null)),
+        })
+        .collect();
+    let kept = match filter.state.as_str() {
+        "done" => Some("Done"),
+        "dead" => Some("dead"),
+        _ => None,
+    };
+    let total: i64 = match kept {
+        // The finished states grow with the history: their count is kept.
+        Some(kept) if !text.any() => {
+            sqlx::query_scalar(
+                "select coalesce(sum(jobs), 0) from job_state_counts
+                 where state = $1 and ($2 is null or job_type = $2)",
+            )
+            .bind(kept)
+            .bind(filter.queue.as_deref())
+            .fetch_one(pool)
+            .await?
+        }
+        // The waiting and running states are the backlog; a search counts
+        // what it found.
+        _ => {
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "select count(*) from {from} where {conditions}"
+            )))
+            .bind(now)
+            .bind(filter.queue.as_deref())
+            .bind(text.query.as_deref())
+            .bind(text.short.as_deref())
+            .fetch_one(pool)
+            .await?
+        }
+    };
+    Ok(FoundJobs {
+        jobs,
+        total: u64::try_from(total).unwrap_or(0),
+    })
+}
+
+/// Every job of a Redis queue that the filter finds, in id order.
+async fn redis_jobs(
+    connection: &apalis_redis::ConnectionManager,
+    filter: &JobFilter,
+) -> Result<Vec<JobSummary>, QueueError> {
+    let queues: Vec<&str> = QUEUES
+        .iter()
+        .copied()
+        .filter(|queue| {
+            filter
+                .queue
+                .as_deref()
+                .is_none_or(|wanted| wanted == *queue)
+        })
+        .collect();
+    let mut found = Vec::new();
+    let mut connection = connection.clone();
+    for queue in queues {
+        let ids = redis_ids(&mut connection, queue, &filter.state).await?;
+        for id in ids {
+            let meta: BTreeMap<String, String> =
+                connection.hgetall(format!("{queue}:meta:{id}")).await?;
+            let retrying = meta.get("status").is_some_and(|s| s == "Failed");
+            let wanted = match filter.state.as_str() {
+                "scheduled" => !retrying,
+                "retrying" => retrying,
+                _ => true,
+            };
+            if !wanted {
+                continue;
+            }
+            let payload: Option<Vec<u8>> = connection.hget(format!("{queue}:data"), &id).await?;
+            let payload: Value = payload
+                .and_then(|p| serde_json::from_slice(&p).ok())
+                .unwrap_or(Value::Null);
+            let last_error = super::dead::error_of(meta.get("result").map(String::as_str));
+            if matches(filter, &id, &payload, last_error.as_deref()) {
+                found.push(JobSummary {
+                    attempts: meta
+                        .get("attempts")
+                        .and_then(|a| a.parse().ok())
+                        .unwrap_or(0),
+                    id,
+                    queue: queue.to_owned(),
+                    state: filter.state.clone(),
+                    last_error,
+                    payload: redacted(payload),
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(found)
 }
 
 /// The ids of a Redis queue's jobs in `state` (scheduled and retrying share
@@ -303,5 +494,239 @@ mod tests {
             &json!({"event_ids": ["evt_20"]}),
             None
         ));
+    }
+
+    /// A job written straight into the table: id, queue, status, attempts,
+    /// run_at, payload, last result.
+    type Written<'a> = (&'a str, &'a str, &'a str, i64, i64, Value, Option<&'a str>);
+
+    /// A queue file with `jobs` written straight into its table.
+    async fn sqlite_queue(dir: &tempfile::TempDir, jobs: &[Written<'_>]) -> QueueAdmin {
+        let queue = crate::queue::JobQueue::connect(&crate::queue::QueueTarget::SqliteFile(
+            dir.path().join("queue.sqlite"),
+        ))
+        .await
+        .unwrap();
+        let QueueBackend::Sqlite(pool) = queue.backend() else {
+            unreachable!()
+        };
+        for (id, queue_name, status, attempts, run_at, payload, result) in jobs {
+            sqlx::query(
+                "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at, last_result)
+                 values ($1, $2, $3, $4, $5, 3, $6, $7)",
+            )
+            .bind(payload.to_string().into_bytes())
+            .bind(id)
+            .bind(queue_name)
+            .bind(status)
+            .bind(attempts)
+            .bind(run_at)
+            .bind(result)
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+        QueueAdmin::new(queue)
+    }
+
+    fn ids(found: &FoundJobs) -> Vec<&str> {
+        found.jobs.iter().map(|job| job.id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn sqlite_finds_a_window_by_state_queue_agency_and_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let failed = Some(r#"{"Err": "endpoint answered 503"}"#);
+        let admin = sqlite_queue(
+            &dir,
+            &[
+                (
+                    "j1",
+                    "media",
+                    "Done",
+                    1,
+                    30,
+                    json!({"agency_id": "agc_1", "listing_number": "QX7ABC1"}),
+                    None,
+                ),
+                (
+                    "j2",
+                    "media",
+                    "Done",
+                    1,
+                    10,
+                    json!({"agency_id": "agc_2", "listing_number": "QX7ABC2"}),
+                    None,
+                ),
+                (
+                    "j3",
+                    "webhook_delivery",
+                    "Done",
+                    1,
+                    20,
+                    json!({"agency_id": "agc_1", "delivery_id": "dlv_1"}),
+                    None,
+                ),
+                (
+                    "j4",
+                    "webhook_delivery",
+                    "Failed",
+                    3,
+                    40,
+                    json!({"agency_id": "agc_1", "delivery_id": "dlv_2"}),
+                    failed,
+                ),
+                (
+                    "j5",
+                    "outbox_dispatch",
+                    "Done",
+                    1,
+                    50,
+                    json!({"event_ids": ["evt_10", "evt_1"]}),
+                    None,
+                ),
+                (
+                    "j6",
+                    "outbox_dispatch",
+                    "Done",
+                    1,
+                    60,
+                    json!({"event_ids": ["evt_10"]}),
+                    None,
+                ),
+            ],
+        )
+        .await;
+        let filter = |state: &str| JobFilter {
+            state: state.to_owned(),
+            ..JobFilter::default()
+        };
+        let all = admin
+            .find_jobs_in(&filter("done"), JobWindow::ALL)
+            .await
+            .unwrap();
+        // Oldest due first, counted by the queue's kept counts.
+        assert_eq!(ids(&all), ["j2", "j3", "j1", "j5", "j6"]);
+        assert_eq!(all.total, 5);
+        let window = JobWindow {
+            offset: 1,
+            limit: Some(2),
+        };
+        let page = admin.find_jobs_in(&filter("done"), window).await.unwrap();
+        assert_eq!((ids(&page), page.total), (vec!["j3", "j1"], 5));
+        let media = JobFilter {
+            queue: Some("media".into()),
+            ..filter("done")
+        };
+        let found = admin.find_jobs_in(&media, JobWindow::ALL).await.unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j2", "j1"], 2));
+        // An agency: jobs naming it exactly, by the text index.
+        let agency = JobFilter {
+            agency: Some("agc_1".into()),
+            ..filter("done")
+        };
+        let found = admin.find_jobs_in(&agency, JobWindow::ALL).await.unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j3", "j1"], 2));
+        // Free text, any case, in the payload, the id or the last error.
+        let search = |state: &str, text: &str| JobFilter {
+            search: Some(text.to_owned()),
+            ..filter(state)
+        };
+        let found = admin
+            .find_jobs_in(&search("done", "qx7abc"), JobWindow::ALL)
+            .await
+            .unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j2", "j1"], 2));
+        let found = admin
+            .find_jobs_in(&search("dead", "ANSWERED 503"), JobWindow::ALL)
+            .await
+            .unwrap();
+        assert_eq!(ids(&found), ["j4"]);
+        assert_eq!(
+            found.jobs[0].last_error.as_deref(),
+            Some("endpoint answered 503")
+        );
+        let with_agency = JobFilter {
+            agency: Some("agc_2".into()),
+            ..search("done", "QX7ABC")
+        };
+        assert_eq!(
+            ids(&admin
+                .find_jobs_in(&with_agency, JobWindow::ALL)
+                .await
+                .unwrap()),
+            ["j2"]
+        );
+        // Text shorter than the index serves is looked for all the same.
+        let found = admin
+            .find_jobs_in(&search("done", "J5"), JobWindow::ALL)
+            .await
+            .unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j5"], 1));
+        // A listing number's related ids match as whole JSON strings.
+        let related = JobFilter {
+            related: vec!["evt_1".into()],
+            ..search("done", "NOSUCHNUMBER")
+        };
+        let found = admin.find_jobs_in(&related, JobWindow::ALL).await.unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j5"], 1));
+        let none = admin
+            .find_jobs_in(&search("done", "nothing like it"), JobWindow::ALL)
+            .await
+            .unwrap();
+        assert_eq!((ids(&none), none.total), (Vec::<&str>::new(), 0));
+        let counted = admin
+            .find_jobs_in(
+                &filter("done"),
+                JobWindow {
+                    offset: 0,
+                    limit: Some(0),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((counted.jobs.len(), counted.total), (0, 5));
+    }
+
+    #[tokio::test]
+    async fn a_sqlite_search_starts_from_the_text_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = sqlite_queue(&dir, &[]).await;
+        let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+            unreachable!()
+        };
+        let filter = JobFilter {
+            state: "done".into(),
+            agency: Some("agc_1".into()),
+            search: Some("QX7ABC".into()),
+            ..JobFilter::default()
+        };
+        let text = SqliteText::of(&filter);
+        let sql = format!(
+            "explain query plan select Jobs.id from {} where (status = 'Done'){} order by run_at, Jobs.rowid limit 25",
+            text.from(),
+            text.conditions()
+        );
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(0)
+            .bind(None::<String>)
+            .bind(text.query.as_deref())
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        let plan: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+        assert!(
+            plan[0].starts_with("SCAN job_text VIRTUAL TABLE"),
+            "{plan:?}"
+        );
+        assert!(
+            plan.iter()
+                .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.starts_with("SCAN Jobs")),
+            "{plan:?}"
+        );
     }
 }

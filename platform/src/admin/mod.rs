@@ -21,5 +21,5 @@ pub use ages::{AGE_STATES, OldestJob};
 pub use controls::{CANCELLED, JobDetail};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
-pub use listing::{JOB_STATES, JobFilter, JobSummary, redacted};
+pub use listing::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, redacted};
 pub use queue_admin::QueueAdmin;

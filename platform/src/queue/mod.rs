@@ -15,6 +15,7 @@ mod fair;
 mod promote;
 mod push;
 mod release;
+pub(crate) mod search_index;
 mod slots;
 mod starts;
 pub(crate) mod state_counts;

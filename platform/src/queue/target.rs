@@ -108,18 +108,31 @@ impl JobQueue {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(10));
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(8)
-                    .connect_with(options)
+                // The schema is set up on a pool of its own, closed before
+                // the queue's pool opens: each of the queue's connections
+                // then meets the text index whole when it opens
+                // (`search_index::warm`).
+                let setup = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
                     .await?;
                 let mut migrator = SqliteStorage::<()>::migrations();
                 migrator.dangerous_set_table_name(APALIS_MIGRATIONS_TABLE);
-                migrator.run(&pool).await?;
+                migrator.run(&setup).await?;
                 for statement in SQLITE_QUEUE_TUNING {
-                    sqlx::query(statement).execute(&pool).await?;
+                    sqlx::query(statement).execute(&setup).await?;
                 }
-                sqlx::query(SQLITE_FAIR_TABLE).execute(&pool).await?;
-                super::state_counts::set_up(&pool).await?;
+                sqlx::query(SQLITE_FAIR_TABLE).execute(&setup).await?;
+                super::state_counts::set_up(&setup).await?;
+                super::search_index::set_up(&setup).await?;
+                setup.close().await;
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .after_connect(|connection, _| {
+                        Box::pin(async move { super::search_index::warm(connection).await })
+                    })
+                    .connect_with(options)
+                    .await?;
                 QueueBackend::Sqlite(pool)
             }
             QueueTarget::Redis(url) => {

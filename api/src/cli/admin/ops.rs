@@ -189,10 +189,14 @@ pub(super) async fn run(command: OpsCommand) -> Result<Value, AdminError> {
             }
             let filter = args.filter.input().checked()?;
             let platform = open_platform(&args.storage).await?;
+            let window = platform::admin::JobWindow {
+                offset: 0,
+                limit: Some(args.limit as u64),
+            };
             let found = Console::new(&platform.store, &platform.queue)
-                .search(filter)
+                .search(filter, window)
                 .await?;
-            Ok(found.into_json(args.limit))
+            Ok(found.into_json())
         }
         OpsCommand::Job(args) => {
             let platform = open_platform(&args.storage).await?;

@@ -71,10 +71,10 @@ pub(in crate::ops) async fn confirm_page(
         return Redirect::to(&with_param(&view.link(1), "problem", &problem)).into_response();
     }
     let count = match Console::new(app.store(), &app.platform().queue)
-        .find(filter)
+        .count(filter)
         .await
     {
-        Ok(found) => found.len(),
+        Ok(count) => usize::try_from(count).unwrap_or(usize::MAX),
         Err(err) => return unavailable(&err),
     };
     let shown = action_view(action);

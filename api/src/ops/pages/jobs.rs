@@ -106,34 +106,47 @@ pub(in crate::ops) async fn jobs_page(
         Err(err) => return unavailable(&err),
     };
     let view = FilterView::of(&filter);
-    let Found {
-        jobs: found,
-        runs_in_process,
-        more_runs_in_process,
-    } = match console.search(filter.clone()).await {
+    let asked = query
+        .page
+        .as_deref()
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let page_size = PAGE_SIZE as u64;
+    let window = |page: u64| JobWindow {
+        offset: (page - 1).saturating_mul(page_size),
+        limit: Some(page_size),
+    };
+    let mut found = match console.search(filter.clone(), window(asked)).await {
         Ok(found) => found,
         Err(err) => return unavailable(&err),
     };
+    let pages = found.total.div_ceil(page_size).max(1);
+    let page = asked.min(pages);
+    if page != asked {
+        // Past the last page (jobs left meanwhile, or a hand-made link):
+        // the last one.
+        found = match console.search(filter.clone(), window(page)).await {
+            Ok(found) => found,
+            Err(err) => return unavailable(&err),
+        };
+    }
+    let Found {
+        jobs: found,
+        total,
+        runs_in_process,
+        more_runs_in_process,
+    } = found;
     let runs_in_process = runs_in_process
         .into_iter()
         .enumerate()
         .map(|(index, run)| run_row(index + 1, run))
         .collect();
-    let count = found.len();
-    let pages = count.div_ceil(PAGE_SIZE).max(1);
-    let page = query
-        .page
-        .as_deref()
-        .and_then(|p| p.parse::<usize>().ok())
-        .unwrap_or(1)
-        .clamp(1, pages);
+    let count = usize::try_from(total).unwrap_or(usize::MAX);
+    let page = usize::try_from(page).unwrap_or(usize::MAX);
+    let pages = usize::try_from(pages).unwrap_or(usize::MAX);
     let start = (page - 1) * PAGE_SIZE;
-    let jobs: Vec<JobRow> = found
-        .into_iter()
-        .skip(start)
-        .take(PAGE_SIZE)
-        .map(job_row)
-        .collect();
+    let jobs: Vec<JobRow> = found.into_iter().map(job_row).collect();
     render(&JobsPage {
         current: "jobs",
         notice: query.notice,

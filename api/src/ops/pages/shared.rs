@@ -7,7 +7,7 @@ pub(super) use axum::extract::{Path, Query, State};
 pub(super) use axum::http::{HeaderValue, StatusCode, header};
 pub(super) use axum::response::{IntoResponse, Redirect, Response};
 pub(super) use axum::{Extension, Form};
-pub(super) use platform::admin::{JOB_STATES, JobFilter, JobSummary};
+pub(super) use platform::admin::{JOB_STATES, JobFilter, JobSummary, JobWindow};
 pub(super) use serde::Deserialize;
 pub(super) use storage::Timestamp;
 pub(super) use storage::background::job_console::{
