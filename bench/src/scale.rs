@@ -1,8 +1,10 @@
 //! `bench scale`: how the list routes' cost grows with the data. Seeds a
 //! small and a large database (`storage::volume`, on SQLite and, given a
-//! server, on PostgreSQL), serves the API over each, and times every list
-//! route sequentially from one client: median and p99 at both sizes and
-//! their ratio.
+//! server, on PostgreSQL) and the embedded job queue beside it (finished
+//! jobs pushed through the queue and marked done, some dead), serves the
+//! API and the ops listener over each, and times every list route and
+//! console page sequentially from one client: median and p99 at both sizes
+//! and their ratio.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -36,6 +38,11 @@ pub struct ScaleArgs {
     /// Timed requests per route and size (after ten to warm up).
     #[arg(long, default_value_t = 200)]
     requests: usize,
+    /// Finished jobs in the queue at scale 1.0 (a week of them: what the
+    /// queue keeps of done jobs), spread over the agencies; one in a hundred
+    /// dead.
+    #[arg(long, default_value_t = 1_000_000)]
+    queue_jobs: u64,
     /// A PostgreSQL server (`postgres://user@127.0.0.1:5432/postgres`): the
     /// same sizes are seeded in databases made there. Without it, SQLite only.
     #[arg(long)]
@@ -101,7 +108,8 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
                     "seconds": (seed_seconds * 10.0).round() / 10.0,
                 })
             );
-            let timings = measure(&store, dir.path(), &seeded, args.requests).await?;
+            let queue_jobs = ((args.queue_jobs as f64) * scale).round().max(1.0) as u64;
+            let timings = measure(&store, dir.path(), &seeded, queue_jobs, args.requests).await?;
             for (route, timing) in timings {
                 let key = (backend.to_owned(), route);
                 if !order.contains(&key) {
@@ -166,12 +174,86 @@ async fn open(
     Ok(Store::open(db, &MasterKey::generate(), Clock::System).await?)
 }
 
-/// Serves the API over `store` (no workers: nothing is queued) and times
-/// every list route.
+/// Agencies the queue's jobs are spread over beside the large one (which
+/// has half of them).
+const QUEUE_AGENCIES: u64 = 100;
+
+/// Fills the embedded queue with `count` finished jobs: probes pushed through
+/// the queue in batches, as the platform pushes, then marked done as a
+/// worker's acknowledgement marks them (one in a hundred dead, with an
+/// error). Half name the large agency; the rest are spread over a hundred
+/// others, and one agency has exactly 25 at every size. Returns a probe's
+/// operation id (which one job names) and the 25-job agency.
+async fn seed_queue(
+    platform: &platform::Platform,
+    seeded: &Seeded,
+    count: u64,
+) -> anyhow::Result<(String, String)> {
+    use storage::ids::{AgencyId, OperationId};
+    let others: Vec<AgencyId> = (0..QUEUE_AGENCIES).map(|_| AgencyId::generate()).collect();
+    let few = AgencyId::generate();
+    let mut one_operation = String::new();
+    let mut pushed = 0;
+    while pushed < count {
+        let batch: Vec<(platform::kinds::Probe, platform::PushOptions)> = (pushed
+            ..(pushed + 1_000).min(count))
+            .map(|i| {
+                let agency_id = if i < 25 {
+                    few.clone()
+                } else if i % 2 == 0 {
+                    seeded.agency_id.clone()
+                } else {
+                    others[(i % QUEUE_AGENCIES) as usize].clone()
+                };
+                let probe = platform::kinds::Probe {
+                    operation_id: OperationId::generate(),
+                    agency_id,
+                    is_sandbox: false,
+                    steps: 1,
+                    step_ms: 1,
+                    fail: i % 100 == 42,
+                };
+                (probe, platform::PushOptions::default())
+            })
+            .collect();
+        if pushed == 0 {
+            one_operation = batch[30].0.operation_id.to_string();
+        }
+        pushed += batch.len() as u64;
+        platform.queue.push_many(batch).await?;
+    }
+    let platform::queue::QueueBackend::Sqlite(pool) = platform.queue.backend() else {
+        anyhow::bail!("bench scale measures the embedded queue");
+    };
+    // Done, as an acknowledgement leaves a job; dead, as a last failed
+    // attempt does. In batches, as workers acknowledge.
+    loop {
+        let marked = sqlx::query(
+            "update Jobs set attempts = 1, done_at = run_at,
+                 status = case when instr(cast(job as text), '\"fail\":true') > 0 then 'Failed' else 'Done' end,
+                 max_attempts = case when instr(cast(job as text), '\"fail\":true') > 0 then 1 else max_attempts end,
+                 last_result = case when instr(cast(job as text), '\"fail\":true') > 0
+                     then '{\"Err\":\"the probe failed on purpose\"}' else '{\"Ok\":null}' end
+             where rowid in (select rowid from Jobs where status = 'Pending' limit 10000)",
+        )
+        .execute(pool)
+        .await?
+        .rows_affected();
+        if marked == 0 {
+            break;
+        }
+    }
+    Ok((one_operation, few.to_string()))
+}
+
+/// Serves the API and the ops listener over `store`, with `queue_jobs`
+/// finished jobs in the queue (no workers: nothing runs), and times every
+/// list route and console page.
 async fn measure(
     store: &Store,
     dir: &std::path::Path,
     seeded: &Seeded,
+    queue_jobs: u64,
     requests: usize,
 ) -> anyhow::Result<Vec<(String, Timing)>> {
     let key = crate::fixture::unbounded_key(
@@ -184,6 +266,12 @@ async fn measure(
     .await?;
     let queue = platform::QueueTarget::SqliteFile(dir.join(api::config::QUEUE_FILE));
     let platform = platform::Platform::connect(store.clone(), &queue, None).await?;
+    let started = Instant::now();
+    let (one_operation, few_jobs_agency) = seed_queue(&platform, seeded, queue_jobs).await?;
+    println!(
+        "{}",
+        json!({"queue_jobs": queue_jobs, "seconds": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0})
+    );
     let state = api::AppState::new(
         platform,
         api::PublicUrls {
@@ -192,6 +280,17 @@ async fn measure(
         },
         api::rate_limit::RateLimiter::in_process(),
     );
+    let ops_app = api::ops::router(
+        state.clone(),
+        api::ops::OpsAuth::new(Some((OPS_USER.to_owned(), OPS_PASSWORD.to_owned()))),
+        api::metrics::install(),
+        api::TransportPolicy::serve_all(),
+    );
+    let ops_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let ops_base = format!("http://{}", ops_listener.local_addr()?);
+    let ops_server = tokio::spawn(async move {
+        let _ = api::server::serve(ops_listener, ops_app, None, std::future::pending()).await;
+    });
     let app = api::app(state, api::TransportPolicy::serve_all());
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let base = format!("http://{}/api/v1", listener.local_addr()?);
@@ -277,6 +376,10 @@ async fn measure(
             format!("/listings?limit=50&agent_id={agent}&status=Active"),
         ),
         ("GET /listings/{n}".into(), format!("/listings/{number}")),
+        (
+            "GET /listings/{n}/orders".into(),
+            format!("/listings/{number}/orders"),
+        ),
         ("GET /users".into(), "/users?limit=50".into()),
         (
             "GET /users?role=agent".into(),
@@ -300,6 +403,84 @@ async fn measure(
         ),
     ];
     let mut timings = Vec::new();
+    let ops_get = |path: String| {
+        let request = client
+            .get(format!("{ops_base}{path}"))
+            .basic_auth(OPS_USER, Some(OPS_PASSWORD));
+        async move {
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            ensure!(status.is_success(), "{path}: {status}: {body}");
+            anyhow::Ok(body)
+        }
+    };
+    let done: Value =
+        serde_json::from_str(&ops_get("/ops/api/jobs?state=done&limit=1".into()).await?)?;
+    let job_id = done["items"][0]["id"]
+        .as_str()
+        .context("a done job")?
+        .to_owned();
+    let agency_id = seeded.agency_id.to_string();
+    let pages: Vec<(String, String)> = vec![
+        ("ops: done jobs".into(), "/ops/?state=done".into()),
+        (
+            "ops: done jobs, page 400".into(),
+            "/ops/?state=done&page=400".into(),
+        ),
+        (
+            "ops: done jobs of a queue".into(),
+            "/ops/?state=done&queue=probe".into(),
+        ),
+        ("ops: dead jobs".into(), "/ops/?state=dead".into()),
+        (
+            "ops: done jobs of an agency with 25".into(),
+            format!("/ops/?state=done&agency={few_jobs_agency}"),
+        ),
+        (
+            "ops: done jobs of the agency with half".into(),
+            format!("/ops/?state=done&agency={agency_id}"),
+        ),
+        (
+            "ops: search, one match".into(),
+            format!("/ops/?state=done&search={one_operation}"),
+        ),
+        (
+            "ops: search, no match".into(),
+            "/ops/?state=done&search=no%20such%20text".into(),
+        ),
+        (
+            "ops: search by listing number".into(),
+            format!("/ops/?state=done&search={number}"),
+        ),
+        (
+            "ops: search of errors, dead".into(),
+            "/ops/?state=dead&search=failed%20on%20purpose".into(),
+        ),
+        ("ops: a job".into(), format!("/ops/jobs/{job_id}")),
+        ("ops: workers".into(), "/ops/workers".into()),
+        ("ops: history".into(), "/ops/history".into()),
+        ("ops: audit".into(), "/ops/audit".into()),
+        (
+            "ops api: done jobs".into(),
+            "/ops/api/jobs?state=done&limit=50".into(),
+        ),
+        ("ops api: queues".into(), "/ops/api/queues".into()),
+        ("/metrics".into(), "/metrics".into()),
+    ];
+    for (name, path) in pages {
+        for _ in 0..10 {
+            ops_get(path.clone()).await?;
+        }
+        let mut samples = Vec::with_capacity(requests);
+        for _ in 0..requests {
+            let started = Instant::now();
+            ops_get(path.clone()).await?;
+            samples.push(started.elapsed().as_secs_f64() * 1_000.0);
+        }
+        timings.push((name, percentiles(samples)));
+    }
+    ops_server.abort();
     // Every read a different listing of the working set, round and round:
     // warmed by one pass, then timed.
     for number in &working_set {
@@ -330,6 +511,10 @@ async fn measure(
     server.abort();
     Ok(timings)
 }
+
+/// The ops listener's account in the benchmark.
+const OPS_USER: &str = "bench";
+const OPS_PASSWORD: &str = "bench-ops-password";
 
 /// The median and 99th percentile of `samples` (milliseconds).
 fn percentiles(mut samples: Vec<f64>) -> Timing {
