@@ -67,12 +67,12 @@ impl QueueAdmin {
                     sqlx::query_as(sqlx::AssertSqlSafe(format!(
                         "select job_type,
                             case when {DEAD} then 'dead'
-                                 when status = 'Done' then 'done'
                                  when status in ('Queued', 'Running') then 'running'
                                  when run_at > $1 then 'scheduled'
                                  else 'pending' end as state,
                             min(id)
-                     from Jobs group by 1, 2"
+                     from Jobs where status in ('Pending', 'Queued', 'Running', 'Failed', 'Killed')
+                     group by 1, 2"
                     )))
                     .bind(now)
                     .fetch_all(pool)

@@ -142,6 +142,15 @@ impl QueueAdmin {
         Ok(self.find_jobs_in(filter, JobWindow::ALL).await?.jobs)
     }
 
+    /// Indexes the text of the jobs pushed since the text index last caught
+    /// up (SQLite; Redis has no such index); returns how many.
+    pub async fn index_job_text(&self) -> Result<u64, QueueError> {
+        match self.queue.backend() {
+            QueueBackend::Sqlite(pool) => Ok(search_index::catch_up(pool).await?),
+            QueueBackend::Redis(_) => Ok(0),
+        }
+    }
+
     /// The `window` of the jobs the filter finds, and how many it finds.
     /// On SQLite they come oldest due first (`run_at`, then the order they
     /// were pushed), read by the index of their state and, for a search or
@@ -171,51 +180,68 @@ impl QueueAdmin {
     }
 }
 
-/// How a filter reads SQLite's jobs: the rows it starts from (the text
-/// index's matches, when it has text the index serves, each job then looked
-/// up by its row id; else the jobs by the index of their state), and the
-/// condition on the text too short for the index. `$3` is the text index's
-/// query, `$4` the short text in lower case.
+/// How a filter reads SQLite's jobs. Done jobs (a week of them) with text
+/// the index serves start from the text index's matches, each job then
+/// looked up by its row id; every other state is the backlog or the dead
+/// (bounded by retention), read by the status index and checked row by row.
+/// Placeholders: `$3` the text index's query, `$4` the agency as a JSON
+/// string, `$5` the search text in lower case, `$6` the related ids (a JSON
+/// array).
+#[derive(Debug, Default)]
 struct SqliteText {
-    /// The text index's query: the agency's phrase and the search's.
+    /// The text index's query, when the index serves the filter.
     query: Option<String>,
-    /// Search text shorter than the index serves, in lower case.
-    short: Option<String>,
-    /// The related ids' query, when the search text is short.
+    /// The agency as its payloads name it, when checked row by row.
+    agency: Option<String>,
+    /// The search text in lower case, when checked row by row.
+    search: Option<String>,
+    /// The ids the search stands for, when checked row by row.
     related: Option<String>,
 }
 
 impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
-        let agency = filter
-            .agency
-            .as_deref()
-            .map(|agency| search_index::phrase(&format!("\"{agency}\"")));
-        let (search, short, related) = match filter.search.as_deref() {
-            None => (None, None, None),
-            Some(search) => match search_index::any_of(Some(search), &filter.related) {
-                Some(query) => (Some(query), None, None),
-                None => (
-                    None,
-                    Some(search.to_lowercase()),
-                    search_index::any_of(None, &filter.related),
-                ),
-            },
-        };
-        let query = match (agency, search) {
-            (Some(agency), Some(search)) => Some(format!("{agency} AND ({search})")),
-            (agency, search) => agency.or(search),
-        };
+        if filter.agency.is_none() && filter.search.is_none() {
+            return Self::default();
+        }
+        if filter.state == "done" {
+            let agency = filter
+                .agency
+                .as_deref()
+                .map(|agency| search_index::phrase(&format!("\"{agency}\"")));
+            let search = match filter.search.as_deref() {
+                None => Ok(None),
+                Some(search) => search_index::any_of(Some(search), &filter.related)
+                    .map(Some)
+                    .ok_or(()),
+            };
+            if let Ok(search) = search {
+                let query = match (agency, search) {
+                    (Some(agency), Some(search)) => format!("{agency} AND ({search})"),
+                    (Some(only), None) | (None, Some(only)) => only,
+                    (None, None) => unreachable!("a filter with text"),
+                };
+                return Self {
+                    query: Some(query),
+                    ..Self::default()
+                };
+            }
+        }
         Self {
-            query,
-            short,
-            related,
+            query: None,
+            agency: filter
+                .agency
+                .as_deref()
+                .map(|agency| format!("\"{agency}\"")),
+            search: filter.search.as_deref().map(str::to_lowercase),
+            related: (!filter.related.is_empty())
+                .then(|| serde_json::to_string(&filter.related).unwrap_or_default()),
         }
     }
 
     /// Whether the filter has text at all (so its total is counted).
     fn any(&self) -> bool {
-        self.query.is_some() || self.short.is_some()
+        self.query.is_some() || self.agency.is_some() || self.search.is_some()
     }
 
     /// The `from` clause: the index's matches driving, joined to their jobs
@@ -235,17 +261,20 @@ impl SqliteText {
         if self.query.is_some() {
             conditions.push_str(" and job_text match $3");
         }
-        if self.short.is_some() {
+        if self.agency.is_some() {
+            conditions.push_str(" and instr(cast(Jobs.job as text), $4) > 0");
+        }
+        if self.search.is_some() {
             let mut either = vec![
-                "instr(lower(Jobs.id), $4) > 0".to_owned(),
-                "instr(lower(cast(Jobs.job as text)), $4) > 0".to_owned(),
-                "instr(lower(coalesce(Jobs.last_result, '')), $4) > 0".to_owned(),
+                "instr(lower(Jobs.id), $5) > 0",
+                "instr(lower(cast(Jobs.job as text)), $5) > 0",
+                "instr(lower(coalesce(Jobs.last_result, '')), $5) > 0",
             ];
-            if let Some(related) = &self.related {
-                either.push(format!(
-                    "Jobs.rowid in (select rowid from job_text where job_text match '{}')",
-                    related.replace('\'', "''")
-                ));
+            if self.related.is_some() {
+                either.push(
+                    "exists (select 1 from json_each($6)
+                             where instr(cast(Jobs.job as text), '\"' || value || '\"') > 0)",
+                );
             }
             conditions.push_str(&format!(" and ({})", either.join(" or ")));
         }
@@ -263,6 +292,10 @@ async fn sqlite_jobs(
         return Ok(FoundJobs::default());
     };
     let text = SqliteText::of(filter);
+    if text.query.is_some() {
+        // The jobs pushed since the maintenance schedule last indexed.
+        search_index::catch_up(pool).await?;
+    }
     let from = text.from();
     let conditions = format!(
         "({state}) and ($2 is null or job_type = $2){}",
@@ -275,12 +308,14 @@ async fn sqlite_jobs(
     let offset = i64::try_from(window.offset).unwrap_or(i64::MAX);
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {from}
-         where {conditions} order by run_at, Jobs.rowid limit $5 offset $6"
+         where {conditions} order by run_at, Jobs.rowid limit $7 offset $8"
     )))
     .bind(now)
     .bind(filter.queue.as_deref())
     .bind(text.query.as_deref())
-    .bind(text.short.as_deref())
+    .bind(text.agency.as_deref())
+    .bind(text.search.as_deref())
+    .bind(text.related.as_deref())
     .bind(limit)
     .bind(offset)
     .fetch_all(pool)
@@ -322,7 +357,9 @@ async fn sqlite_jobs(
             .bind(now)
             .bind(filter.queue.as_deref())
             .bind(text.query.as_deref())
-            .bind(text.short.as_deref())
+            .bind(text.agency.as_deref())
+            .bind(text.search.as_deref())
+            .bind(text.related.as_deref())
             .fetch_one(pool)
             .await?
         }
@@ -511,16 +548,25 @@ mod tests {
             unreachable!()
         };
         for (id, queue_name, status, attempts, run_at, payload, result) in jobs {
+            // Pushed as apalis pushes, then moved to its state as a worker
+            // moves it.
             sqlx::query(
-                "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at, last_result)
-                 values ($1, $2, $3, $4, $5, 3, $6, $7)",
+                "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+                 values ($1, $2, $3, 'Pending', 0, 3, $4)",
             )
             .bind(payload.to_string().into_bytes())
             .bind(id)
             .bind(queue_name)
+            .bind(run_at)
+            .execute(pool)
+            .await
+            .unwrap();
+            sqlx::query(
+                "update Jobs set status = $2, attempts = $3, last_result = $4 where id = $1",
+            )
+            .bind(id)
             .bind(status)
             .bind(attempts)
-            .bind(run_at)
             .bind(result)
             .execute(pool)
             .await

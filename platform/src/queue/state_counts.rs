@@ -1,19 +1,20 @@
-//! How many jobs of each queue are in each state on SQLite, kept by the
-//! database itself: triggers on apalis-sqlite's `Jobs` count every insert,
-//! state change and delete in the statement that makes it, so the console's
-//! counts and `/metrics` read a few rows however many finished jobs the file
-//! keeps (a `count(*)` over `Jobs` read every one of them on every page load
-//! and every scrape).
+//! How many jobs of each queue are finished on SQLite, kept by the database
+//! itself: triggers on apalis-sqlite's `Jobs` count each job that becomes
+//! (or stops being) done or dead in the statement that changes it, so the
+//! console's counts and `/metrics` never read the week of finished jobs the
+//! file keeps (a `count(*)` over `Jobs` read every one of them on every page
+//! load and every scrape). The waiting and running states are the backlog:
+//! they are counted from the status index, whose ranges hold only them. A
+//! push (always `Pending`) and a worker's lock fire no counting statement:
+//! only the triggers' conditions are checked.
 //!
-//! A job's counted state is its `status`, except that a job out of attempts
-//! (or killed) counts as `dead`, as [`crate::admin`]'s `DEAD` condition
-//! says. `Pending` jobs are counted whole; which of them wait for a later
-//! `run_at` is read from the `(status, run_at)` index, whose range is the
-//! backlog, never the history.
+//! A job's state is its `status`, except that a job out of attempts (or
+//! killed) is `dead`, as [`crate::admin`]'s `DEAD` condition says.
 
 use sqlx::SqlitePool;
 
-/// The counts: one row per queue (`job_type`) and counted state.
+/// The counts: one row per queue (`job_type`) and finished state (`Done`,
+/// `dead`).
 const COUNTS_TABLE: &str = "create table job_state_counts (
     job_type text not null,
     state text not null,
@@ -21,9 +22,19 @@ const COUNTS_TABLE: &str = "create table job_state_counts (
     primary key (job_type, state)
 ) without rowid";
 
-/// The triggers' names, the insert's last: its presence says the counts are
-/// set up and kept.
-const TRIGGERS: [&str; 3] = [
+/// The triggers' names, the update's last: its presence says the counts are
+/// set up and kept. There is none on insert: apalis pushes every job
+/// `Pending` (`queries/task/sink.sql`), which is not counted here, so a push
+/// runs no trigger at all (one that only checked its condition made a push
+/// a third dearer).
+const TRIGGERS: [&str; 2] = [
+    "jobs_finished_counted_on_delete",
+    "jobs_finished_counted_on_update",
+];
+
+/// Triggers of an earlier shape of the counts (every state), dropped when
+/// the counts are set up again.
+const EARLIER_TRIGGERS: [&str; 3] = [
     "jobs_counted_on_delete",
     "jobs_counted_on_update",
     "jobs_counted_on_insert",
@@ -48,16 +59,23 @@ fn state_of(row: &str) -> String {
     )
 }
 
-/// One job more in `row`'s queue and state.
+/// Whether `row`'s state is a finished one, which the table counts.
+fn finished(row: &str) -> String {
+    format!("{} in ('Done', 'dead')", state_of(row))
+}
+
+/// One job more in `row`'s queue and state, if it is a finished one.
 fn count_in(row: &str) -> String {
     format!(
-        "insert into job_state_counts (job_type, state, jobs) values ({row}.job_type, {}, 1)
+        "insert into job_state_counts (job_type, state, jobs)
+         select {row}.job_type, {}, 1 where {}
          on conflict (job_type, state) do update set jobs = jobs + 1;",
-        state_of(row)
+        state_of(row),
+        finished(row)
     )
 }
 
-/// One job fewer in `row`'s queue and state.
+/// One job fewer in `row`'s queue and state (no row for an unfinished one).
 fn count_out(row: &str) -> String {
     format!(
         "update job_state_counts set jobs = jobs - 1 where job_type = {row}.job_type and state = {};",
@@ -73,27 +91,26 @@ fn set_up_statements() -> Vec<String> {
         COUNTS_TABLE.to_owned(),
         format!(
             "insert into job_state_counts (job_type, state, jobs)
-             select job_type, {}, count(*) from Jobs group by 1, 2",
-            state_of("")
+             select job_type, {state}, count(*) from Jobs where {finished} group by 1, 2",
+            state = state_of(""),
+            finished = finished(""),
         ),
         format!(
-            "create trigger {} after delete on Jobs begin {} end",
+            "create trigger {} after delete on Jobs when {} begin {} end",
             TRIGGERS[0],
+            finished("old"),
             count_out("old")
         ),
         format!(
             "create trigger {} after update of job_type, status, attempts, max_attempts on Jobs
-             when old.job_type is not new.job_type or {} is not {}
+             when ({} or {}) and (old.job_type is not new.job_type or {} is not {})
              begin {} {} end",
             TRIGGERS[1],
+            finished("old"),
+            finished("new"),
             state_of("old"),
             state_of("new"),
             count_out("old"),
-            count_in("new")
-        ),
-        format!(
-            "create trigger {} after insert on Jobs begin {} end",
-            TRIGGERS[2],
             count_in("new")
         ),
     ]
@@ -107,11 +124,11 @@ pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let kept: i64 = sqlx::query_scalar(
         "select count(*) from sqlite_master where type = 'trigger' and name = $1",
     )
-    .bind(TRIGGERS[2])
+    .bind(TRIGGERS[1])
     .fetch_one(&mut *tx)
     .await?;
     if kept == 0 {
-        for trigger in TRIGGERS {
+        for trigger in EARLIER_TRIGGERS.iter().chain(&TRIGGERS) {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "drop trigger if exists {trigger}"
             )))
@@ -127,17 +144,29 @@ pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     tx.commit().await
 }
 
-/// Every queue's jobs by counted state (`Pending`, `Queued`, `Running`,
-/// `Done`, `Failed` for a failed job with attempts left, `dead`), and how
-/// many of its `Pending` jobs wait for a `run_at` after `now`.
+/// Every queue's jobs by state (`Pending`, `Queued`, `Running`, `Done`,
+/// `Failed` for a failed job with attempts left, `dead`), and how many of its
+/// `Pending` jobs wait for a `run_at` after `now`.
 pub(crate) async fn read(
     pool: &SqlitePool,
     now: i64,
 ) -> Result<(Vec<(String, String, i64)>, Vec<(String, i64)>), sqlx::Error> {
-    let counts: Vec<(String, String, i64)> =
+    let mut counts: Vec<(String, String, i64)> =
         sqlx::query_as("select job_type, state, jobs from job_state_counts where jobs <> 0")
             .fetch_all(pool)
             .await?;
+    // The unfinished states, by the status index's ranges: the backlog, and
+    // the failed jobs (dead ones among them are counted above).
+    let unfinished: Vec<(String, String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "select job_type, {state}, count(*) from Jobs
+         where status in ('Pending', 'Queued', 'Running', 'Failed') and not {finished}
+         group by 1, 2",
+        state = state_of(""),
+        finished = finished(""),
+    )))
+    .fetch_all(pool)
+    .await?;
+    counts.extend(unfinished);
     let scheduled: Vec<(String, i64)> = sqlx::query_as(
         "select job_type, count(*) from Jobs where status = 'Pending' and run_at > $1 group by 1",
     )
@@ -165,9 +194,24 @@ mod tests {
         .unwrap()
     }
 
+    /// What the console reads; the finished states' figures must be the
+    /// table's, kept by the triggers.
     async fn kept(pool: &SqlitePool) -> Vec<(String, String, i64)> {
         let (mut counts, _) = read(pool, 0).await.unwrap();
         counts.sort();
+        let mut table: Vec<(String, String, i64)> = sqlx::query_as(
+            "select job_type, state, jobs from job_state_counts where jobs <> 0 order by 1, 2",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        table.sort();
+        let finished: Vec<(String, String, i64)> = counted_whole(pool)
+            .await
+            .into_iter()
+            .filter(|(_, state, _)| state == "Done" || state == "dead")
+            .collect();
+        assert_eq!(table, finished);
         counts
     }
 
@@ -179,7 +223,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_counts_follow_every_insert_change_and_delete() {
+    async fn the_counts_follow_every_push_change_and_delete() {
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect("sqlite::memory:")

@@ -44,6 +44,9 @@ pub enum Maintenance {
     /// Roll finished job runs up into the console's per-minute and per-hour
     /// history, and forget runs and worker processes past keeping.
     RollUpJobHistory,
+    /// Index the text of the jobs pushed since the last run, for the
+    /// console's searches of done jobs (embedded queue).
+    IndexJobText,
 }
 
 /// A delivery attempt this far past due is pushed again by the sweep.
@@ -67,7 +70,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 12] = [
+    pub const ALL: [Maintenance; 13] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -80,6 +83,7 @@ impl Maintenance {
         Self::PurgeProgressHistory,
         Self::RemovalNotices,
         Self::RollUpJobHistory,
+        Self::IndexJobText,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -97,6 +101,7 @@ impl Maintenance {
             Self::PurgeProgressHistory => "progress_history_purge",
             Self::RemovalNotices => "route_removal_notices",
             Self::RollUpJobHistory => "job_history_rollup",
+            Self::IndexJobText => "job_text_index",
         }
     }
 
@@ -115,6 +120,7 @@ impl Maintenance {
             Self::PurgeProgressHistory => "25 42 * * * *",
             Self::RemovalNotices => "5 17 * * * *",
             Self::RollUpJobHistory => "3 * * * * *",
+            Self::IndexJobText => "7/15 * * * * *",
         }
     }
 
@@ -227,6 +233,11 @@ impl Maintenance {
                 store
                     .schedules()
                     .purge_ticks(now.plus_seconds(-86_400))
+                    .await?
+            }
+            Self::IndexJobText => {
+                QueueAdmin::new(platform.queue.clone())
+                    .index_job_text()
                     .await?
             }
             Self::PurgeFinishedJobs => {
