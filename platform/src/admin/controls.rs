@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::dead::error_of;
-use super::listing::{JobSummary, redacted};
+use super::found::{JobSummary, redacted};
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
 use crate::queue::{PARKED_AT, QueueBackend, QueueError};

@@ -5,21 +5,24 @@
 //!
 //! One file per part: the operator's handle (`queue_admin`), depth by state
 //! (`depths`), the oldest job's age by state (`ages`), dead jobs and their
-//! retry or discard (`dead`), jobs found by filter (`listing`), one job and
-//! the actions on waiting ones (`controls`), and the purge of finished jobs
-//! (`purge`).
+//! retry or discard (`dead`), jobs found by filter (`listing`, with what
+//! its filters are made of in `found`), one job and
+//! the actions on waiting ones (`controls`), the purge of finished jobs
+//! (`purge`), and the embedded queue's side of finding jobs (`sqlite_jobs`).
 
 mod ages;
 mod controls;
 mod dead;
 mod depths;
+mod found;
 mod listing;
 mod purge;
 mod queue_admin;
+mod sqlite_jobs;
 
 pub use ages::{AGE_STATES, OldestJob};
 pub use controls::{CANCELLED, JobDetail};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
-pub use listing::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, redacted};
+pub use found::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, redacted};
 pub use queue_admin::QueueAdmin;

@@ -1,0 +1,108 @@
+//! What the console's filters are made of, shared by both queues' readers:
+//! the filter, a job as a list shows it, the window of a list and what a
+//! filter finds, and the redaction of secrets in payloads.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The states a job can be found in.
+pub const JOB_STATES: [&str; 6] = ["queued", "scheduled", "running", "retrying", "dead", "done"];
+
+/// What to look for.
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    /// One of [`JOB_STATES`].
+    pub state: String,
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only jobs whose payload names this agency.
+    pub agency: Option<String>,
+    /// Only jobs whose id, payload or last error contains this text (or,
+    /// when `related` is not empty, whose payload names one of those ids).
+    pub search: Option<String>,
+    /// Ids the search text stands for (a listing number stands for its
+    /// listing, media, events and deliveries): a job naming any matches.
+    pub related: Vec<String>,
+}
+
+/// A job as an operator sees it in a list.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// Task id (a ULID).
+    pub id: String,
+    /// Queue.
+    pub queue: String,
+    /// One of [`JOB_STATES`].
+    pub state: String,
+    /// Runs so far.
+    pub attempts: u64,
+    /// The last error the handler returned.
+    pub last_error: Option<String>,
+    /// Its payload, with anything named like a secret redacted.
+    pub payload: Value,
+}
+
+/// Which of a filter's jobs to read, in the order a list shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobWindow {
+    /// How many to skip.
+    pub offset: u64,
+    /// How many to read at most; None for every one (a bulk action).
+    pub limit: Option<u64>,
+}
+
+impl JobWindow {
+    /// Every job the filter finds.
+    pub const ALL: Self = Self {
+        offset: 0,
+        limit: None,
+    };
+}
+
+/// A window of the jobs a filter finds, and how many it finds in all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FoundJobs {
+    /// The window's jobs.
+    pub jobs: Vec<JobSummary>,
+    /// Every job the filter finds.
+    pub total: u64,
+}
+
+/// Field names whose values a list never shows.
+const SECRET_NAMES: [&str; 5] = ["secret", "token", "password", "key", "signature"];
+
+/// `payload` with the value of every field named like a secret replaced.
+pub fn redacted(payload: Value) -> Value {
+    match payload {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(name, value)| {
+                    let lower = name.to_ascii_lowercase();
+                    if SECRET_NAMES.iter().any(|secret| lower.contains(secret)) {
+                        (name, Value::String("[redacted]".to_owned()))
+                    } else {
+                        (name, redacted(value))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(redacted).collect()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn secrets_never_show() {
+        let payload = json!({"endpoint_id": "whe_1", "signing_secret": "whsec_x", "nested": [{"api_key": "sk"}]});
+        assert_eq!(
+            redacted(payload),
+            json!({"endpoint_id": "whe_1", "signing_secret": "[redacted]", "nested": [{"api_key": "[redacted]"}]})
+        );
+    }
+}
