@@ -179,10 +179,12 @@ pub(super) async fn sqlite_jobs(
     let kept = match filter.state.as_str() {
         "done" => Some("Done"),
         "dead" => Some("dead"),
+        "retrying" => Some("Failed"),
         _ => None,
     };
     let total: i64 = match kept {
-        // The finished states grow with the history: their count is kept.
+        // The finished states grow with the history, and the failed share a
+        // status with the dead: their count is kept.
         Some(kept) if !text.any() => {
             sqlx::query_scalar(
                 "select coalesce(sum(jobs), 0) from job_state_counts

@@ -1,20 +1,22 @@
-//! How many jobs of each queue are finished on SQLite, kept by the database
-//! itself: triggers on apalis-sqlite's `Jobs` count each job that becomes
-//! (or stops being) done or dead in the statement that changes it, so the
-//! console's counts and `/metrics` never read the week of finished jobs the
-//! file keeps (a `count(*)` over `Jobs` read every one of them on every page
-//! load and every scrape). The waiting and running states are the backlog:
-//! they are counted from the status index, whose ranges hold only them. A
-//! push (always `Pending`) and a worker's lock fire no counting statement:
-//! only the triggers' conditions are checked.
+//! How many jobs of each queue are done, dead or failed on SQLite, kept by
+//! the database itself: triggers on apalis-sqlite's `Jobs` count each job
+//! that enters or leaves one of those states in the statement that moves
+//! it, so the console's counts and `/metrics` never read the week of done
+//! jobs and the month of dead ones the file keeps (a `count(*)` over `Jobs`
+//! read every one of them on every page load and every scrape; the failed
+//! ones share a status with the dead, so they are counted here too). The
+//! waiting and running states are the backlog: they are counted from the
+//! status index, whose ranges hold only them. A push (always `Pending`) and
+//! a worker's lock fire no counting statement: only the triggers'
+//! conditions are checked.
 //!
 //! A job's state is its `status`, except that a job out of attempts (or
 //! killed) is `dead`, as [`crate::admin`]'s `DEAD` condition says.
 
 use sqlx::SqlitePool;
 
-/// The counts: one row per queue (`job_type`) and finished state (`Done`,
-/// `dead`).
+/// The counts: one row per queue (`job_type`) and counted state (`Done`,
+/// `dead`, `Failed`).
 const COUNTS_TABLE: &str = "create table job_state_counts (
     job_type text not null,
     state text not null,
@@ -28,16 +30,18 @@ const COUNTS_TABLE: &str = "create table job_state_counts (
 /// runs no trigger at all (one that only checked its condition made a push
 /// a third dearer).
 const TRIGGERS: [&str; 2] = [
-    "jobs_finished_counted_on_delete",
-    "jobs_finished_counted_on_update",
+    "jobs_counted_by_state_on_delete",
+    "jobs_counted_by_state_on_update",
 ];
 
 /// Triggers of an earlier shape of the counts (every state), dropped when
 /// the counts are set up again.
-const EARLIER_TRIGGERS: [&str; 3] = [
+const EARLIER_TRIGGERS: [&str; 5] = [
     "jobs_counted_on_delete",
     "jobs_counted_on_update",
     "jobs_counted_on_insert",
+    "jobs_finished_counted_on_delete",
+    "jobs_finished_counted_on_update",
 ];
 
 /// The counted state of the `Jobs` row named `row` (`new`, `old`, or none
@@ -59,9 +63,9 @@ fn state_of(row: &str) -> String {
     )
 }
 
-/// Whether `row`'s state is a finished one, which the table counts.
+/// Whether `row`'s state is one the table counts.
 fn finished(row: &str) -> String {
-    format!("{} in ('Done', 'dead')", state_of(row))
+    format!("{} in ('Done', 'dead', 'Failed')", state_of(row))
 }
 
 /// One job more in `row`'s queue and state, if it is a finished one.
@@ -155,15 +159,11 @@ pub(crate) async fn read(
         sqlx::query_as("select job_type, state, jobs from job_state_counts where jobs <> 0")
             .fetch_all(pool)
             .await?;
-    // The unfinished states, by the status index's ranges: the backlog, and
-    // the failed jobs (dead ones among them are counted above).
-    let unfinished: Vec<(String, String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "select job_type, {state}, count(*) from Jobs
-         where status in ('Pending', 'Queued', 'Running', 'Failed') and not {finished}
-         group by 1, 2",
-        state = state_of(""),
-        finished = finished(""),
-    )))
+    // The backlog, by the status index's ranges.
+    let unfinished: Vec<(String, String, i64)> = sqlx::query_as(
+        "select job_type, status, count(*) from Jobs
+         where status in ('Pending', 'Queued', 'Running') group by 1, 2",
+    )
     .fetch_all(pool)
     .await?;
     counts.extend(unfinished);
@@ -209,7 +209,7 @@ mod tests {
         let finished: Vec<(String, String, i64)> = counted_whole(pool)
             .await
             .into_iter()
-            .filter(|(_, state, _)| state == "Done" || state == "dead")
+            .filter(|(_, state, _)| ["Done", "dead", "Failed"].contains(&state.as_str()))
             .collect();
         assert_eq!(table, finished);
         counts
