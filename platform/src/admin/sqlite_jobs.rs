@@ -4,6 +4,8 @@
 //! states' totals from the kept counts (`crate::queue::state_counts`).
 
 use serde_json::Value;
+use sqlx::Arguments;
+use sqlx::sqlite::SqliteArguments;
 
 use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
 use super::queue_admin::DEAD;
@@ -127,6 +129,16 @@ impl SqliteText {
     }
 }
 
+/// Adds `value` as the next placeholder's.
+fn bind<'q, T>(arguments: &mut SqliteArguments, value: T) -> Result<(), QueueError>
+where
+    T: sqlx::Encode<'q, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + 'q,
+{
+    arguments
+        .add(value)
+        .map_err(|err| QueueError::Sqlite(sqlx::Error::Encode(err)))
+}
+
 /// The window of jobs a filter finds on SQLite.
 pub(super) async fn sqlite_jobs(
     pool: &sqlx::SqlitePool,
@@ -151,18 +163,25 @@ pub(super) async fn sqlite_jobs(
         .limit
         .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
     let offset = i64::try_from(window.offset).unwrap_or(i64::MAX);
-    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {from}
-         where {conditions} order by run_at, Jobs.rowid limit $7 offset $8"
-    )))
-    .bind(now)
-    .bind(filter.queue.as_deref())
-    .bind(text.query.as_deref())
-    .bind(text.agency.as_deref())
-    .bind(text.search.as_deref())
-    .bind(text.related.as_deref())
-    .bind(limit)
-    .bind(offset)
+    // The filter's values, bound once for the window and for the count
+    // (`$7` and `$8`, the window, only the former reads).
+    let mut arguments = SqliteArguments::default();
+    bind(&mut arguments, now)?;
+    bind(&mut arguments, filter.queue.clone())?;
+    bind(&mut arguments, text.query.clone())?;
+    bind(&mut arguments, text.agency.clone())?;
+    bind(&mut arguments, text.search.clone())?;
+    bind(&mut arguments, text.related.clone())?;
+    let counted = arguments.clone();
+    bind(&mut arguments, limit)?;
+    bind(&mut arguments, offset)?;
+    let rows: Vec<Row> = sqlx::query_as_with(
+        sqlx::AssertSqlSafe(format!(
+            "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {from}
+             where {conditions} order by run_at, Jobs.rowid limit $7 offset $8"
+        )),
+        arguments,
+    )
     .fetch_all(pool)
     .await?;
     let jobs = rows
@@ -198,15 +217,10 @@ pub(super) async fn sqlite_jobs(
         // The waiting and running states are the backlog; a search counts
         // what it found.
         _ => {
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "select count(*) from {from} where {conditions}"
-            )))
-            .bind(now)
-            .bind(filter.queue.as_deref())
-            .bind(text.query.as_deref())
-            .bind(text.agency.as_deref())
-            .bind(text.search.as_deref())
-            .bind(text.related.as_deref())
+            sqlx::query_scalar_with(
+                sqlx::AssertSqlSafe(format!("select count(*) from {from} where {conditions}")),
+                counted,
+            )
             .fetch_one(pool)
             .await?
         }
