@@ -20,6 +20,8 @@ mod slots;
 mod starts;
 pub(crate) mod state_counts;
 mod target;
+#[cfg(test)]
+mod test_queue;
 mod wake;
 
 pub use fair::{FAIR_SPAN, PARKED_AT, feed, sqlite_priority};

@@ -172,10 +172,8 @@ pub(crate) fn any_of(text: Option<&str>, ids: &[String]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use apalis_sqlite::SqliteStorage;
-    use sqlx::sqlite::SqlitePoolOptions;
-
     use super::*;
+    use crate::queue::test_queue::{memory_queue, run};
 
     async fn found(pool: &SqlitePool, query: &str) -> Vec<String> {
         sqlx::query_scalar(
@@ -188,21 +186,9 @@ mod tests {
         .unwrap()
     }
 
-    async fn run(pool: &SqlitePool, sql: &str) {
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(pool)
-            .await
-            .unwrap();
-    }
-
     #[tokio::test]
     async fn the_index_catches_up_with_pushes_and_forgets_deleted_jobs() {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
-            .await
-            .unwrap();
-        SqliteStorage::<()>::migrations().run(&pool).await.unwrap();
+        let pool = memory_queue().await;
         // A job there before the index is set up is indexed by its first
         // catch-up; a payload stored as a blob (as apalis binds it) is read
         // as its text.

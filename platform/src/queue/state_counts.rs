@@ -178,10 +178,8 @@ pub(crate) async fn read(
 
 #[cfg(test)]
 mod tests {
-    use apalis_sqlite::SqliteStorage;
-    use sqlx::sqlite::SqlitePoolOptions;
-
     use super::*;
+    use crate::queue::test_queue::{memory_queue, run};
 
     /// The counts as a `count(*)` over every job reads them.
     async fn counted_whole(pool: &SqlitePool) -> Vec<(String, String, i64)> {
@@ -215,21 +213,9 @@ mod tests {
         counts
     }
 
-    async fn run(pool: &SqlitePool, sql: &str) {
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-            .execute(pool)
-            .await
-            .unwrap();
-    }
-
     #[tokio::test]
     async fn the_counts_follow_every_push_change_and_delete() {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect("sqlite::memory:")
-            .await
-            .unwrap();
-        SqliteStorage::<()>::migrations().run(&pool).await.unwrap();
+        let pool = memory_queue().await;
         let insert = |id: &str, queue: &str, status: &str, attempts: i64| {
             format!(
                 "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
