@@ -61,8 +61,32 @@ pub mod sql {
     use storage::Database;
     use tests::TestApp;
 
+    /// Changes the schema of a SQLite database that other connections are
+    /// writing to. A lone `create` or `drop` starts as a reader and fails at
+    /// once ("database is locked", no busy wait) when another connection
+    /// commits before it takes the write lock; `begin immediate` takes the
+    /// lock first, waiting its turn as any writer does.
+    pub async fn sqlite_schema_change(pool: &sqlx::SqlitePool, sql: &str) {
+        let mut tx = pool.begin_with("begin immediate").await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+
     macro_rules! execute {
-        ($db:expr, $sql:expr $(, $bind:expr)*) => {
+        ($db:expr, $sql:expr) => {
+            match $db {
+                Database::Sqlite(sqlite) => {
+                    sqlite_schema_change(sqlite.pool(), $sql).await;
+                    Ok::<(), sqlx::Error>(())
+                }
+                Database::Postgres(pool) => sqlx::query($sql).execute(pool).await.map(|_| ()),
+            }
+            .unwrap()
+        };
+        ($db:expr, $sql:expr $(, $bind:expr)+) => {
             match $db {
                 Database::Sqlite(sqlite) => sqlx::query($sql)$(.bind($bind))*.execute(sqlite.pool()).await.map(|_| ()),
                 Database::Postgres(pool) => sqlx::query($sql)$(.bind($bind))*.execute(pool).await.map(|_| ()),
@@ -157,7 +181,8 @@ pub mod sql {
                      when new.event_type = '{event_type}'
                      begin select raise(abort, 'injected failure'); end"
                 );
-                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await.map(|_| ())
+                sqlite_schema_change(pool, &sql).await;
+                Ok::<(), sqlx::Error>(())
             }
             Database::Postgres(pool) => {
                 let function = format!(
@@ -183,10 +208,10 @@ pub mod sql {
     /// Removes the trigger `fail_inserts_of_event` created.
     pub async fn drop_injected_failure(db: &Database) {
         match db {
-            Database::Sqlite(sqlite) => sqlx::query("drop trigger injected_failure")
-                .execute(sqlite.pool())
-                .await
-                .map(|_| ()),
+            Database::Sqlite(sqlite) => {
+                sqlite_schema_change(sqlite.pool(), "drop trigger injected_failure").await;
+                Ok::<(), sqlx::Error>(())
+            }
             Database::Postgres(pool) => sqlx::query("drop trigger injected_failure on events")
                 .execute(pool)
                 .await

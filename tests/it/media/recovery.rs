@@ -149,10 +149,7 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
          begin select raise(abort, 'progress refused'); end",
         media.ctx.agency.id
     );
-    sqlx::query(sqlx::AssertSqlSafe(refuse))
-        .execute(sqlite.pool())
-        .await
-        .unwrap();
+    crate::support::sql::sqlite_schema_change(sqlite.pool(), &refuse).await;
     let response = media
         .upload(&[Part::File("files", "front.jpg", jpeg(320, 200))])
         .await;
@@ -193,8 +190,6 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
         events[1].1["operation"]["files"][0]["failure_reason"],
         "processing failed"
     );
-    sqlx::query("drop trigger refuse_progress")
-        .execute(sqlite.pool())
-        .await
-        .unwrap();
+    // The workers are still writing: the drop waits its turn.
+    crate::support::sql::sqlite_schema_change(sqlite.pool(), "drop trigger refuse_progress").await;
 }
