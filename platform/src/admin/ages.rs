@@ -48,6 +48,32 @@ local dead = lowest(redis.call('smembers', KEYS[5]), false)
 return {pending, scheduled, running, dead}
 ";
 
+/// The smallest id per queue and state on SQLite (`$1` now, `$2` the
+/// queues as a JSON array): the backlog by its statuses' ranges (the failed
+/// jobs still retrying by apalis-sqlite's partial index of them, pinned
+/// with the crate), the dead by one seek per queue into theirs, so the
+/// month of dead jobs is never read.
+pub(super) fn sqlite_oldest_statement() -> String {
+    format!(
+        "select job_type,
+            case when status in ('Queued', 'Running') then 'running'
+                 when run_at > $1 then 'scheduled'
+                 else 'pending' end,
+            min(id)
+         from Jobs where status in ('Pending', 'Queued', 'Running')
+         group by 1, 2
+         union all
+         select job_type, case when run_at > $1 then 'scheduled' else 'pending' end, min(id)
+         from Jobs indexed by idx_jobs_failed where status = 'Failed' and attempts < max_attempts
+         group by 1, 2
+         union all
+         select queue.value, 'dead',
+            (select min(id) from Jobs indexed by jobs_dead_by_queue
+             where job_type = queue.value and {DEAD})
+         from json_each($2) as queue"
+    )
+}
+
 /// Seconds between the push of the job with id `id` and `now_ms`; none for
 /// an id that is not a ULID.
 fn age_of(id: &str, now_ms: u64) -> Option<f64> {
@@ -63,23 +89,20 @@ impl QueueAdmin {
         match self.queue.backend() {
             QueueBackend::Sqlite(pool) => {
                 let now = chrono::Utc::now().timestamp();
-                let rows: Vec<(String, String, String)> =
-                    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                        "select job_type,
-                            case when {DEAD} then 'dead'
-                                 when status in ('Queued', 'Running') then 'running'
-                                 when run_at > $1 then 'scheduled'
-                                 else 'pending' end as state,
-                            min(id)
-                     from Jobs where status in ('Pending', 'Queued', 'Running', 'Failed', 'Killed')
-                     group by 1, 2"
-                    )))
-                    .bind(now)
-                    .fetch_all(pool)
-                    .await?;
+                let rows: Vec<(String, String, Option<String>)> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(sqlite_oldest_statement()))
+                        .bind(now)
+                        .bind(serde_json::to_string(&QUEUES).unwrap_or_default())
+                        .fetch_all(pool)
+                        .await?;
                 for (queue, state, id) in rows {
-                    if let Some(state) = AGE_STATES.iter().find(|s| **s == state) {
-                        lowest.insert((queue, state), id);
+                    let (Some(state), Some(id)) = (AGE_STATES.iter().find(|s| **s == state), id)
+                    else {
+                        continue;
+                    };
+                    let key = (queue, *state);
+                    if lowest.get(&key).is_none_or(|known| id < *known) {
+                        lowest.insert(key, id);
                     }
                 }
             }

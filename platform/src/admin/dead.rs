@@ -49,19 +49,26 @@ pub(super) fn error_of(result: Option<&str>) -> Option<String> {
     )
 }
 
+/// The most recent dead jobs on SQLite (`$1` how many), by the dead jobs'
+/// own index in its order.
+pub(super) fn recent_dead_statement() -> String {
+    format!(
+        "select id, job_type, attempts, last_result, done_at, job
+         from Jobs indexed by jobs_dead_by_done_at where {DEAD}
+         order by done_at desc limit $1"
+    )
+}
+
 impl QueueAdmin {
     /// Dead jobs, most recent first.
     pub async fn dead_jobs(&self, limit: u32) -> Result<Vec<DeadJob>, QueueError> {
         match self.queue.backend() {
             QueueBackend::Sqlite(pool) => {
                 let rows: Vec<DeadRow> =
-                    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                        "select id, job_type, attempts, last_result, done_at, job from Jobs where {DEAD}
-                         order by done_at desc limit $1"
-                    )))
-                    .bind(i64::from(limit))
-                    .fetch_all(pool)
-                    .await?;
+                    sqlx::query_as(sqlx::AssertSqlSafe(recent_dead_statement()))
+                        .bind(i64::from(limit))
+                        .fetch_all(pool)
+                        .await?;
                 Ok(rows
                     .into_iter()
                     .map(|(id, queue, attempts, result, done_at, job)| DeadJob {

@@ -3,9 +3,7 @@
 
 use crate::queue::JobQueue;
 
-/// SQL condition of a dead job in apalis-sqlite's `Jobs` table.
-pub(super) const DEAD: &str =
-    "(status = 'Killed' or (status = 'Failed' and attempts >= max_attempts))";
+pub(super) use crate::queue::DEAD;
 
 /// Operator actions on the queues.
 #[derive(Clone, Debug)]

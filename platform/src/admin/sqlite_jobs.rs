@@ -139,6 +139,36 @@ where
         .map_err(|err| QueueError::Sqlite(sqlx::Error::Encode(err)))
 }
 
+/// The `from` clause of a state's condition and a filter's text: the dead
+/// jobs by their own index (without statistics SQLite's planner prefers an
+/// `or` of the status index's two ranges, then sorts every dead job).
+fn from_of<'a>(state: &str, text: &'a SqliteText) -> &'a str {
+    if state == DEAD && text.query.is_none() {
+        "Jobs indexed by jobs_dead_by_run_at"
+    } else {
+        text.from()
+    }
+}
+
+/// The `where` clause of a state's condition and a filter's text.
+fn conditions_of(state: &str, text: &SqliteText) -> String {
+    format!(
+        "({state}) and ($2 is null or job_type = $2){}",
+        text.conditions()
+    )
+}
+
+/// One window of the jobs a state's condition and a filter's text find, in
+/// the order of the state's index (`$7` the limit, `$8` the offset).
+fn window_statement(state: &str, text: &SqliteText) -> String {
+    format!(
+        "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {}
+         where {} order by run_at, Jobs.rowid limit $7 offset $8",
+        from_of(state, text),
+        conditions_of(state, text)
+    )
+}
+
 /// The window of jobs a filter finds on SQLite.
 pub(super) async fn sqlite_jobs(
     pool: &sqlx::SqlitePool,
@@ -153,11 +183,8 @@ pub(super) async fn sqlite_jobs(
         // The jobs pushed since the maintenance schedule last indexed.
         search_index::catch_up(pool).await?;
     }
-    let from = text.from();
-    let conditions = format!(
-        "({state}) and ($2 is null or job_type = $2){}",
-        text.conditions()
-    );
+    let from = from_of(&state, &text);
+    let conditions = conditions_of(&state, &text);
     let now = chrono::Utc::now().timestamp();
     let limit = window
         .limit
@@ -176,10 +203,7 @@ pub(super) async fn sqlite_jobs(
     bind(&mut arguments, limit)?;
     bind(&mut arguments, offset)?;
     let rows: Vec<Row> = sqlx::query_as_with(
-        sqlx::AssertSqlSafe(format!(
-            "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {from}
-             where {conditions} order by run_at, Jobs.rowid limit $7 offset $8"
-        )),
+        sqlx::AssertSqlSafe(window_statement(&state, &text)),
         arguments,
     )
     .fetch_all(pool)
@@ -480,5 +504,134 @@ mod tests {
             !plan.iter().any(|step| step.starts_with("SCAN Jobs")),
             "{plan:?}"
         );
+    }
+
+    /// The plan of `statement` on the queue file, one line per step.
+    async fn plan_of(pool: &sqlx::SqlitePool, statement: &str) -> Vec<String> {
+        let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "explain query plan {statement}"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        rows.into_iter().map(|row| row.3).collect()
+    }
+
+    #[tokio::test]
+    async fn the_dead_jobs_are_read_by_their_own_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = sqlite_queue(&dir, &[]).await;
+        let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+            unreachable!()
+        };
+        // The console's dead list, with or without a queue: the dead jobs'
+        // index in the window's order, no sort of every dead job.
+        let dead = sqlite_state("dead").unwrap();
+        let plan = plan_of(pool, &window_statement(&dead, &SqliteText::default())).await;
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX jobs_dead_by_run_at")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+        // The most recent dead jobs.
+        let plan = plan_of(pool, &super::super::dead::recent_dead_statement()).await;
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX jobs_dead_by_done_at")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+        // The oldest dead job of each queue: a seek per queue; the backlog
+        // by its ranges; no step reads every job.
+        let plan = plan_of(pool, &super::super::ages::sqlite_oldest_statement()).await;
+        assert!(
+            plan.iter()
+                .any(|step| step
+                    .starts_with("SEARCH Jobs USING INDEX jobs_dead_by_queue (job_type=?)")),
+            "{plan:?}"
+        );
+        // The only scan is of the partial index of the jobs still retrying.
+        assert!(
+            plan.iter()
+                .filter(|step| step.starts_with("SCAN Jobs"))
+                .all(|step| step == "SCAN Jobs USING INDEX idx_jobs_failed"),
+            "{plan:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_state_has_the_age_of_its_oldest_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let pushed = |seconds_ago: i64| {
+            ulid::Ulid::from_parts(u64::try_from(now_ms - seconds_ago * 1_000).unwrap(), 1)
+                .to_string()
+        };
+        let (older_dead, dead, killed, retrying, waiting, later) = (
+            pushed(500),
+            pushed(400),
+            pushed(300),
+            pushed(200),
+            pushed(100),
+            pushed(50),
+        );
+        let far = chrono::Utc::now().timestamp() + 3_600;
+        let error = Some(r#"{"Err": "gone"}"#);
+        let admin = sqlite_queue(
+            &dir,
+            &[
+                (
+                    &older_dead,
+                    "media_variants",
+                    "Failed",
+                    3,
+                    0,
+                    json!({}),
+                    error,
+                ),
+                (&dead, "media_variants", "Failed", 5, 0, json!({}), error),
+                (
+                    &killed,
+                    "webhook_delivery",
+                    "Killed",
+                    1,
+                    0,
+                    json!({}),
+                    error,
+                ),
+                // Failed with an attempt left: waiting for its retry.
+                (
+                    &retrying,
+                    "webhook_delivery",
+                    "Failed",
+                    1,
+                    far,
+                    json!({}),
+                    error,
+                ),
+                (&waiting, "media_variants", "Pending", 0, 0, json!({}), None),
+                (&later, "media_variants", "Pending", 0, far, json!({}), None),
+            ],
+        )
+        .await;
+        let ages = admin.oldest_jobs().await.unwrap();
+        let age = |queue: &str, state: &str| {
+            ages.iter()
+                .find(|age| age.queue == queue && age.state == state)
+                .map_or(-1.0, |age| age.age_seconds.round())
+        };
+        assert_eq!(age("media_variants", "dead"), 500.0);
+        assert_eq!(age("webhook_delivery", "dead"), 300.0);
+        assert_eq!(age("webhook_delivery", "scheduled"), 200.0);
+        assert_eq!(age("media_variants", "pending"), 100.0);
+        assert_eq!(age("media_variants", "scheduled"), 50.0);
+        assert_eq!(age("media_variants", "running"), 0.0, "none running");
     }
 }

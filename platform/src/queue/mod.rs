@@ -30,6 +30,7 @@ pub use push::PushOptions;
 pub use release::HeldBy;
 pub use slots::FairSlot;
 pub use starts::STARTS_FIELD;
+pub(crate) use target::DEAD;
 pub use target::{JobQueue, QueueBackend, QueueError, QueueTarget};
 pub use wake::{
     Bell, BellOrInterval, Bells, WAKE_CHANNEL_PREFIX, spawn_redis_listener, spawn_sqlite_watch,

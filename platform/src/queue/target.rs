@@ -45,6 +45,13 @@ pub enum QueueError {
     Push(String),
 }
 
+/// The condition of a dead job: killed, or failed with no attempt left.
+macro_rules! dead {
+    () => {
+        "(status = 'Killed' or (status = 'Failed' and attempts >= max_attempts))"
+    };
+}
+
 /// Corrections to apalis-sqlite's schema, applied after its migrations on
 /// every start (each is idempotent).
 ///
@@ -56,7 +63,35 @@ pub enum QueueError {
 ///   `lock_by` also filter on `id` or on `status`, which stay indexed.
 /// - `TIdx` (`Jobs(id)`) duplicates the unique index on `id`; it only costs
 ///   every insert.
-const SQLITE_QUEUE_TUNING: [&str; 2] = ["drop index if exists LIdx", "drop index if exists TIdx"];
+/// - The dead jobs (killed, or out of attempts) are a month of failures kept
+///   beside a week of done jobs, and no index of apalis's holds them alone
+///   (the failed ones share the status index's range with those still
+///   retrying). Three partial indexes, each holding only the dead jobs, serve
+///   the console's dead list in its order (`run_at`), the most recent dead
+///   (`done_at`) and the oldest dead job of each queue for its age (`id`,
+///   whose ULID starts with the push's millisecond). A push or an
+///   acknowledgement only checks their condition.
+const SQLITE_QUEUE_TUNING: [&str; 5] = [
+    "drop index if exists LIdx",
+    "drop index if exists TIdx",
+    concat!(
+        "create index if not exists jobs_dead_by_run_at on Jobs (run_at) where ",
+        dead!()
+    ),
+    concat!(
+        "create index if not exists jobs_dead_by_done_at on Jobs (done_at) where ",
+        dead!()
+    ),
+    concat!(
+        "create index if not exists jobs_dead_by_queue on Jobs (job_type, id) where ",
+        dead!()
+    ),
+];
+
+/// The SQL condition of a dead job in apalis-sqlite's `Jobs` table, the
+/// very text of the dead jobs' partial indexes, so that a query carrying it
+/// can use them.
+pub(crate) const DEAD: &str = dead!();
 
 /// The SQLite table of each fair key's last tag, and of the queue's own
 /// clock under the empty key (`super::fair`).
