@@ -6,6 +6,7 @@ mod jobs;
 mod jpeg;
 mod media;
 mod process;
+mod purge;
 mod scale;
 mod scenarios;
 mod servers;
@@ -37,6 +38,8 @@ enum Command {
     Middleware(scenarios::LoadArgs),
     /// Every list route's median and p99 on a small and a large seeded database, both backends.
     Scale(scale::ScaleArgs),
+    /// The retention purge of millions of expired deliveries, and POST /listings while it runs.
+    Purge(purge::PurgeArgs),
     /// No-op job enqueue→ack throughput on the SQLite and Redis queues vs BullMQ on the same Redis.
     Jobs(jobs::JobArgs),
     /// (child) Enqueue no-op jobs, consume them with one worker, print the figures.
@@ -124,6 +127,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // What the service in this process logs, on stderr: warnings and errors
+    // unless `RUST_LOG` says otherwise.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     // The variant engine's child runs without an async runtime, so its peak
     // RSS is the engine's and the binary's alone.
     if let Command::VariantsRun { input, out } = &cli.command {
@@ -165,6 +177,7 @@ fn main() -> ExitCode {
             Command::ListingCreate(args) => scenarios::listing_create(args).await,
             Command::Middleware(args) => scenarios::middleware(args).await,
             Command::Scale(args) => scale::scale(args).await,
+            Command::Purge(args) => purge::purge(args).await,
             Command::Jobs(args) => tokio::task::spawn_blocking(move || jobs::compare(args)).await?,
             Command::Webhooks(args) => {
                 tokio::task::spawn_blocking(move || webhooks::compare(args)).await?

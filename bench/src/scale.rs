@@ -51,9 +51,9 @@ pub struct ScaleArgs {
 
 /// One route's timings at one size.
 #[derive(Clone, Copy, Debug)]
-struct Timing {
-    median_ms: f64,
-    p99_ms: f64,
+pub(crate) struct Timing {
+    pub(crate) median_ms: f64,
+    pub(crate) p99_ms: f64,
 }
 
 pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
@@ -70,7 +70,8 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     for backend in backends {
         for (slot, scale) in [(0, args.small), (1, args.large)] {
             let dir = tempfile::tempdir()?;
-            let store = open(backend, &args, dir.path(), scale).await?;
+            let label = format!("scale_{}", (scale * 1_000_000.0).round());
+            let store = open(backend, args.postgres_url.as_deref(), dir.path(), &label).await?;
             let mut plan = VolumePlan::scaled(scale);
             plan.deliveries = ((plan.deliveries as f64) * args.history).round() as u64;
             plan.job_runs = ((plan.job_runs as f64) * args.history).round() as u64;
@@ -144,20 +145,19 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
 }
 
 /// A migrated store of `backend`, empty: a SQLite file in `dir`, or a new
-/// database on the PostgreSQL server.
-async fn open(
+/// database named after `label` on the PostgreSQL server.
+pub(crate) async fn open(
     backend: &str,
-    args: &ScaleArgs,
+    postgres_url: Option<&str>,
     dir: &std::path::Path,
-    scale: f64,
+    label: &str,
 ) -> anyhow::Result<Store> {
     let target = match backend {
         "sqlite" => DatabaseTarget::SqliteFile(dir.join(api::config::SQLITE_FILE)),
         _ => {
-            let server = args.postgres_url.as_deref().context("--postgres-url")?;
+            let server = postgres_url.context("--postgres-url")?;
             let name = format!(
-                "bench_scale_{}_{}",
-                (scale * 1_000_000.0).round() as u64,
+                "bench_{label}_{}",
                 ulid::Ulid::generate().to_string().to_lowercase()
             );
             let admin = sqlx::PgPool::connect(server).await?;
@@ -527,7 +527,7 @@ const OPS_USER: &str = "bench";
 const OPS_PASSWORD: &str = "bench-ops-password";
 
 /// The median and 99th percentile of `samples` (milliseconds).
-fn percentiles(mut samples: Vec<f64>) -> Timing {
+pub(crate) fn percentiles(mut samples: Vec<f64>) -> Timing {
     samples.sort_by(f64::total_cmp);
     let at = |share: f64| samples[((samples.len() as f64 * share) as usize).min(samples.len() - 1)];
     Timing {

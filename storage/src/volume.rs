@@ -349,9 +349,10 @@ impl Volume<'_> {
         Ok(written)
     }
 
-    /// `count` finished deliveries to `endpoint`, one attempt each, counted
-    /// in the endpoint's total in the same transaction.
-    async fn deliveries(
+    /// `count` finished deliveries to `endpoint`, one attempt each, spread
+    /// from `start` to `now`, counted in the endpoint's total in the same
+    /// transaction (a window wholly past retention gives a purge its work).
+    pub async fn deliveries(
         &self,
         tenant: &Tenant,
         endpoint: &WebhookEndpointId,

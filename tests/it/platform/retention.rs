@@ -163,13 +163,15 @@ backend_tests! {
         assert_eq!(total(webhooks.deliveries(&endpoint.id, None, 10).await.unwrap()), 253);
         let before = app.store.file_space().await.unwrap();
 
-        // Forty to a transaction: six full batches and a short one.
+        // At most forty to a transaction (fewer while a batch takes long):
+        // at least six full batches and a short one.
         let purged = Maintenance::PurgeDeliveries
             .purge(app.state.platform(), 40)
             .await
             .unwrap()
             .expect("a purge");
-        assert_eq!(purged, Purged { rows: EXPIRED, batches: 7 });
+        assert_eq!(purged.rows, EXPIRED);
+        assert!(purged.batches >= 7, "{purged:?}");
         let page = webhooks.deliveries(&endpoint.id, None, 10).await.unwrap();
         assert_eq!(page.total, 3, "the kept total follows the purge");
         let mut listed: Vec<_> = page.items.iter().map(|d| d.id.clone()).collect();

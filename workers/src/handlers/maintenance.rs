@@ -313,14 +313,47 @@ impl Maintenance {
     }
 }
 
-/// Rows one purge transaction deletes at most: small enough that a writer
-/// waiting behind it (a `POST /listings`) waits a few milliseconds, on
-/// either database.
+/// Rows one purge transaction deletes at most. Within it the batch is
+/// sized by time ([`BATCH_TIME`]): a `POST /listings` arriving while a batch
+/// holds SQLite's writer waits for that batch, and SQLite's busy wait polls
+/// at 1, 2, 5, 10… ms, so a batch of 30 ms (a thousand deliveries with
+/// their attempts) put 40 ms on the creates' p99 (`bench purge`).
 pub const PURGE_BATCH: u32 = 1_000;
 
-/// Most batches one run of a purge deletes (a million rows at the default
-/// batch); the next run goes on where it stopped.
-pub const PURGE_BATCHES_PER_RUN: u32 = 1_000;
+/// How long one purge transaction should hold the writer: batches grow
+/// while they take less than half of it and shrink while they take more
+/// than twice it. A commit alone costs a SQLite file a millisecond or two
+/// (its sync), so a target much below this shrinks every batch to the
+/// floor and the purge to a crawl (2 ms purged 130,000 deliveries in six
+/// minutes); at 5 ms a create that meets a batch waits about one busy step
+/// more than it would anyway.
+pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The first batch's rows (or the largest allowed, if smaller).
+const FIRST_BATCH: u32 = 64;
+
+/// The fewest rows a batch shrinks to (or the largest allowed, if smaller):
+/// below it a batch is mostly its commit.
+const SMALLEST_BATCH: u32 = 32;
+
+/// Most rows one run of a purge deletes; the next run goes on where it
+/// stopped.
+pub const PURGE_ROWS_PER_RUN: u64 = 1_000_000;
+
+/// The next batch's rows after one of `rows` took `took`: doubled while
+/// well under [`BATCH_TIME`], halved while well over it, within
+/// [`SMALLEST_BATCH`] and `largest`.
+fn next_batch(rows: u32, took: std::time::Duration, largest: u32) -> u32 {
+    let largest = largest.max(1);
+    let next = if took < BATCH_TIME / 2 {
+        rows.saturating_mul(2)
+    } else if took > BATCH_TIME * 2 {
+        rows / 2
+    } else {
+        rows
+    };
+    next.clamp(SMALLEST_BATCH.min(largest), largest)
+}
 
 /// What one run of a purge did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -334,7 +367,7 @@ pub struct Purged {
 impl Maintenance {
     /// Runs a retention purge in transactions of at most `batch` rows, one
     /// after another, until nothing past retention is left (or
-    /// [`PURGE_BATCHES_PER_RUN`] ran), then gives the space freed back to
+    /// [`PURGE_ROWS_PER_RUN`] went), then gives the space freed back to
     /// the file system where the database allows (SQLite's incremental
     /// vacuum). `None` for a task that is not such a purge.
     pub async fn purge(self, platform: &Platform, batch: u32) -> Result<Option<Purged>, JobError> {
@@ -371,25 +404,29 @@ impl Maintenance {
 }
 
 /// Runs `purge` (one transaction deleting at most its argument's rows) until
-/// a batch comes back short. Between two batches it waits as long as the
-/// last one took: the purge holds the writer at most half the time, and the
-/// writers queued behind a batch go before the next.
-async fn in_batches<F, Fut>(batch: u32, mut purge: F) -> Result<Purged, JobError>
+/// a batch comes back short, with batches of at most `largest` rows sized
+/// by [`BATCH_TIME`]. Between two batches it waits as long as the last one
+/// took: the purge holds the writer at most half the time, and the writers
+/// queued behind a batch go before the next.
+async fn in_batches<F, Fut>(largest: u32, mut purge: F) -> Result<Purged, JobError>
 where
     F: FnMut(u32) -> Fut,
     Fut: std::future::Future<Output = storage::Result<u64>>,
 {
-    let batch = batch.max(1);
+    let largest = largest.max(1);
+    let mut batch = FIRST_BATCH.min(largest);
     let mut purged = Purged::default();
-    while purged.batches < PURGE_BATCHES_PER_RUN {
+    while purged.rows < PURGE_ROWS_PER_RUN {
         let started = Instant::now();
         let deleted = purge(batch).await?;
+        let took = started.elapsed();
         purged.rows += deleted;
         purged.batches += 1;
         if deleted < u64::from(batch) {
             break;
         }
-        tokio::time::sleep(started.elapsed()).await;
+        batch = next_batch(batch, took, largest);
+        tokio::time::sleep(took).await;
     }
     Ok(purged)
 }
@@ -435,6 +472,55 @@ pub async fn run_maintenance(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_is_sized_by_the_time_the_last_one_took() {
+        let ms = std::time::Duration::from_millis;
+        let quick = BATCH_TIME / 4;
+        assert_eq!(next_batch(64, quick, 1_000), 128, "quick: doubled");
+        assert_eq!(
+            next_batch(800, quick, 1_000),
+            1_000,
+            "never over the largest"
+        );
+        assert_eq!(next_batch(64, BATCH_TIME, 1_000), 64, "on time: kept");
+        assert_eq!(next_batch(128, BATCH_TIME * 3, 1_000), 64, "slow: halved");
+        assert_eq!(
+            next_batch(SMALLEST_BATCH, ms(500), 1_000),
+            SMALLEST_BATCH,
+            "never under the floor"
+        );
+        assert_eq!(
+            next_batch(20, ms(500), 20),
+            20,
+            "a floor over the largest is the largest"
+        );
+        assert_eq!(next_batch(64, quick, 0), 1, "a largest of 0 is one row");
+    }
+
+    #[tokio::test]
+    async fn a_purge_goes_on_in_bounded_batches_until_one_comes_back_short() {
+        let left = std::sync::Mutex::new(1_000_u64);
+        let asked = std::sync::Mutex::new(Vec::new());
+        let purged = in_batches(300, |batch| {
+            let deleted = {
+                let mut left = left.lock().unwrap();
+                let deleted = u64::from(batch).min(*left);
+                *left -= deleted;
+                deleted
+            };
+            asked.lock().unwrap().push(batch);
+            async move { Ok(deleted) }
+        })
+        .await
+        .unwrap();
+        let asked = asked.into_inner().unwrap();
+        assert_eq!(purged.rows, 1_000);
+        assert_eq!(purged.batches as usize, asked.len());
+        assert_eq!(asked[0], FIRST_BATCH);
+        assert!(asked.iter().all(|&batch| batch <= 300), "{asked:?}");
+        assert_eq!(*left.lock().unwrap(), 0);
+    }
 
     #[test]
     fn every_schedule_parses_and_fires() {
