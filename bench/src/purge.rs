@@ -22,7 +22,7 @@ use storage::volume::VolumePlan;
 use storage::{Database, Environment, Store, Tenant};
 use workers::handlers::maintenance::{Maintenance, PURGE_BATCH};
 
-use crate::scale::{Timing, open, percentiles};
+use crate::scale::{Timing, backends, open, percentiles};
 
 /// Settings of `bench purge`.
 #[derive(Debug, Clone, Args)]
@@ -49,14 +49,7 @@ pub struct PurgeArgs {
 }
 
 pub async fn purge(args: PurgeArgs) -> anyhow::Result<()> {
-    let mut backends = if args.postgres_only {
-        vec![]
-    } else {
-        vec!["sqlite"]
-    };
-    if args.postgres_url.is_some() {
-        backends.push("postgres");
-    }
+    let backends = backends(args.postgres_only, args.postgres_url.as_deref());
     for backend in backends {
         let dir = tempfile::tempdir()?;
         let store = open(backend, args.postgres_url.as_deref(), dir.path(), "purge").await?;

@@ -57,14 +57,7 @@ pub(crate) struct Timing {
 }
 
 pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
-    let mut backends = if args.postgres_only {
-        vec![]
-    } else {
-        vec!["sqlite"]
-    };
-    if args.postgres_url.is_some() {
-        backends.push("postgres");
-    }
+    let backends = backends(args.postgres_only, args.postgres_url.as_deref());
     let mut table: BTreeMap<(String, String), [Option<Timing>; 2]> = BTreeMap::new();
     let mut order: Vec<(String, String)> = Vec::new();
     for backend in backends {
@@ -142,6 +135,20 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The backends a run covers: SQLite unless `postgres_only`, PostgreSQL
+/// when given a server.
+pub(crate) fn backends(postgres_only: bool, postgres_url: Option<&str>) -> Vec<&'static str> {
+    let mut backends = if postgres_only {
+        vec![]
+    } else {
+        vec!["sqlite"]
+    };
+    if postgres_url.is_some() {
+        backends.push("postgres");
+    }
+    backends
 }
 
 /// A migrated store of `backend`, empty: a SQLite file in `dir`, or a new
