@@ -195,8 +195,11 @@ pub const RUNS_IN_PROCESS_SHOWN: usize = 100;
 pub struct Found {
     /// The asked window of its jobs, oldest first.
     pub jobs: Vec<JobSummary>,
-    /// Every job it finds.
+    /// Every job it finds, or with `total_capped` how many it counted.
     pub total: u64,
+    /// Whether it finds more than `total` (a search or agency filter of
+    /// done jobs counts past its window and a thousand, then stops).
+    pub total_capped: bool,
     /// Runs no queue holds (an event's dispatch, a delivery's first
     /// attempt) of what its listing number stands for, in its queue, newest
     /// first, at most [`RUNS_IN_PROCESS_SHOWN`].
@@ -207,8 +210,8 @@ pub struct Found {
 
 impl Found {
     /// As the JSON routes and `api ops jobs` give it: the jobs of the
-    /// window (the first `limit`), the `count` of every job found, and the
-    /// runs no queue holds.
+    /// window (the first `limit`), the `count` of every job found (with
+    /// `count_capped`, more than `count` match), and the runs no queue holds.
     pub fn into_json(self) -> Value {
         let count = self.total;
         let items = self.jobs;
@@ -216,6 +219,7 @@ impl Found {
         json!({
             "items": items,
             "count": count,
+            "count_capped": self.total_capped,
             "runs_in_process": runs,
             "more_runs_in_process": self.more_runs_in_process,
         })
@@ -311,6 +315,7 @@ impl<'a> Console<'a> {
         Ok(Found {
             jobs: found.jobs,
             total: found.total,
+            total_capped: found.total_capped,
             runs_in_process,
             more_runs_in_process,
         })

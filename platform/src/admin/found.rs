@@ -64,8 +64,12 @@ impl JobWindow {
 pub struct FoundJobs {
     /// The window's jobs.
     pub jobs: Vec<JobSummary>,
-    /// Every job the filter finds.
+    /// Every job the filter finds; with `total_capped`, how many it counted
+    /// before it stopped (a done jobs' search or agency filter stops past
+    /// the window and a thousand).
     pub total: u64,
+    /// Whether the filter finds more than `total`.
+    pub total_capped: bool,
 }
 
 /// Field names whose values a list never shows.

@@ -51,12 +51,14 @@ impl QueueAdmin {
 
     /// The `window` of the jobs the filter finds, and how many it finds.
     /// On SQLite they come oldest due first (`run_at`, then the order they
-    /// were pushed), read by the index of their state and, for a search or
-    /// an agency, by the text index ([`crate::queue::search_index`]); the
-    /// total of a state without search is the count the queue keeps
-    /// ([`crate::queue::state_counts`]). On Redis, whose finished jobs are
-    /// in unordered sets, every job of the state is read and they come in
-    /// id order.
+    /// were pushed), read by the index of their state; done jobs found by a
+    /// search or an agency come in the order they were pushed, streamed from
+    /// the text index or the agency's own jobs
+    /// ([`crate::queue::search_index`]), and their count stops past the
+    /// window and a thousand (`total_capped`). The total of a state without
+    /// search is the count the queue keeps ([`crate::queue::state_counts`]).
+    /// On Redis, whose finished jobs are in unordered sets, every job of the
+    /// state is read and they come in id order.
     pub async fn find_jobs_in(
         &self,
         filter: &JobFilter,
@@ -74,7 +76,11 @@ impl QueueAdmin {
                 if let Some(limit) = window.limit {
                     found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
                 }
-                Ok(FoundJobs { jobs: found, total })
+                Ok(FoundJobs {
+                    jobs: found,
+                    total,
+                    total_capped: false,
+                })
             }
         }
     }

@@ -27,18 +27,40 @@ fn sqlite_state(state: &str) -> Option<String> {
 /// A SQLite row: id, queue, attempts, last result, payload.
 type Row = (String, String, i64, Option<String>, Vec<u8>);
 
-/// How a filter reads SQLite's jobs. Done jobs (a week of them) with text
-/// the index serves start from the text index's matches, each job then
-/// looked up by its row id; every other state is the backlog or the dead
-/// (bounded by retention), read by the status index and checked row by row.
-/// Placeholders: `$3` the text index's query, `$4` the agency as a JSON
-/// string, `$5` the search text in lower case, `$6` the related ids (a JSON
+/// Most matches a page of done jobs found by text or agency counts beyond
+/// its own window: a search of a week of jobs streams its matches in push
+/// order and stops, where an exact total would read every match (half a
+/// million for an agency with half the queue). The console says "more
+/// than" when the count stops there.
+pub(crate) const COUNT_CAP: u64 = 1_000;
+
+/// Which index a filter's jobs are read by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Source {
+    /// The state's index, in its order (oldest due first).
+    #[default]
+    State,
+    /// The text index's matches, in push order.
+    Text,
+    /// The agency's own jobs (`job_agencies`), in push order.
+    Agency,
+}
+
+/// How a filter reads SQLite's jobs. Done jobs (a week of them) with a
+/// filter an index serves start from that index's matches in push order,
+/// each job then looked up by its row id: a text search from the text
+/// index, an agency alone from its own jobs. Every other state is the
+/// backlog or the dead (bounded by retention), read by the status index and
+/// checked row by row. Placeholders: `$3` the text index's query, `$4` the
+/// agency, `$5` the search text in lower case, `$6` the related ids (a JSON
 /// array).
 #[derive(Debug, Default)]
 struct SqliteText {
-    /// The text index's query, when the index serves the filter.
+    /// The index the jobs are read by.
+    source: Source,
+    /// The text index's query, when the index serves the search.
     query: Option<String>,
-    /// The agency as its payloads name it, when checked row by row.
+    /// The agency.
     agency: Option<String>,
     /// The search text in lower case, when checked row by row.
     search: Option<String>,
@@ -48,40 +70,30 @@ struct SqliteText {
 
 impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
-        if filter.agency.is_none() && filter.search.is_none() {
-            return Self::default();
-        }
-        if filter.state == "done" {
-            let agency = filter
-                .agency
-                .as_deref()
-                .map(|agency| search_index::phrase(&format!("\"{agency}\"")));
-            let search = match filter.search.as_deref() {
-                None => Ok(None),
-                Some(search) => search_index::any_of(Some(search), &filter.related)
-                    .map(Some)
-                    .ok_or(()),
-            };
-            if let Ok(search) = search {
-                let query = match (agency, search) {
-                    (Some(agency), Some(search)) => format!("{agency} AND ({search})"),
-                    (Some(only), None) | (None, Some(only)) => only,
-                    (None, None) => unreachable!("a filter with text"),
-                };
-                return Self {
-                    query: Some(query),
-                    ..Self::default()
-                };
-            }
-        }
+        let done = filter.state == "done";
+        let query = filter
+            .search
+            .as_deref()
+            .filter(|_| done)
+            .and_then(|search| search_index::any_of(Some(search), &filter.related));
+        let source = if query.is_some() {
+            Source::Text
+        } else if done && filter.agency.is_some() {
+            Source::Agency
+        } else {
+            Source::State
+        };
+        let by_row = query.is_none();
         Self {
-            query: None,
-            agency: filter
-                .agency
+            source,
+            query,
+            agency: filter.agency.clone(),
+            search: filter
+                .search
                 .as_deref()
-                .map(|agency| format!("\"{agency}\"")),
-            search: filter.search.as_deref().map(str::to_lowercase),
-            related: (!filter.related.is_empty())
+                .filter(|_| by_row)
+                .map(str::to_lowercase),
+            related: (by_row && filter.search.is_some() && !filter.related.is_empty())
                 .then(|| serde_json::to_string(&filter.related).unwrap_or_default()),
         }
     }
@@ -91,14 +103,32 @@ impl SqliteText {
         self.query.is_some() || self.agency.is_some() || self.search.is_some()
     }
 
-    /// The `from` clause: the index's matches driving, joined to their jobs
+    /// Whether the jobs stream from an index in push order, so that a count
+    /// can stop at [`COUNT_CAP`].
+    fn streams(&self) -> bool {
+        self.source != Source::State
+    }
+
+    /// The `from` clause: an index's matches driving, joined to their jobs
     /// by row id (a cross join, so the planner never walks every job of a
     /// state checking each against the matches), or the jobs alone.
     fn from(&self) -> &'static str {
-        if self.query.is_some() {
-            "job_text cross join Jobs on Jobs.rowid = job_text.rowid"
-        } else {
-            "Jobs"
+        match self.source {
+            Source::State => "Jobs",
+            Source::Text => "job_text cross join Jobs on Jobs.rowid = job_text.rowid",
+            Source::Agency => {
+                "job_agencies indexed by job_agencies_by_agency
+                 cross join Jobs on Jobs.rowid = job_agencies.job"
+            }
+        }
+    }
+
+    /// The order of the window: the driving index's own.
+    fn order(&self) -> &'static str {
+        match self.source {
+            Source::State => "run_at, Jobs.rowid",
+            Source::Text => "job_text.rowid",
+            Source::Agency => "job_agencies.job",
         }
     }
 
@@ -109,7 +139,15 @@ impl SqliteText {
             conditions.push_str(" and job_text match $3");
         }
         if self.agency.is_some() {
-            conditions.push_str(" and instr(cast(Jobs.job as text), $4) > 0");
+            conditions.push_str(match self.source {
+                Source::Agency => " and job_agencies.agency_id = $4",
+                Source::Text => {
+                    " and (select agency_id from job_agencies where job = Jobs.rowid) = $4"
+                }
+                // The backlog and the dead are not in the index yet (or no
+                // longer need it): the payload names the agency.
+                Source::State => " and instr(cast(Jobs.job as text), '\"' || $4 || '\"') > 0",
+            });
         }
         if self.search.is_some() {
             let mut either = vec![
@@ -143,7 +181,7 @@ where
 /// jobs by their own index (without statistics SQLite's planner prefers an
 /// `or` of the status index's two ranges, then sorts every dead job).
 fn from_of<'a>(state: &str, text: &'a SqliteText) -> &'a str {
-    if state == DEAD && text.query.is_none() {
+    if state == DEAD && text.source == Source::State {
         "Jobs indexed by jobs_dead_by_run_at"
     } else {
         text.from()
@@ -159,14 +197,26 @@ fn conditions_of(state: &str, text: &SqliteText) -> String {
 }
 
 /// One window of the jobs a state's condition and a filter's text find, in
-/// the order of the state's index (`$7` the limit, `$8` the offset).
+/// the order of the index that reads them (`$7` the limit, `$8` the offset).
 fn window_statement(state: &str, text: &SqliteText) -> String {
     format!(
         "select Jobs.id, job_type, attempts, Jobs.last_result, Jobs.job from {}
-         where {} order by run_at, Jobs.rowid limit $7 offset $8",
+         where {} order by {} limit $7 offset $8",
         from_of(state, text),
-        conditions_of(state, text)
+        conditions_of(state, text),
+        text.order()
     )
+}
+
+/// How many jobs a state's condition and a filter's text find, at most
+/// `$7` (a count that streams stops there), or every one.
+fn count_statement(state: &str, text: &SqliteText, capped: bool) -> String {
+    let (from, conditions) = (from_of(state, text), conditions_of(state, text));
+    if capped {
+        format!("select count(*) from (select 1 from {from} where {conditions} limit $7)")
+    } else {
+        format!("select count(*) from {from} where {conditions}")
+    }
 }
 
 /// The window of jobs a filter finds on SQLite.
@@ -179,12 +229,10 @@ pub(super) async fn sqlite_jobs(
         return Ok(FoundJobs::default());
     };
     let text = SqliteText::of(filter);
-    if text.query.is_some() {
+    if text.streams() {
         // The jobs pushed since the maintenance schedule last indexed.
         search_index::catch_up(pool).await?;
     }
-    let from = from_of(&state, &text);
-    let conditions = conditions_of(&state, &text);
     let now = chrono::Utc::now().timestamp();
     let limit = window
         .limit
@@ -225,6 +273,12 @@ pub(super) async fn sqlite_jobs(
         "retrying" => Some("Failed"),
         _ => None,
     };
+    // A count that streams stops past the window and [`COUNT_CAP`]; a bulk
+    // action (no limit) reads and counts every job.
+    let reach = window.limit.filter(|_| text.streams()).map(|limit| {
+        let reach = COUNT_CAP.max(window.offset.saturating_add(limit));
+        i64::try_from(reach).unwrap_or(i64::MAX - 1) + 1
+    });
     let total: i64 = match kept {
         // The finished states grow with the history, and the failed share a
         // status with the dead: their count is kept.
@@ -241,17 +295,24 @@ pub(super) async fn sqlite_jobs(
         // The waiting and running states are the backlog; a search counts
         // what it found.
         _ => {
+            let mut counted = counted;
+            if let Some(reach) = reach {
+                bind(&mut counted, reach)?;
+            }
             sqlx::query_scalar_with(
-                sqlx::AssertSqlSafe(format!("select count(*) from {from} where {conditions}")),
+                sqlx::AssertSqlSafe(count_statement(&state, &text, reach.is_some())),
                 counted,
             )
             .fetch_one(pool)
             .await?
         }
     };
+    // Reaching the cap means more than one less.
+    let total_capped = reach == Some(total);
     Ok(FoundJobs {
         jobs,
-        total: u64::try_from(total).unwrap_or(0),
+        total: u64::try_from(if total_capped { total - 1 } else { total }).unwrap_or(0),
+        total_capped,
     })
 }
 
@@ -396,23 +457,34 @@ mod tests {
         };
         let found = admin.find_jobs_in(&media, JobWindow::ALL).await.unwrap();
         assert_eq!((ids(&found), found.total), (vec!["j2", "j1"], 2));
-        // An agency: jobs naming it exactly, by the text index.
+        // An agency: jobs naming it, by the agencies' index, in push order.
         let agency = JobFilter {
             agency: Some("agc_1".into()),
             ..filter("done")
         };
         let found = admin.find_jobs_in(&agency, JobWindow::ALL).await.unwrap();
-        assert_eq!((ids(&found), found.total), (vec!["j3", "j1"], 2));
+        assert_eq!((ids(&found), found.total), (vec!["j1", "j3"], 2));
+        // Not the dead one of the same agency; found among the dead row by row.
+        let dead_of_agency = JobFilter {
+            agency: Some("agc_1".into()),
+            ..filter("dead")
+        };
+        let found = admin
+            .find_jobs_in(&dead_of_agency, JobWindow::ALL)
+            .await
+            .unwrap();
+        assert_eq!((ids(&found), found.total), (vec!["j4"], 1));
         // Free text, any case, in the payload, the id or the last error.
         let search = |state: &str, text: &str| JobFilter {
             search: Some(text.to_owned()),
             ..filter(state)
         };
+        // By the text index: in push order.
         let found = admin
             .find_jobs_in(&search("done", "qx7abc"), JobWindow::ALL)
             .await
             .unwrap();
-        assert_eq!((ids(&found), found.total), (vec!["j2", "j1"], 2));
+        assert_eq!((ids(&found), found.total), (vec!["j1", "j2"], 2));
         let found = admin
             .find_jobs_in(&search("dead", "ANSWERED 503"), JobWindow::ALL)
             .await
@@ -465,45 +537,140 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_sqlite_search_starts_from_the_text_index() {
+    async fn done_jobs_by_text_or_agency_stream_from_their_index() {
         let dir = tempfile::tempdir().unwrap();
         let admin = sqlite_queue(&dir, &[]).await;
         let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
             unreachable!()
         };
-        let filter = JobFilter {
+        let done = |agency: Option<&str>, search: Option<&str>| JobFilter {
             state: "done".into(),
-            agency: Some("agc_1".into()),
-            search: Some("QX7ABC".into()),
+            agency: agency.map(Into::into),
+            search: search.map(Into::into),
             ..JobFilter::default()
         };
-        let text = SqliteText::of(&filter);
-        let sql = format!(
-            "explain query plan select Jobs.id from {} where (status = 'Done'){} order by run_at, Jobs.rowid limit 25",
-            text.from(),
-            text.conditions()
-        );
-        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-            .bind(0)
-            .bind(None::<String>)
-            .bind(text.query.as_deref())
-            .fetch_all(pool)
-            .await
-            .unwrap();
-        let plan: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
-        assert!(
-            plan[0].starts_with("SCAN job_text VIRTUAL TABLE"),
-            "{plan:?}"
-        );
-        assert!(
-            plan.iter()
-                .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
-            "{plan:?}"
-        );
-        assert!(
-            !plan.iter().any(|step| step.starts_with("SCAN Jobs")),
-            "{plan:?}"
-        );
+        let state = sqlite_state("done").unwrap();
+        for (filter, driving) in [
+            (
+                done(Some("agc_1"), Some("QX7ABC")),
+                "SCAN job_text VIRTUAL TABLE",
+            ),
+            (done(None, Some("QX7ABC")), "SCAN job_text VIRTUAL TABLE"),
+            (
+                done(Some("agc_1"), None),
+                "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
+            ),
+            // Too short for the text index: the agency's jobs, checked.
+            (
+                done(Some("agc_1"), Some("J5")),
+                "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
+            ),
+        ] {
+            let text = SqliteText::of(&filter);
+            assert!(text.streams(), "{filter:?}");
+            for statement in [
+                window_statement(&state, &text),
+                count_statement(&state, &text, true),
+            ] {
+                let plan = plan_of(pool, &statement).await;
+                let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
+                assert!(
+                    first.is_some_and(|step| step.starts_with(driving)),
+                    "{filter:?}: {plan:?}"
+                );
+                assert!(
+                    plan.iter()
+                        .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
+                    "{plan:?}"
+                );
+                // Neither a sort of every match nor a walk of every job.
+                assert!(
+                    !plan
+                        .iter()
+                        .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
+                    "{filter:?}: {plan:?}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_streamed_count_stops_past_the_window_and_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let admin = sqlite_queue(&dir, &[]).await;
+        let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+            unreachable!()
+        };
+        // COUNT_CAP + 100 done jobs of one agency, each naming a listing.
+        let jobs = COUNT_CAP + 100;
+        sqlx::query(
+            r#"with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+               insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+               select cast('{"agency_id":"agc_big","listing_number":"QX7' || printf('%05d', i) || '"}' as blob),
+                      printf('job%05d', i), 'probe', 'Done', 1, 3, i from n"#,
+        )
+        .bind(i64::try_from(jobs).unwrap())
+        .execute(pool)
+        .await
+        .unwrap();
+        let window = |offset: u64| JobWindow {
+            offset,
+            limit: Some(25),
+        };
+        for filter in [
+            JobFilter {
+                state: "done".into(),
+                agency: Some("agc_big".into()),
+                ..JobFilter::default()
+            },
+            JobFilter {
+                state: "done".into(),
+                search: Some("qx7".into()),
+                ..JobFilter::default()
+            },
+        ] {
+            // The first page: counted to the cap, then "more than".
+            let first = admin.find_jobs_in(&filter, window(0)).await.unwrap();
+            assert_eq!(
+                (first.jobs[0].id.as_str(), first.total, first.total_capped),
+                ("job00001", COUNT_CAP, true),
+                "{filter:?}"
+            );
+            // A page past the cap: counted past its own window.
+            let deep = admin
+                .find_jobs_in(&filter, window(COUNT_CAP))
+                .await
+                .unwrap();
+            assert_eq!(
+                (deep.jobs.len(), deep.total, deep.total_capped),
+                (25, COUNT_CAP + 25, true),
+                "{filter:?}"
+            );
+            // The last page: the window reaches the end, so the count is exact.
+            let last = admin
+                .find_jobs_in(&filter, window(jobs - 20))
+                .await
+                .unwrap();
+            assert_eq!(
+                (last.jobs.len(), last.total, last.total_capped),
+                (20, jobs, false),
+                "{filter:?}"
+            );
+            // Every job (a bulk action's read): exact.
+            let all = admin.find_jobs_in(&filter, JobWindow::ALL).await.unwrap();
+            assert_eq!(
+                (all.jobs.len() as u64, all.total, all.total_capped),
+                (jobs, jobs, false)
+            );
+        }
+        // A filter that finds fewer than the cap is counted exactly.
+        let few = JobFilter {
+            state: "done".into(),
+            search: Some("qx700012".into()),
+            ..JobFilter::default()
+        };
+        let found = admin.find_jobs_in(&few, window(0)).await.unwrap();
+        assert_eq!((found.total, found.total_capped), (1, false));
     }
 
     /// The plan of `statement` on the queue file, one line per step.

@@ -1,9 +1,11 @@
 //! The text index of the SQLite queue's finished jobs: an FTS5 table of
 //! each job's id and payload with the trigram tokenizer (any substring of
-//! three characters or more, case-insensitive). The console's free-text,
-//! agency and listing-number searches of done jobs (a week of them, the
-//! only state that grows with the history) read it instead of every done
-//! job.
+//! three characters or more, case-insensitive), and beside it each job's
+//! agency (`job_agencies`: the payload's `agency_id`, indexed by agency in
+//! push order). The console's free-text, agency and listing-number searches
+//! of done jobs (a week of them, the only state that grows with the history)
+//! read them instead of every done job: a text search streams the FTS
+//! matches in push order, an agency filter seeks its agency's own jobs.
 //!
 //! It is built behind the queue, not in its statements: a job's id and
 //! payload never change after its push and its row id only grows, so the
@@ -14,20 +16,69 @@
 //! it); here a push and an acknowledgement cost what they did. The index
 //! holds no copy of the text (`content = ''`); a deleted job leaves it by a
 //! trigger (`contentless_delete`), so a row id SQLite gives again never
-//! finds the text of the job that had it.
+//! finds the text or the agency of the job that had it.
 
 use sqlx::SqlitePool;
 
 /// The delete trigger's name: its presence says the index is set up.
-const DELETE_TRIGGER: &str = "jobs_text_forgotten_on_delete";
+const DELETE_TRIGGER: &str = "jobs_indexed_forgotten_on_delete";
 
-/// Objects of an earlier shape of the index (kept by triggers on every
+/// The delete trigger of the shape before the agencies were indexed: its
+/// text index is kept, and the agencies of the jobs it holds are added.
+const TEXT_ONLY_TRIGGER: &str = "jobs_text_forgotten_on_delete";
+
+/// Objects of the earliest shape of the index (kept by triggers on every
 /// write), dropped when it is set up again.
 const EARLIER_TRIGGERS: [&str; 3] = [
     "jobs_indexed_on_delete",
     "jobs_indexed_on_update",
     "jobs_indexed_on_insert",
 ];
+
+/// The agency a payload (`column`, a blob of JSON text) names at its
+/// `agency_id`, or null: every job kind that works for an agency names it
+/// there, at the top.
+fn agency_of(column: &str) -> String {
+    format!(
+        "case when json_valid(cast({column} as text))
+             and json_type(cast({column} as text), '$.agency_id') = 'text'
+         then json_extract(cast({column} as text), '$.agency_id') end"
+    )
+}
+
+/// The agencies of the jobs whose row ids are in `$1 < rowid <= $2`.
+fn agencies_indexed_statement() -> String {
+    format!(
+        "insert or replace into job_agencies (job, agency_id)
+         select rowid, agency from (select rowid, {} as agency from Jobs
+                                    where rowid > $1 and rowid <= $2)
+         where agency is not null",
+        agency_of("job")
+    )
+}
+
+/// The table of the jobs' agencies and its index.
+const AGENCIES_TABLE: [&str; 3] = [
+    "drop table if exists job_agencies",
+    "create table job_agencies (job integer primary key, agency_id text not null)",
+    // An agency's jobs in push order: the console's agency filter.
+    "create index job_agencies_by_agency on job_agencies (agency_id, job)",
+];
+
+/// The trigger by which a deleted job leaves the index.
+fn delete_trigger() -> String {
+    // A deleted job leaves the index; and when it was the newest, the next
+    // push takes its row id again, so the mark steps back below it.
+    format!(
+        "create trigger {DELETE_TRIGGER} after delete on Jobs begin
+             delete from job_text where rowid = old.rowid
+                 and old.rowid <= (select indexed_to from job_text_progress);
+             delete from job_agencies where job = old.rowid;
+             update job_text_progress set indexed_to = (select coalesce(max(rowid), 0) from Jobs)
+                 where indexed_to > (select coalesce(max(rowid), 0) from Jobs);
+         end"
+    )
+}
 
 /// Jobs one catch-up transaction indexes: a few milliseconds of the
 /// writer's time, so a push waits for at most one batch.
@@ -39,7 +90,7 @@ pub(crate) const SHORTEST_INDEXED: usize = 3;
 
 /// The statements that set the index up, empty: the catch-up fills it.
 fn set_up_statements() -> Vec<String> {
-    vec![
+    let mut statements = vec![
         "drop table if exists job_text".to_owned(),
         "drop table if exists job_text_progress".to_owned(),
         "create virtual table job_text using fts5(
@@ -48,37 +99,55 @@ fn set_up_statements() -> Vec<String> {
         // The highest row id indexed: every job at or below it is.
         "create table job_text_progress (indexed_to integer not null)".to_owned(),
         "insert into job_text_progress (indexed_to) values (0)".to_owned(),
-        // A deleted job leaves the index; and when it was the newest, the
-        // next push takes its row id again, so the mark steps back below it.
-        format!(
-            "create trigger {DELETE_TRIGGER} after delete on Jobs begin
-                 delete from job_text where rowid = old.rowid
-                     and old.rowid <= (select indexed_to from job_text_progress);
-                 update job_text_progress set indexed_to = (select coalesce(max(rowid), 0) from Jobs)
-                     where indexed_to > (select coalesce(max(rowid), 0) from Jobs);
-             end"
-        ),
-    ]
+    ];
+    statements.extend(AGENCIES_TABLE.map(str::to_owned));
+    statements.push(delete_trigger());
+    statements
+}
+
+/// The statements that add the agencies to a text index already built:
+/// the agencies of the jobs it holds, read once, so that the text of a
+/// million jobs is not tokenized again.
+fn agencies_added_statements() -> Vec<String> {
+    let mut statements: Vec<String> = AGENCIES_TABLE.map(str::to_owned).to_vec();
+    statements.push(
+        agencies_indexed_statement()
+            .replace("$1", "0")
+            .replace("$2", "(select indexed_to from job_text_progress)"),
+    );
+    statements.push(format!("drop trigger {TEXT_ONLY_TRIGGER}"));
+    statements.push(delete_trigger());
+    statements
+}
+
+/// Whether the queue file has a trigger named `name`.
+async fn has_trigger(tx: &mut sqlx::SqliteConnection, name: &str) -> Result<bool, sqlx::Error> {
+    let kept: i64 = sqlx::query_scalar(
+        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
+    )
+    .bind(name)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(kept > 0)
 }
 
 /// Sets the index up once per queue file, in one write transaction.
 pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with("begin immediate").await?;
-    let kept: i64 = sqlx::query_scalar(
-        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
-    )
-    .bind(DELETE_TRIGGER)
-    .fetch_one(&mut *tx)
-    .await?;
-    if kept == 0 {
-        for trigger in EARLIER_TRIGGERS.iter().chain([&DELETE_TRIGGER]) {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "drop trigger if exists {trigger}"
-            )))
-            .execute(&mut *tx)
-            .await?;
-        }
-        for statement in set_up_statements() {
+    if !has_trigger(&mut tx, DELETE_TRIGGER).await? {
+        let statements = if has_trigger(&mut tx, TEXT_ONLY_TRIGGER).await? {
+            agencies_added_statements()
+        } else {
+            for trigger in EARLIER_TRIGGERS {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "drop trigger if exists {trigger}"
+                )))
+                .execute(&mut *tx)
+                .await?;
+            }
+            set_up_statements()
+        };
+        for statement in statements {
             sqlx::query(sqlx::AssertSqlSafe(statement))
                 .execute(&mut *tx)
                 .await?;
@@ -116,6 +185,11 @@ pub async fn catch_up(pool: &SqlitePool) -> Result<u64, sqlx::Error> {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        sqlx::query(sqlx::AssertSqlSafe(agencies_indexed_statement()))
+            .bind(from)
+            .bind(to)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("update job_text_progress set indexed_to = $1")
             .bind(to)
             .execute(&mut *tx)
@@ -244,6 +318,114 @@ mod tests {
         assert!(found(&pool, &phrase(r#"a"b"#)).await.is_empty());
         assert_eq!(any_of(Some("ab"), &[]), None);
         assert_eq!(any_of(None, &[]), None);
+    }
+
+    /// The jobs `agency` has in the agencies' index, in push order.
+    async fn of_agency(pool: &SqlitePool, agency: &str) -> Vec<String> {
+        sqlx::query_scalar(
+            "select Jobs.id from job_agencies cross join Jobs on Jobs.rowid = job_agencies.job
+             where job_agencies.agency_id = $1 order by job_agencies.job",
+        )
+        .bind(agency)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_job_s_agency_is_indexed_with_its_text() {
+        let pool = memory_queue().await;
+        set_up(&pool).await.unwrap();
+        for (id, job) in [
+            ("01A", r#"{"agency_id":"agc_1","media_id":"med_1"}"#),
+            // Named elsewhere than at its `agency_id`: not the job's agency.
+            ("01B", r#"{"note":"agc_1","agency_id":null}"#),
+            ("01C", r#"{"agency_id":"agc_2"}"#),
+            // Not JSON at all: indexed as text, with no agency.
+            ("01D", "not json agc_1"),
+            ("01E", r#"{"agency_id":"agc_1"}"#),
+        ] {
+            run(
+                &pool,
+                &format!(
+                    "insert into Jobs (job, id, job_type) values (cast('{job}' as blob), '{id}', 'probe')"
+                ),
+            )
+            .await;
+        }
+        assert!(
+            of_agency(&pool, "agc_1").await.is_empty(),
+            "not yet indexed"
+        );
+        assert_eq!(catch_up(&pool).await.unwrap(), 5);
+        assert_eq!(of_agency(&pool, "agc_1").await, ["01A", "01E"]);
+        assert_eq!(of_agency(&pool, "agc_2").await, ["01C"]);
+        // A deleted job leaves it.
+        run(&pool, "delete from Jobs where id = '01A'").await;
+        assert_eq!(of_agency(&pool, "agc_1").await, ["01E"]);
+        // The newest deleted, its row id is given again: the new job's
+        // agency is its own.
+        run(&pool, "delete from Jobs where id = '01E'").await;
+        run(
+            &pool,
+            r#"insert into Jobs (job, id, job_type) values ('{"agency_id":"agc_3"}', '02A', 'probe')"#,
+        )
+        .await;
+        assert_eq!(catch_up(&pool).await.unwrap(), 1);
+        assert!(of_agency(&pool, "agc_1").await.is_empty());
+        assert_eq!(of_agency(&pool, "agc_3").await, ["02A"]);
+    }
+
+    #[tokio::test]
+    async fn a_text_index_of_the_earlier_shape_gains_the_agencies_and_keeps_its_text() {
+        let pool = memory_queue().await;
+        set_up(&pool).await.unwrap();
+        for n in 0..3 {
+            run(
+                &pool,
+                &format!(
+                    r#"insert into Jobs (job, id, job_type) values ('{{"agency_id":"agc_{n}","n":"kept-{n}"}}', '01{n}', 'probe')"#
+                ),
+            )
+            .await;
+        }
+        assert_eq!(catch_up(&pool).await.unwrap(), 3);
+        // The shape before: the text index and its mark, no agencies.
+        run(&pool, &format!("drop trigger {DELETE_TRIGGER}")).await;
+        run(&pool, "drop table job_agencies").await;
+        run(
+            &pool,
+            &format!(
+                "create trigger {TEXT_ONLY_TRIGGER} after delete on Jobs begin
+                     delete from job_text where rowid = old.rowid
+                         and old.rowid <= (select indexed_to from job_text_progress);
+                 end"
+            ),
+        )
+        .await;
+        // A job pushed since the text index last caught up.
+        run(
+            &pool,
+            r#"insert into Jobs (job, id, job_type) values ('{"agency_id":"agc_1","n":"later"}', '02A', 'probe')"#,
+        )
+        .await;
+        set_up(&pool).await.unwrap();
+        // The jobs the text index held have their agencies; their text is
+        // not indexed again, and the later push is caught up as usual.
+        assert_eq!(of_agency(&pool, "agc_1").await, ["011"]);
+        assert_eq!(found(&pool, &phrase("kept-2")).await, ["012"]);
+        assert_eq!(catch_up(&pool).await.unwrap(), 1);
+        assert_eq!(of_agency(&pool, "agc_1").await, ["011", "02A"]);
+        // The new trigger is in place of the old.
+        run(&pool, "delete from Jobs where id = '011'").await;
+        assert_eq!(of_agency(&pool, "agc_1").await, ["02A"]);
+        let triggers: Vec<String> = sqlx::query_scalar(
+            "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(triggers, [DELETE_TRIGGER]);
     }
 
     /// A connection of its own to the queue file at `path`, waiting up to

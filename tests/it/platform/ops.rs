@@ -611,3 +611,73 @@ async fn the_console_routes_act_by_filter_and_refuse_what_makes_no_sense() {
         "{location}"
     );
 }
+
+#[tokio::test]
+async fn an_agency_with_many_done_jobs_is_counted_to_a_cap_and_paged_on() {
+    let app = ops_app().await;
+    let platform::queue::QueueBackend::Sqlite(pool) = app.state.platform().queue.backend() else {
+        unreachable!("the embedded queue")
+    };
+    // 1,030 done probes of one agency, written as a worker leaves them.
+    let agency = storage::ids::AgencyId::generate();
+    let jobs = 1_030;
+    sqlx::query(
+        r#"with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+           insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at, done_at)
+           select cast('{"agency_id":"' || $2 || '","n":' || i || '}' as blob),
+                  printf('01JDONE%019d', i), $3, 'Done', 1, 3, i, i from n"#,
+    )
+    .bind(jobs)
+    .bind(agency.as_str())
+    .bind(<Probe as platform::kinds::Job>::KIND)
+    .execute(pool)
+    .await
+    .unwrap();
+    let filter = format!("state=done&agency={agency}");
+    // The first page: "more than" the cap, and a next page.
+    let page = ops_get(&app, &format!("/ops/?{filter}")).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("More than <strong>1000</strong> done jobs match; showing 1–25"),
+        "{page}"
+    );
+    assert!(page.contains(r#"id="next-page""#), "{page}");
+    assert!(
+        page.contains("01JDONE0000000000000000001"),
+        "pushed first, shown first"
+    );
+    // The last page reaches the end: counted exactly, no next page.
+    let last = ops_get(&app, &format!("/ops/?{filter}&page=42"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        last.contains("<strong>1030</strong> done jobs match; showing 1026–1030"),
+        "{last}"
+    );
+    assert!(!last.contains(r#"id="next-page""#), "{last}");
+    // The JSON route says the same.
+    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}&limit=50"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (found["count"].as_u64(), found["count_capped"].as_bool()),
+        (Some(1000), Some(true)),
+        "{found}"
+    );
+    assert_eq!(found["items"].as_array().map(Vec::len), Some(50));
+    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}&limit=1000"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (found["count"].as_u64(), found["count_capped"].as_bool()),
+        (Some(1000), Some(true)),
+        "{found}"
+    );
+}

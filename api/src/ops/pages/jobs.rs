@@ -18,6 +18,7 @@ struct JobsPage {
     filter: FilterView,
     error: Option<String>,
     count: usize,
+    count_capped: bool,
     first: usize,
     last: usize,
     actions: Vec<ActionView>,
@@ -121,7 +122,10 @@ pub(in crate::ops) async fn jobs_page(
         Ok(found) => found,
         Err(err) => return unavailable(&err),
     };
-    let pages = found.total.div_ceil(page_size).max(1);
+    // A capped count has counted past this page: at least one job more.
+    let pages = (found.total + u64::from(found.total_capped))
+        .div_ceil(page_size)
+        .max(1);
     let page = asked.min(pages);
     if page != asked {
         // Past the last page (jobs left meanwhile, or a hand-made link):
@@ -134,6 +138,7 @@ pub(in crate::ops) async fn jobs_page(
     let Found {
         jobs: found,
         total,
+        total_capped,
         runs_in_process,
         more_runs_in_process,
     } = found;
@@ -164,6 +169,7 @@ pub(in crate::ops) async fn jobs_page(
         filter: view,
         error,
         count,
+        count_capped: total_capped,
         jobs,
         runs_in_process,
         runs_limit: RUNS_IN_PROCESS_SHOWN,
