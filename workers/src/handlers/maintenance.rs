@@ -315,9 +315,10 @@ impl Maintenance {
 
 /// Rows one purge transaction deletes at most. Within it the batch is
 /// sized by time ([`BATCH_TIME`]): a `POST /listings` arriving while a batch
-/// holds SQLite's writer waits for that batch, and SQLite's busy wait polls
-/// at 1, 2, 5, 10… ms, so a batch of 30 ms (a thousand deliveries with
-/// their attempts) put 40 ms on the creates' p99 (`bench purge`).
+/// holds the SQLite file's writer (the group commit every write of the
+/// process takes turns at) waits for that batch and its commit, so a batch
+/// of 30 ms (a thousand deliveries with their attempts) put 40 ms on the
+/// creates' p99 (`bench purge`).
 pub const PURGE_BATCH: u32 = 1_000;
 
 /// How long one purge transaction should hold the writer: batches grow
@@ -325,7 +326,7 @@ pub const PURGE_BATCH: u32 = 1_000;
 /// than twice it. A commit alone costs a SQLite file a millisecond or two
 /// (its sync), so a target much below this shrinks every batch to the
 /// floor and the purge to a crawl (2 ms purged 130,000 deliveries in six
-/// minutes); at 5 ms a create that meets a batch waits about one busy step
+/// minutes); at 5 ms a create that meets a batch waits a few milliseconds
 /// more than it would anyway.
 pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(5);
 
