@@ -27,11 +27,12 @@ fn sqlite_state(state: &str) -> Option<String> {
 /// A SQLite row: id, queue, attempts, last result, payload.
 type Row = (String, String, i64, Option<String>, Vec<u8>);
 
-/// Most matches a page of done jobs found by text or agency counts beyond
-/// its own window: a search of a week of jobs streams its matches in push
-/// order and stops, where an exact total would read every match (half a
-/// million for an agency with half the queue). The console says "more
-/// than" when the count stops there.
+/// Most matches a page of jobs found by an index (done jobs by text or
+/// agency, dead jobs by text) counts beyond its own window: such a search
+/// streams its matches in push order and stops, where an exact total would
+/// read every match (half a million for an agency with half the queue). The
+/// console says "more than" when the count stops there; a window of nothing
+/// (a bulk action's confirmation) counts every match.
 pub(crate) const COUNT_CAP: u64 = 1_000;
 
 /// Which index a filter's jobs are read by.
@@ -44,14 +45,17 @@ enum Source {
     Text,
     /// The agency's own jobs (`job_agencies`), in push order.
     Agency,
+    /// The dead jobs' text index's matches, in push order.
+    DeadText,
 }
 
 /// How a filter reads SQLite's jobs. Done jobs (a week of them) with a
 /// filter an index serves start from that index's matches in push order,
 /// each job then looked up by its row id: a text search from the text
-/// index, an agency alone from its own jobs. Every other state is the
-/// backlog or the dead (bounded by retention), read by the status index and
-/// checked row by row. Placeholders: `$3` the text index's query, `$4` the
+/// index, an agency alone from its own jobs; a text search of dead jobs (a
+/// month of them) from the dead jobs' text index. Every other filter reads
+/// the backlog or the dead (bounded by retention) by the status index and
+/// checks them row by row. Placeholders: `$3` the text index's query, `$4` the
 /// agency, `$5` the search text in lower case, `$6` the related ids (a JSON
 /// array).
 #[derive(Debug, Default)]
@@ -71,13 +75,14 @@ struct SqliteText {
 impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
         let done = filter.state == "done";
+        let dead = filter.state == "dead";
         let query = filter
             .search
             .as_deref()
-            .filter(|_| done)
+            .filter(|_| done || dead)
             .and_then(|search| search_index::any_of(Some(search), &filter.related));
         let source = if query.is_some() {
-            Source::Text
+            if done { Source::Text } else { Source::DeadText }
         } else if done && filter.agency.is_some() {
             Source::Agency
         } else {
@@ -120,6 +125,7 @@ impl SqliteText {
                 "job_agencies indexed by job_agencies_by_agency
                  cross join Jobs on Jobs.rowid = job_agencies.job"
             }
+            Source::DeadText => "dead_job_text cross join Jobs on Jobs.rowid = dead_job_text.rowid",
         }
     }
 
@@ -129,6 +135,7 @@ impl SqliteText {
             Source::State => "run_at, Jobs.rowid",
             Source::Text => "job_text.rowid",
             Source::Agency => "job_agencies.job",
+            Source::DeadText => "dead_job_text.rowid",
         }
     }
 
@@ -136,7 +143,11 @@ impl SqliteText {
     fn conditions(&self) -> String {
         let mut conditions = String::new();
         if self.query.is_some() {
-            conditions.push_str(" and job_text match $3");
+            conditions.push_str(if self.source == Source::DeadText {
+                " and dead_job_text match $3"
+            } else {
+                " and job_text match $3"
+            });
         }
         if self.agency.is_some() {
             conditions.push_str(match self.source {
@@ -144,9 +155,11 @@ impl SqliteText {
                 Source::Text => {
                     " and (select agency_id from job_agencies where job = Jobs.rowid) = $4"
                 }
-                // The backlog and the dead are not in the index yet (or no
-                // longer need it): the payload names the agency.
-                Source::State => " and instr(cast(Jobs.job as text), '\"' || $4 || '\"') > 0",
+                // The backlog and the dead are not in the agencies' index
+                // yet (or no longer need it): the payload names the agency.
+                Source::State | Source::DeadText => {
+                    " and instr(cast(Jobs.job as text), '\"' || $4 || '\"') > 0"
+                }
             });
         }
         if self.search.is_some() {
@@ -229,7 +242,7 @@ pub(super) async fn sqlite_jobs(
         return Ok(FoundJobs::default());
     };
     let text = SqliteText::of(filter);
-    if text.streams() {
+    if matches!(text.source, Source::Text | Source::Agency) {
         // The jobs pushed since the maintenance schedule last indexed.
         search_index::catch_up(pool).await?;
     }
@@ -274,11 +287,15 @@ pub(super) async fn sqlite_jobs(
         _ => None,
     };
     // A count that streams stops past the window and [`COUNT_CAP`]; a bulk
-    // action (no limit) reads and counts every job.
-    let reach = window.limit.filter(|_| text.streams()).map(|limit| {
-        let reach = COUNT_CAP.max(window.offset.saturating_add(limit));
-        i64::try_from(reach).unwrap_or(i64::MAX - 1) + 1
-    });
+    // action (no limit) and its confirmation (a window of nothing) count
+    // every job.
+    let reach = window
+        .limit
+        .filter(|&limit| limit > 0 && text.streams())
+        .map(|limit| {
+            let reach = COUNT_CAP.max(window.offset.saturating_add(limit));
+            i64::try_from(reach).unwrap_or(i64::MAX - 1) + 1
+        });
     let total: i64 = match kept {
         // The finished states grow with the history, and the failed share a
         // status with the dead: their count is kept.
@@ -537,7 +554,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn done_jobs_by_text_or_agency_stream_from_their_index() {
+    async fn jobs_by_text_or_agency_stream_from_their_index() {
         let dir = tempfile::tempdir().unwrap();
         let admin = sqlite_queue(&dir, &[]).await;
         let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
@@ -549,7 +566,11 @@ mod tests {
             search: search.map(Into::into),
             ..JobFilter::default()
         };
-        let state = sqlite_state("done").unwrap();
+        let dead_search = JobFilter {
+            state: "dead".into(),
+            search: Some("answered 503".into()),
+            ..JobFilter::default()
+        };
         for (filter, driving) in [
             (
                 done(Some("agc_1"), Some("QX7ABC")),
@@ -565,7 +586,10 @@ mod tests {
                 done(Some("agc_1"), Some("J5")),
                 "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
             ),
+            // Dead jobs by their error: the dead jobs' text index.
+            (dead_search, "SCAN dead_job_text VIRTUAL TABLE"),
         ] {
+            let state = sqlite_state(&filter.state).unwrap();
             let text = SqliteText::of(&filter);
             assert!(text.streams(), "{filter:?}");
             for statement in [
@@ -663,6 +687,23 @@ mod tests {
                 (jobs, jobs, false)
             );
         }
+        // A window of nothing is an exact count (a bulk action's
+        // confirmation).
+        let counted = admin
+            .find_jobs_in(
+                &JobFilter {
+                    state: "done".into(),
+                    agency: Some("agc_big".into()),
+                    ..JobFilter::default()
+                },
+                JobWindow {
+                    offset: 0,
+                    limit: Some(0),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!((counted.total, counted.total_capped), (jobs, false));
         // A filter that finds fewer than the cap is counted exactly.
         let few = JobFilter {
             state: "done".into(),

@@ -11,6 +11,7 @@
 //! agencies (`fair`) over this process's worker slots (`slots`), and waking
 //! idle workers when work arrives (`wake`).
 
+mod dead_index;
 mod fair;
 mod promote;
 mod push;

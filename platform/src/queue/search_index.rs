@@ -199,29 +199,33 @@ pub async fn catch_up(pool: &SqlitePool) -> Result<u64, sqlx::Error> {
     }
 }
 
-/// Opens the text index on a new connection by a read, retried while the
+/// Opens the text indexes (the done jobs' and the dead jobs',
+/// `super::dead_index`) on a new connection by a read, retried while the
 /// file is busy. SQLite opens a virtual table on a connection the first time
-/// a statement names it, and when that statement is a write (a push, whose
-/// trigger writes the index) the open can fail at once with "database is
-/// locked" while another connection writes, without waiting for it as the
-/// busy timeout says; a read waits.
+/// a statement names it, and when that statement is a write (a delete or an
+/// acknowledgement, whose trigger writes an index) the open can fail at once
+/// with "database is locked" while another connection writes, without
+/// waiting for it as the busy timeout says; a read waits.
 pub(super) async fn warm(connection: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
-    let mut attempt = 0;
-    loop {
-        match sqlx::query("select rowid from job_text where rowid = 0")
-            .fetch_optional(&mut *connection)
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(err))
-                if err.message().contains("locked") && attempt < 100 =>
-            {
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    for read in [
+        "select rowid from job_text where rowid = 0",
+        "select rowid from dead_job_text where rowid = 0",
+    ] {
+        let mut attempt = 0;
+        loop {
+            match sqlx::query(read).fetch_optional(&mut *connection).await {
+                Ok(_) => break,
+                Err(sqlx::Error::Database(err))
+                    if err.message().contains("locked") && attempt < 100 =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Err(err) => return Err(err),
             }
-            Err(err) => return Err(err),
         }
     }
+    Ok(())
 }
 
 /// An FTS5 phrase of `text` exactly: quoted, its quotes doubled.

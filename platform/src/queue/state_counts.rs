@@ -46,7 +46,7 @@ const EARLIER_TRIGGERS: [&str; 5] = [
 
 /// The counted state of the `Jobs` row named `row` (`new`, `old`, or none
 /// for the table's own columns).
-fn state_of(row: &str) -> String {
+pub(super) fn state_of(row: &str) -> String {
     let column = |name: &str| {
         if row.is_empty() {
             name.to_owned()

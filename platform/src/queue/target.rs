@@ -160,6 +160,7 @@ impl JobQueue {
                 sqlx::query(SQLITE_FAIR_TABLE).execute(&setup).await?;
                 super::state_counts::set_up(&setup).await?;
                 super::search_index::set_up(&setup).await?;
+                super::dead_index::set_up(&setup).await?;
                 setup.close().await;
                 let pool = SqlitePoolOptions::new()
                     .max_connections(8)

@@ -681,3 +681,91 @@ async fn an_agency_with_many_done_jobs_is_counted_to_a_cap_and_paged_on() {
         "{found}"
     );
 }
+
+#[tokio::test]
+async fn dead_jobs_found_by_their_error_are_paged_from_the_index_and_confirmed_exactly() {
+    let app = ops_app().await;
+    let platform::queue::QueueBackend::Sqlite(pool) = app.state.platform().queue.backend() else {
+        unreachable!("the embedded queue")
+    };
+    // 1,030 probes that died of the same error, moved there as a worker
+    // moves them (the dead jobs' index is kept by the move), and one that
+    // died of another; due in 2100, so no worker takes them first.
+    let jobs = 1_030;
+    sqlx::query(
+        r#"with recursive n(i) as (select 0 union all select i + 1 from n where i < $1)
+           insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+           select cast('{"n":' || i || '}' as blob), printf('01JDEAD%019d', i), $2,
+                  'Pending', 0, 3, 4102444800 + i from n"#,
+    )
+    .bind(jobs)
+    .bind(<Probe as platform::kinds::Job>::KIND)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        r#"update Jobs set status = 'Failed', attempts = 3,
+               last_result = case when id = '01JDEAD0000000000000000000'
+                   then '{"Err":"the listing is gone"}'
+                   else '{"Err":"receiver answered 410 Gone"}' end
+           where id like '01JDEAD%'"#,
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let filter = "state=dead&search=answered%20410";
+    let page = ops_get(&app, &format!("/ops/?{filter}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("More than <strong>1000</strong> dead jobs match; showing 1–25"),
+        "{page}"
+    );
+    // The bulk button names no count it does not know...
+    assert!(
+        page.contains(r#"id="bulk-retry">Retry all</button>"#),
+        "{page}"
+    );
+    assert!(
+        page.contains("01JDEAD0000000000000000001"),
+        "pushed first, shown first"
+    );
+    assert!(
+        !page.contains("01JDEAD0000000000000000000"),
+        "another error"
+    );
+    // ... and its confirmation counts every match.
+    let confirm = ops_get(&app, &format!("/ops/jobs/confirm?action=retry&{filter}"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        confirm.contains(r#"<strong id="confirm-count">1030</strong>"#),
+        "{confirm}"
+    );
+    // Retried, they leave the dead jobs' index.
+    let retried: Value = ops_send(
+        &app,
+        reqwest::Method::POST,
+        "/ops/api/jobs/bulk",
+        Some(json!({"action": "retry", "state": "dead", "search": "answered 410"})),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(retried["count"], 1_030, "{retried}");
+    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (found["count"].as_u64(), found["count_capped"].as_bool()),
+        (Some(0), Some(false)),
+        "{found}"
+    );
+}
