@@ -1,0 +1,503 @@
+//! The embedded queue's console reads: windows, plans, counts.
+
+use serde_json::json;
+
+use super::*;
+use crate::admin::QueueAdmin;
+use crate::queue::QueueBackend;
+
+/// A job written straight into the table: id, queue, status, attempts,
+/// run_at, payload, last result.
+type Written<'a> = (&'a str, &'a str, &'a str, i64, i64, Value, Option<&'a str>);
+
+/// A queue file with `jobs` written straight into its table.
+async fn sqlite_queue(dir: &tempfile::TempDir, jobs: &[Written<'_>]) -> QueueAdmin {
+    let queue = crate::queue::JobQueue::connect(&crate::queue::QueueTarget::SqliteFile(
+        dir.path().join("queue.sqlite"),
+    ))
+    .await
+    .unwrap();
+    let QueueBackend::Sqlite(pool) = queue.backend() else {
+        unreachable!()
+    };
+    for (id, queue_name, status, attempts, run_at, payload, result) in jobs {
+        // Pushed as apalis pushes, then moved to its state as a worker
+        // moves it.
+        sqlx::query(
+            "insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+             values ($1, $2, $3, 'Pending', 0, 3, $4)",
+        )
+        .bind(payload.to_string().into_bytes())
+        .bind(id)
+        .bind(queue_name)
+        .bind(run_at)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query("update Jobs set status = $2, attempts = $3, last_result = $4 where id = $1")
+            .bind(id)
+            .bind(status)
+            .bind(attempts)
+            .bind(result)
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    QueueAdmin::new(queue)
+}
+
+fn ids(found: &FoundJobs) -> Vec<&str> {
+    found.jobs.iter().map(|job| job.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn sqlite_finds_a_window_by_state_queue_agency_and_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let failed = Some(r#"{"Err": "endpoint answered 503"}"#);
+    let admin = sqlite_queue(
+        &dir,
+        &[
+            (
+                "j1",
+                "media",
+                "Done",
+                1,
+                30,
+                json!({"agency_id": "agc_1", "listing_number": "QX7ABC1"}),
+                None,
+            ),
+            (
+                "j2",
+                "media",
+                "Done",
+                1,
+                10,
+                json!({"agency_id": "agc_2", "listing_number": "QX7ABC2"}),
+                None,
+            ),
+            (
+                "j3",
+                "webhook_delivery",
+                "Done",
+                1,
+                20,
+                json!({"agency_id": "agc_1", "delivery_id": "dlv_1"}),
+                None,
+            ),
+            (
+                "j4",
+                "webhook_delivery",
+                "Failed",
+                3,
+                40,
+                json!({"agency_id": "agc_1", "delivery_id": "dlv_2"}),
+                failed,
+            ),
+            (
+                "j5",
+                "outbox_dispatch",
+                "Done",
+                1,
+                50,
+                json!({"event_ids": ["evt_10", "evt_1"]}),
+                None,
+            ),
+            (
+                "j6",
+                "outbox_dispatch",
+                "Done",
+                1,
+                60,
+                json!({"event_ids": ["evt_10"]}),
+                None,
+            ),
+        ],
+    )
+    .await;
+    let filter = |state: &str| JobFilter {
+        state: state.to_owned(),
+        ..JobFilter::default()
+    };
+    let all = admin
+        .find_jobs_in(&filter("done"), JobWindow::ALL)
+        .await
+        .unwrap();
+    // Oldest due first, counted by the queue's kept counts.
+    assert_eq!(ids(&all), ["j2", "j3", "j1", "j5", "j6"]);
+    assert_eq!(all.total, 5);
+    let window = JobWindow {
+        offset: 1,
+        limit: Some(2),
+    };
+    let page = admin.find_jobs_in(&filter("done"), window).await.unwrap();
+    assert_eq!((ids(&page), page.total), (vec!["j3", "j1"], 5));
+    let media = JobFilter {
+        queue: Some("media".into()),
+        ..filter("done")
+    };
+    let found = admin.find_jobs_in(&media, JobWindow::ALL).await.unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j2", "j1"], 2));
+    // An agency: jobs naming it, by the agencies' index, in push order.
+    let agency = JobFilter {
+        agency: Some("agc_1".into()),
+        ..filter("done")
+    };
+    let found = admin.find_jobs_in(&agency, JobWindow::ALL).await.unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j1", "j3"], 2));
+    // Not the dead one of the same agency; found among the dead row by row.
+    let dead_of_agency = JobFilter {
+        agency: Some("agc_1".into()),
+        ..filter("dead")
+    };
+    let found = admin
+        .find_jobs_in(&dead_of_agency, JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j4"], 1));
+    // Free text, any case, in the payload, the id or the last error.
+    let search = |state: &str, text: &str| JobFilter {
+        search: Some(text.to_owned()),
+        ..filter(state)
+    };
+    // By the text index: in push order.
+    let found = admin
+        .find_jobs_in(&search("done", "qx7abc"), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j1", "j2"], 2));
+    let found = admin
+        .find_jobs_in(&search("dead", "ANSWERED 503"), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), ["j4"]);
+    assert_eq!(
+        found.jobs[0].last_error.as_deref(),
+        Some("endpoint answered 503")
+    );
+    let with_agency = JobFilter {
+        agency: Some("agc_2".into()),
+        ..search("done", "QX7ABC")
+    };
+    assert_eq!(
+        ids(&admin
+            .find_jobs_in(&with_agency, JobWindow::ALL)
+            .await
+            .unwrap()),
+        ["j2"]
+    );
+    // Text shorter than the index serves is looked for all the same.
+    let found = admin
+        .find_jobs_in(&search("done", "J5"), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j5"], 1));
+    // A listing number's related ids match as whole JSON strings.
+    let related = JobFilter {
+        related: vec!["evt_1".into()],
+        ..search("done", "NOSUCHNUMBER")
+    };
+    let found = admin.find_jobs_in(&related, JobWindow::ALL).await.unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j5"], 1));
+    let none = admin
+        .find_jobs_in(&search("done", "nothing like it"), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!((ids(&none), none.total), (Vec::<&str>::new(), 0));
+    let counted = admin
+        .find_jobs_in(
+            &filter("done"),
+            JobWindow {
+                offset: 0,
+                limit: Some(0),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((counted.jobs.len(), counted.total), (0, 5));
+}
+
+#[tokio::test]
+async fn jobs_by_text_or_agency_stream_from_their_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sqlite_queue(&dir, &[]).await;
+    let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+        unreachable!()
+    };
+    let done = |agency: Option<&str>, search: Option<&str>| JobFilter {
+        state: "done".into(),
+        agency: agency.map(Into::into),
+        search: search.map(Into::into),
+        ..JobFilter::default()
+    };
+    let dead_search = JobFilter {
+        state: "dead".into(),
+        search: Some("answered 503".into()),
+        ..JobFilter::default()
+    };
+    for (filter, driving) in [
+        (
+            done(Some("agc_1"), Some("QX7ABC")),
+            "SCAN job_text VIRTUAL TABLE",
+        ),
+        (done(None, Some("QX7ABC")), "SCAN job_text VIRTUAL TABLE"),
+        (
+            done(Some("agc_1"), None),
+            "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
+        ),
+        // Too short for the text index: the agency's jobs, checked.
+        (
+            done(Some("agc_1"), Some("J5")),
+            "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
+        ),
+        // Dead jobs by their error: the dead jobs' text index.
+        (dead_search, "SCAN dead_job_text VIRTUAL TABLE"),
+    ] {
+        let state = sqlite_state(&filter.state).unwrap();
+        let text = SqliteText::of(&filter);
+        assert!(text.streams(), "{filter:?}");
+        for statement in [
+            window_statement(&state, &text),
+            count_statement(&state, &text, true),
+        ] {
+            let plan = plan_of(pool, &statement).await;
+            let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
+            assert!(
+                first.is_some_and(|step| step.starts_with(driving)),
+                "{filter:?}: {plan:?}"
+            );
+            assert!(
+                plan.iter()
+                    .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
+                "{plan:?}"
+            );
+            // Neither a sort of every match nor a walk of every job.
+            assert!(
+                !plan
+                    .iter()
+                    .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
+                "{filter:?}: {plan:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_count_stops_past_the_window_and_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sqlite_queue(&dir, &[]).await;
+    let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+        unreachable!()
+    };
+    // COUNT_CAP + 100 done jobs of one agency, each naming a listing.
+    let jobs = COUNT_CAP + 100;
+    sqlx::query(
+        r#"with recursive n(i) as (select 1 union all select i + 1 from n where i < $1)
+           insert into Jobs (job, id, job_type, status, attempts, max_attempts, run_at)
+           select cast('{"agency_id":"agc_big","listing_number":"QX7' || printf('%05d', i) || '"}' as blob),
+                  printf('job%05d', i), 'probe', 'Done', 1, 3, i from n"#,
+    )
+    .bind(i64::try_from(jobs).unwrap())
+    .execute(pool)
+    .await
+    .unwrap();
+    let window = |offset: u64| JobWindow {
+        offset,
+        limit: Some(25),
+    };
+    for filter in [
+        JobFilter {
+            state: "done".into(),
+            agency: Some("agc_big".into()),
+            ..JobFilter::default()
+        },
+        JobFilter {
+            state: "done".into(),
+            search: Some("qx7".into()),
+            ..JobFilter::default()
+        },
+    ] {
+        // The first page: counted to the cap, then "more than".
+        let first = admin.find_jobs_in(&filter, window(0)).await.unwrap();
+        assert_eq!(
+            (first.jobs[0].id.as_str(), first.total, first.total_capped),
+            ("job00001", COUNT_CAP, true),
+            "{filter:?}"
+        );
+        // A page past the cap: counted past its own window.
+        let deep = admin
+            .find_jobs_in(&filter, window(COUNT_CAP))
+            .await
+            .unwrap();
+        assert_eq!(
+            (deep.jobs.len(), deep.total, deep.total_capped),
+            (25, COUNT_CAP + 25, true),
+            "{filter:?}"
+        );
+        // The last page: the window reaches the end, so the count is exact.
+        let last = admin
+            .find_jobs_in(&filter, window(jobs - 20))
+            .await
+            .unwrap();
+        assert_eq!(
+            (last.jobs.len(), last.total, last.total_capped),
+            (20, jobs, false),
+            "{filter:?}"
+        );
+        // Every job (a bulk action's read): exact.
+        let all = admin.find_jobs_in(&filter, JobWindow::ALL).await.unwrap();
+        assert_eq!(
+            (all.jobs.len() as u64, all.total, all.total_capped),
+            (jobs, jobs, false)
+        );
+    }
+    // A window of nothing is an exact count (a bulk action's
+    // confirmation).
+    let counted = admin
+        .find_jobs_in(
+            &JobFilter {
+                state: "done".into(),
+                agency: Some("agc_big".into()),
+                ..JobFilter::default()
+            },
+            JobWindow {
+                offset: 0,
+                limit: Some(0),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((counted.total, counted.total_capped), (jobs, false));
+    // A filter that finds fewer than the cap is counted exactly.
+    let few = JobFilter {
+        state: "done".into(),
+        search: Some("qx700012".into()),
+        ..JobFilter::default()
+    };
+    let found = admin.find_jobs_in(&few, window(0)).await.unwrap();
+    assert_eq!((found.total, found.total_capped), (1, false));
+}
+
+/// The plan of `statement` on the queue file, one line per step.
+async fn plan_of(pool: &sqlx::SqlitePool, statement: &str) -> Vec<String> {
+    let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "explain query plan {statement}"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter().map(|row| row.3).collect()
+}
+
+#[tokio::test]
+async fn the_dead_jobs_are_read_by_their_own_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sqlite_queue(&dir, &[]).await;
+    let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+        unreachable!()
+    };
+    // The console's dead list (with or without a queue) and the most
+    // recent dead jobs: the dead jobs' index in the statement's order,
+    // no sort of every dead job.
+    let dead = sqlite_state("dead").unwrap();
+    for (statement, index) in [
+        (
+            window_statement(&dead, &SqliteText::default()),
+            "USING INDEX jobs_dead_by_run_at",
+        ),
+        (
+            super::super::dead::recent_dead_statement(),
+            "USING INDEX jobs_dead_by_done_at",
+        ),
+    ] {
+        let plan = plan_of(pool, &statement).await;
+        assert!(plan.iter().any(|step| step.contains(index)), "{plan:?}");
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
+    // The oldest dead job of each queue: a seek per queue; the backlog
+    // by its ranges; no step reads every job.
+    let plan = plan_of(pool, &super::super::ages::sqlite_oldest_statement()).await;
+    assert!(
+        plan.iter()
+            .any(|step| step
+                .starts_with("SEARCH Jobs USING INDEX jobs_dead_by_queue (job_type=?)")),
+        "{plan:?}"
+    );
+    // The only scan is of the partial index of the jobs still retrying.
+    assert!(
+        plan.iter()
+            .filter(|step| step.starts_with("SCAN Jobs"))
+            .all(|step| step == "SCAN Jobs USING INDEX idx_jobs_failed"),
+        "{plan:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_state_has_the_age_of_its_oldest_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let pushed = |seconds_ago: i64| {
+        ulid::Ulid::from_parts(u64::try_from(now_ms - seconds_ago * 1_000).unwrap(), 1).to_string()
+    };
+    let (older_dead, dead, killed, retrying, waiting, later) = (
+        pushed(500),
+        pushed(400),
+        pushed(300),
+        pushed(200),
+        pushed(100),
+        pushed(50),
+    );
+    let far = chrono::Utc::now().timestamp() + 3_600;
+    let error = Some(r#"{"Err": "gone"}"#);
+    let admin = sqlite_queue(
+        &dir,
+        &[
+            (
+                &older_dead,
+                "media_variants",
+                "Failed",
+                3,
+                0,
+                json!({}),
+                error,
+            ),
+            (&dead, "media_variants", "Failed", 5, 0, json!({}), error),
+            (
+                &killed,
+                "webhook_delivery",
+                "Killed",
+                1,
+                0,
+                json!({}),
+                error,
+            ),
+            // Failed with an attempt left: waiting for its retry.
+            (
+                &retrying,
+                "webhook_delivery",
+                "Failed",
+                1,
+                far,
+                json!({}),
+                error,
+            ),
+            (&waiting, "media_variants", "Pending", 0, 0, json!({}), None),
+            (&later, "media_variants", "Pending", 0, far, json!({}), None),
+        ],
+    )
+    .await;
+    let ages = admin.oldest_jobs().await.unwrap();
+    let age = |queue: &str, state: &str| {
+        ages.iter()
+            .find(|age| age.queue == queue && age.state == state)
+            .map_or(-1.0, |age| age.age_seconds.round())
+    };
+    assert_eq!(age("media_variants", "dead"), 500.0);
+    assert_eq!(age("webhook_delivery", "dead"), 300.0);
+    assert_eq!(age("webhook_delivery", "scheduled"), 200.0);
+    assert_eq!(age("media_variants", "pending"), 100.0);
+    assert_eq!(age("media_variants", "scheduled"), 50.0);
+    assert_eq!(age("media_variants", "running"), 0.0, "none running");
+}
