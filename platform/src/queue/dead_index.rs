@@ -12,7 +12,7 @@
 
 use sqlx::SqlitePool;
 
-use super::state_counts::state_of;
+use super::state_counts::{column_of, has_trigger, state_of};
 
 /// The update trigger's name: its presence says the index is set up.
 const UPDATE_TRIGGER: &str = "jobs_dead_text_on_update";
@@ -29,13 +29,7 @@ fn dead(row: &str) -> String {
 /// The indexed text of the `Jobs` row named `row`, in the table's columns'
 /// order (id, payload, last result).
 fn text_of(row: &str) -> String {
-    let column = |name: &str| {
-        if row.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{row}.{name}")
-        }
-    };
+    let column = |name: &str| column_of(row, name);
     format!(
         "{}, cast({} as text), coalesce({}, '')",
         column("id"),
@@ -88,13 +82,7 @@ fn set_up_statements() -> Vec<String> {
 /// dies between the reading of the dead ones and the triggers).
 pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with("begin immediate").await?;
-    let kept: i64 = sqlx::query_scalar(
-        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
-    )
-    .bind(UPDATE_TRIGGER)
-    .fetch_one(&mut *tx)
-    .await?;
-    if kept == 0 {
+    if !has_trigger(&mut tx, UPDATE_TRIGGER).await? {
         for statement in set_up_statements() {
             sqlx::query(sqlx::AssertSqlSafe(statement))
                 .execute(&mut *tx)

@@ -20,6 +20,8 @@
 
 use sqlx::SqlitePool;
 
+use super::state_counts::has_trigger;
+
 /// The delete trigger's name: its presence says the index is set up.
 const DELETE_TRIGGER: &str = "jobs_indexed_forgotten_on_delete";
 
@@ -118,17 +120,6 @@ fn agencies_added_statements() -> Vec<String> {
     statements.push(format!("drop trigger {TEXT_ONLY_TRIGGER}"));
     statements.push(delete_trigger());
     statements
-}
-
-/// Whether the queue file has a trigger named `name`.
-async fn has_trigger(tx: &mut sqlx::SqliteConnection, name: &str) -> Result<bool, sqlx::Error> {
-    let kept: i64 = sqlx::query_scalar(
-        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
-    )
-    .bind(name)
-    .fetch_one(&mut *tx)
-    .await?;
-    Ok(kept > 0)
 }
 
 /// Sets the index up once per queue file, in one write transaction.

@@ -44,16 +44,35 @@ const EARLIER_TRIGGERS: [&str; 5] = [
     "jobs_finished_counted_on_update",
 ];
 
+/// The column `name` of the `Jobs` row named `row` (`new`, `old`, or none
+/// for the table's own columns), as a trigger or a statement names it.
+pub(super) fn column_of(row: &str, name: &str) -> String {
+    if row.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{row}.{name}")
+    }
+}
+
+/// Whether the queue file has a trigger named `name`: each index or count
+/// kept by triggers is set up once, when its last trigger is missing.
+pub(super) async fn has_trigger(
+    connection: &mut sqlx::SqliteConnection,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    let kept: i64 = sqlx::query_scalar(
+        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
+    )
+    .bind(name)
+    .fetch_one(&mut *connection)
+    .await?;
+    Ok(kept > 0)
+}
+
 /// The counted state of the `Jobs` row named `row` (`new`, `old`, or none
 /// for the table's own columns).
 pub(super) fn state_of(row: &str) -> String {
-    let column = |name: &str| {
-        if row.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{row}.{name}")
-        }
-    };
+    let column = |name: &str| column_of(row, name);
     format!(
         "(case when {status} = 'Killed' or ({status} = 'Failed' and {attempts} >= {max_attempts}) \
          then 'dead' else {status} end)",
@@ -125,13 +144,7 @@ fn set_up_statements() -> Vec<String> {
 /// that count the rest.
 pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with("begin immediate").await?;
-    let kept: i64 = sqlx::query_scalar(
-        "select count(*) from sqlite_master where type = 'trigger' and name = $1",
-    )
-    .bind(TRIGGERS[1])
-    .fetch_one(&mut *tx)
-    .await?;
-    if kept == 0 {
+    if !has_trigger(&mut tx, TRIGGERS[1]).await? {
         for trigger in EARLIER_TRIGGERS.iter().chain(&TRIGGERS) {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "drop trigger if exists {trigger}"

@@ -43,6 +43,16 @@ pub(super) async fn ops_get(app: &TestApp, path: &str) -> reqwest::Response {
         .unwrap()
 }
 
+/// An ops page's HTML.
+async fn ops_page(app: &TestApp, path: &str) -> String {
+    ops_get(app, path).await.text().await.unwrap()
+}
+
+/// An ops JSON route's answer.
+async fn ops_json(app: &TestApp, path: &str) -> Value {
+    ops_get(app, path).await.json().await.unwrap()
+}
+
 pub(super) async fn ops_post(app: &TestApp, path: &str) -> reqwest::Response {
     app.client
         .post(ops(app, path))
@@ -648,33 +658,21 @@ async fn an_agency_with_many_done_jobs_is_counted_to_a_cap_and_paged_on() {
         "pushed first, shown first"
     );
     // The last page reaches the end: counted exactly, no next page.
-    let last = ops_get(&app, &format!("/ops/?{filter}&page=42"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let last = ops_page(&app, &format!("/ops/?{filter}&page=42")).await;
     assert!(
         last.contains("<strong>1030</strong> done jobs match; showing 1026–1030"),
         "{last}"
     );
     assert!(!last.contains(r#"id="next-page""#), "{last}");
     // The JSON route says the same.
-    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}&limit=50"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let found: Value = ops_json(&app, &format!("/ops/api/jobs?{filter}&limit=50")).await;
     assert_eq!(
         (found["count"].as_u64(), found["count_capped"].as_bool()),
         (Some(1000), Some(true)),
         "{found}"
     );
     assert_eq!(found["items"].as_array().map(Vec::len), Some(50));
-    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}&limit=1000"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let found: Value = ops_json(&app, &format!("/ops/api/jobs?{filter}&limit=1000")).await;
     assert_eq!(
         (found["count"].as_u64(), found["count_capped"].as_bool()),
         (Some(1000), Some(true)),
@@ -714,11 +712,7 @@ async fn dead_jobs_found_by_their_error_are_paged_from_the_index_and_confirmed_e
     .await
     .unwrap();
     let filter = "state=dead&search=answered%20410";
-    let page = ops_get(&app, &format!("/ops/?{filter}"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let page = ops_page(&app, &format!("/ops/?{filter}")).await;
     assert!(
         page.contains("More than <strong>1000</strong> dead jobs match; showing 1–25"),
         "{page}"
@@ -737,11 +731,7 @@ async fn dead_jobs_found_by_their_error_are_paged_from_the_index_and_confirmed_e
         "another error"
     );
     // ... and its confirmation counts every match.
-    let confirm = ops_get(&app, &format!("/ops/jobs/confirm?action=retry&{filter}"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let confirm = ops_page(&app, &format!("/ops/jobs/confirm?action=retry&{filter}")).await;
     assert!(
         confirm.contains(r#"<strong id="confirm-count">1030</strong>"#),
         "{confirm}"
@@ -758,11 +748,7 @@ async fn dead_jobs_found_by_their_error_are_paged_from_the_index_and_confirmed_e
     .await
     .unwrap();
     assert_eq!(retried["count"], 1_030, "{retried}");
-    let found: Value = ops_get(&app, &format!("/ops/api/jobs?{filter}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let found: Value = ops_json(&app, &format!("/ops/api/jobs?{filter}")).await;
     assert_eq!(
         (found["count"].as_u64(), found["count_capped"].as_bool()),
         (Some(0), Some(false)),
