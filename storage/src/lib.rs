@@ -14,6 +14,7 @@ pub mod people;
 pub mod plans;
 pub mod records;
 pub mod requests;
+pub mod retention;
 pub mod rules;
 pub mod secrets;
 pub mod space;

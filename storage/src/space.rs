@@ -8,15 +8,18 @@
 //! PostgreSQL's autovacuum marks dead rows reusable on its own.
 
 use crate::Result;
-use crate::db::Database;
+use crate::db::{Database, expendable_transaction};
 use crate::store::Store;
 
-/// Pages one step of the incremental vacuum frees at most (1 MiB of 4 KiB
-/// pages): the write lock is held for a step, a few milliseconds, not for
-/// the whole reclaim. Steps of 4,096 pages run back to back kept a `POST
-/// /listings` waiting 1.8 s after a purge of a million deliveries, its busy
-/// wait losing the lock to the next step again and again (`bench purge`).
-const PAGES_PER_STEP: i64 = 256;
+/// Pages one step of the incremental vacuum frees at most (256 KiB of 4 KiB
+/// pages): the writer is held for a step, a few milliseconds, not for the
+/// whole reclaim. Steps of 4,096 pages run back to back kept a `POST
+/// /listings` waiting 1.8 s after a purge of a million deliveries. A step
+/// is a turn at the file's group commit like any write (an expendable one:
+/// a step lost in a crash is taken again), so a create waits for at most
+/// one step, never in SQLite's busy handler for a lock another connection
+/// holds.
+const PAGES_PER_STEP: i64 = 64;
 
 /// A SQLite file's pages, before or after a reclaim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,7 +60,7 @@ impl Store {
     /// of the file to the file system, a step at a time. Nothing to do on
     /// PostgreSQL or on a file without incremental vacuum.
     pub async fn reclaim_space(&self) -> Result<Option<FileSpace>> {
-        let Database::Sqlite(sqlite) = self.db() else {
+        let Database::Sqlite(_) = self.db() else {
             return Ok(None);
         };
         let mut freed_before: Option<i64> = None;
@@ -75,15 +78,18 @@ impl Store {
             }
             freed_before = Some(space.free_pages);
             let step = excess.min(PAGES_PER_STEP);
-            let started = std::time::Instant::now();
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "pragma incremental_vacuum({step})"
-            )))
-            .execute(sqlite.pool())
-            .await?;
-            // As long again without the lock: the writers waiting for it
-            // go before the next step.
-            tokio::time::sleep(started.elapsed()).await;
+            let held = expendable_transaction!(self.db(), |tx| {
+                let started = std::time::Instant::now();
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "pragma incremental_vacuum({step})"
+                )))
+                .execute(&mut *tx)
+                .await?;
+                started.elapsed()
+            });
+            // Then the writer is left alone a while, as between a purge's
+            // batches: the writes waiting for it go before the next step.
+            tokio::time::sleep(held * crate::retention::REST_PER_HELD).await;
         }
     }
 }

@@ -311,9 +311,9 @@ backend_tests! {
         assert_eq!(taken_over.status(), StatusCode::CREATED);
         assert_eq!(listings_total(&ctx).await, 2);
 
-        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap(), 0);
+        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap().rows, 0);
         clock.advance_seconds(24 * 3600);
-        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap(), 2);
+        assert_eq!(ctx.app.store.idempotency().purge_expired(100).await.unwrap().rows, 2);
         // After 24 hours the key starts over: a new listing.
         let reused = create_with(&ctx, "orphan", &body).await;
         assert_eq!(reused.status(), StatusCode::CREATED);

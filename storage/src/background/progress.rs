@@ -8,6 +8,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::db::{in_transaction, on_pool};
+use crate::retention::PurgeBatch;
 use crate::{Result, Store, Tenant, Timestamp};
 
 /// The latest state of an operation.
@@ -179,16 +180,10 @@ impl Progress<'_> {
 
     /// Deletes the history of states recorded before `before`, at most
     /// `limit` of them; the latest state of each operation stays.
-    pub async fn purge_steps(&self, before: Timestamp, limit: u32) -> Result<u64> {
-        let deleted = crate::db::write_on_pool!(self.store.db(), pool => {
-            sqlx::query(PURGE_STEPS_SQL)
-            .bind(before)
-            .bind(i64::from(limit))
-            .execute(&mut *pool)
-            .await?
-            .rows_affected()
-        });
-        Ok(deleted)
+    pub async fn purge_steps(&self, before: Timestamp, limit: u32) -> Result<PurgeBatch> {
+        self.store
+            .purge_before(PURGE_STEPS_SQL, before, limit)
+            .await
     }
 
     /// The operation's latest state, if it is the tenant's.

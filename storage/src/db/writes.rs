@@ -20,12 +20,16 @@ pub(crate) use on_pool;
 /// Runs a writing `$body` once per backend with `$tx` bound to a connection in
 /// a transaction. The body may leave early with `?` or `return Err(..)`: its
 /// writes are then undone. With `durable`, the call returns after the commit
-/// reached the disk; `bookkeeping` writes may return before.
+/// reached the disk; `bookkeeping` writes may return before; `expendable`
+/// writes return after a commit that need not reach the disk.
 macro_rules! write_unit {
     ($db:expr, $durability:ident, |$tx:ident| $body:block) => {
         match $db {
             $crate::db::Database::Sqlite(sqlite) => {
-                let mut slot = sqlite.group().enter().await?;
+                let mut slot = sqlite
+                    .group()
+                    .enter($crate::db::write_unit!(@sync $durability))
+                    .await?;
                 let result: $crate::Result<_> = async {
                     let $tx = slot.connection();
                     Ok($body)
@@ -44,6 +48,16 @@ macro_rules! write_unit {
             }
         }
     };
+    (@sync expendable) => {
+        $crate::db::Sync::Relaxed
+    };
+    (@sync $durability:ident) => {
+        $crate::db::Sync::Full
+    };
+    (@sqlite expendable, $sqlite:ident, $batch:ident, $output:ident) => {{
+        $sqlite.group().committed($batch).await?;
+        $output
+    }};
     (@sqlite durable, $sqlite:ident, $batch:ident, $output:ident) => {{
         $sqlite.group().committed($batch).await?;
         $output
@@ -82,6 +96,19 @@ macro_rules! write_on_pool {
     };
 }
 pub(crate) use write_on_pool;
+
+/// A write a crash may undo without harm, because it is done again (a
+/// retention purge's batch): returns once committed, without waiting for the
+/// disk. On SQLite its batch commits with `synchronous = NORMAL` (see
+/// `group_commit`), so writes queued behind it do not wait for a sync of it;
+/// on PostgreSQL pass the store's bookkeeping database, whose sessions commit
+/// with `synchronous_commit = off`.
+macro_rules! expendable_transaction {
+    ($db:expr, |$tx:ident| $body:block) => {
+        $crate::db::write_unit!($db, expendable, |$tx| $body)
+    };
+}
+pub(crate) use expendable_transaction;
 
 /// A write whose caller goes on before its commit reached the disk: returns
 /// `(output, Commit)`, and the caller awaits `Commit::durable` before it

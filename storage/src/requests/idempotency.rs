@@ -14,6 +14,7 @@ use sqlx::types::Json;
 
 use crate::db::bookkeeping_transaction;
 use crate::ids::AgencyId;
+use crate::retention::PurgeBatch;
 use crate::{Result, Store, Timestamp};
 
 /// How long a response is kept for replay.
@@ -337,21 +338,15 @@ impl Idempotency<'_> {
     }
 
     /// Deletes records older than the retention, at most `limit` of them.
-    pub async fn purge_expired(&self, limit: u32) -> Result<u64> {
+    pub async fn purge_expired(&self, limit: u32) -> Result<PurgeBatch> {
         let cutoff = self
             .store
             .clock()
             .now()
             .plus_seconds(-(RETENTION.as_secs() as i64));
-        let deleted = bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            sqlx::query(PURGE_EXPIRED_SQL)
-                .bind(cutoff)
-                .bind(i64::from(limit))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-        });
-        Ok(deleted)
+        self.store
+            .purge_before(PURGE_EXPIRED_SQL, cutoff, limit)
+            .await
     }
 }
 

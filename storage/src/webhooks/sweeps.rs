@@ -3,8 +3,9 @@
 
 use super::Webhooks;
 use super::delivery_record::DueAttempt;
-use crate::db::{in_transaction, write_on_pool};
+use crate::db::{expendable_transaction, in_transaction, write_on_pool};
 use crate::ids::{DeliveryId, WebhookEndpointId};
+use crate::retention::PurgeBatch;
 use crate::{Result, StorageError, Timestamp};
 
 impl Webhooks<'_> {
@@ -93,10 +94,12 @@ impl Webhooks<'_> {
     /// Deletes finished deliveries (and their attempts) completed before
     /// `before`, the oldest first, at most `limit` in one transaction;
     /// returns how many. The retention task calls it batch after batch.
-    pub async fn purge_finished(&self, before: Timestamp, limit: u32) -> Result<u64> {
+    pub async fn purge_finished(&self, before: Timestamp, limit: u32) -> Result<PurgeBatch> {
         // Attempts go with their delivery (on delete cascade); each
-        // endpoint's total loses what it lost, in the same transaction.
-        let deleted = in_transaction!(self.store.db(), |tx| {
+        // endpoint's total loses what it lost, in the same transaction. A
+        // batch lost in a crash is simply purged again.
+        let batch = expendable_transaction!(self.store.bookkeeping(), |tx| {
+            let started = std::time::Instant::now();
             let endpoints: Vec<WebhookEndpointId> = sqlx::query_scalar(PURGE_FINISHED_SQL)
                 .bind(before)
                 .bind(i64::from(limit))
@@ -107,9 +110,9 @@ impl Webhooks<'_> {
                 endpoints.iter().map(|endpoint| (endpoint, -1)),
             )
             .await?;
-            endpoints.len() as u64
+            PurgeBatch::since(started, endpoints.len() as u64)
         });
-        Ok(deleted)
+        Ok(batch)
     }
 }
 

@@ -140,7 +140,7 @@ backend_tests! {
         move_to(&clock, NOON + 32 * 86_400);
         store.job_history().roll_up(clock.now()).await.unwrap();
         assert!(store.job_history().series(Resolution::Hour, since, clock.now(), None).await.unwrap().is_empty());
-        assert_eq!(store.job_attempts().purge(clock.now(), 1_000).await.unwrap(), 5);
+        assert_eq!(store.job_attempts().purge(clock.now(), 1_000).await.unwrap().rows, 5);
     }
 }
 

@@ -13,6 +13,7 @@ use platform::dispatch::dispatch_jobs;
 use platform::kinds::{DeliverWebhook, ProcessMedia, SendNotification};
 use platform::{Platform, PushOptions};
 use storage::Timestamp;
+use storage::retention::PurgeBatch;
 
 use super::{JobError, WorkerState, observe};
 
@@ -323,12 +324,10 @@ pub const PURGE_BATCH: u32 = 1_000;
 
 /// How long one purge transaction should hold the writer: batches grow
 /// while they take less than half of it and shrink while they take more
-/// than twice it. A commit alone costs a SQLite file a millisecond or two
-/// (its sync), so a target much below this shrinks every batch to the
-/// floor and the purge to a crawl (2 ms purged 130,000 deliveries in six
-/// minutes); at 5 ms a create that meets a batch waits a few milliseconds
-/// more than it would anyway.
-pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(5);
+/// than twice it. A purge's commit does not wait for the disk (its batches
+/// are expendable: a batch lost in a crash is purged again), so a batch is
+/// its deletes; a create that meets one waits at most about this long.
+pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The first batch's rows (or the largest allowed, if smaller).
 const FIRST_BATCH: u32 = 64;
@@ -406,28 +405,27 @@ impl Maintenance {
 
 /// Runs `purge` (one transaction deleting at most its argument's rows) until
 /// a batch comes back short, with batches of at most `largest` rows sized
-/// by [`BATCH_TIME`]. Between two batches it waits as long as the last one
-/// took: the purge holds the writer at most half the time, and the writers
-/// queued behind a batch go before the next.
+/// by [`BATCH_TIME`]. Between two batches it waits
+/// [`storage::retention::REST_PER_HELD`] times as long as the last one held
+/// the writer: the writes queued behind a batch go before the next, and the
+/// disk writes its pages between them.
 async fn in_batches<F, Fut>(largest: u32, mut purge: F) -> Result<Purged, JobError>
 where
     F: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = storage::Result<u64>>,
+    Fut: std::future::Future<Output = storage::Result<PurgeBatch>>,
 {
     let largest = largest.max(1);
     let mut batch = FIRST_BATCH.min(largest);
     let mut purged = Purged::default();
     while purged.rows < PURGE_ROWS_PER_RUN {
-        let started = Instant::now();
-        let deleted = purge(batch).await?;
-        let took = started.elapsed();
-        purged.rows += deleted;
+        let done = purge(batch).await?;
+        purged.rows += done.rows;
         purged.batches += 1;
-        if deleted < u64::from(batch) {
+        if done.rows < u64::from(batch) {
             break;
         }
-        batch = next_batch(batch, took, largest);
-        tokio::time::sleep(took).await;
+        batch = next_batch(batch, done.held, largest);
+        tokio::time::sleep(done.held * storage::retention::REST_PER_HELD).await;
     }
     Ok(purged)
 }
@@ -511,14 +509,21 @@ mod tests {
                 deleted
             };
             asked.lock().unwrap().push(batch);
-            async move { Ok(deleted) }
+            // Each batch held the writer briefly: the next one doubles.
+            let held = BATCH_TIME / 4;
+            async move {
+                Ok(PurgeBatch {
+                    rows: deleted,
+                    held,
+                })
+            }
         })
         .await
         .unwrap();
         let asked = asked.into_inner().unwrap();
         assert_eq!(purged.rows, 1_000);
         assert_eq!(purged.batches as usize, asked.len());
-        assert_eq!(asked[0], FIRST_BATCH);
+        assert_eq!(asked[..3], [FIRST_BATCH, FIRST_BATCH * 2, FIRST_BATCH * 4]);
         assert!(asked.iter().all(|&batch| batch <= 300), "{asked:?}");
         assert_eq!(*left.lock().unwrap(), 0);
     }

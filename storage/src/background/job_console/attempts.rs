@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use sqlx::QueryBuilder;
 
-use crate::db::{bookkeeping_transaction, in_transaction, on_pool};
+use crate::db::{in_transaction, on_pool};
+use crate::retention::PurgeBatch;
 use crate::{Result, Store, Timestamp};
 
 /// How long runs stay (the longest a dead job is kept, and then some).
@@ -168,18 +169,9 @@ impl JobAttempts<'_> {
 
     /// Forgets runs that started more than [`ATTEMPTS_KEPT_SECONDS`] before
     /// `now`, the oldest first, at most `limit` of them; returns how many.
-    pub async fn purge(&self, now: Timestamp, limit: u32) -> Result<u64> {
+    pub async fn purge(&self, now: Timestamp, limit: u32) -> Result<PurgeBatch> {
         let before = now.plus_seconds(-ATTEMPTS_KEPT_SECONDS);
-        let mut deleted = 0;
-        bookkeeping_transaction!(self.store.bookkeeping(), |tx| {
-            deleted = sqlx::query(PURGE_SQL)
-                .bind(before)
-                .bind(i64::from(limit))
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        });
-        Ok(deleted)
+        self.store.purge_before(PURGE_SQL, before, limit).await
     }
 }
 

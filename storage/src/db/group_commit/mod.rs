@@ -21,6 +21,16 @@
 //! not run as bare strings, which it prepares anew each time). A writer whose future
 //! is dropped mid-savepoint (a client hung up) leaves its savepoint to be
 //! rolled back the same way.
+//!
+//! Some writes need no sync of their own: a retention purge's deletes, lost in
+//! a power cut, are simply done again by its next run. Such a writer
+//! ([`Sync::Relaxed`]) opens its batch with `synchronous = NORMAL`, whose
+//! commit in WAL mode writes the log without waiting for the disk, so a
+//! `POST` queued behind a purge batch waits for its deletes, not for a sync of
+//! them. A durable writer that finds such a batch open commits it (cheap: no
+//! sync) and opens its own with `synchronous = FULL`; the sync of that commit
+//! carries the earlier frames of the log to the disk too. A relaxed writer
+//! that finds a durable batch open joins it and rides on its sync.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -51,6 +61,17 @@ pub struct GroupCommit {
     failures: std::sync::Mutex<VecDeque<(u64, String)>>,
 }
 
+/// Whether a writer's batch must reach the disk at its commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sync {
+    /// The commit waits for the disk (`synchronous = FULL`).
+    Full,
+    /// The commit may return before the disk has it (`synchronous = NORMAL`):
+    /// for writes a crash may undo without harm, because they are done again
+    /// (retention purges).
+    Relaxed,
+}
+
 /// How the last writer's savepoint is to end, once the next statement runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ending {
@@ -79,6 +100,9 @@ struct Batch {
     open: bool,
     id: u64,
     ending: Ending,
+    /// The open batch's sync, and the connection's `synchronous` setting
+    /// (which changes only between transactions) once it is committed.
+    sync: Sync,
 }
 
 impl Batch {
@@ -100,6 +124,7 @@ impl GroupCommit {
                 open: false,
                 id: 0,
                 ending: Ending::Settled,
+                sync: Sync::Full,
             })),
             closer: Notify::new(),
             finished,
@@ -110,23 +135,44 @@ impl GroupCommit {
     }
 
     /// Waits for this writer's turn, opens the batch if needed and starts a
-    /// savepoint (ending the previous writer's in the same round trip).
-    pub(crate) async fn enter(self: &Arc<Self>) -> Result<Slot> {
+    /// savepoint (ending the previous writer's in the same round trip). A
+    /// durable writer first commits an open relaxed batch.
+    pub(crate) async fn enter(self: &Arc<Self>, sync: Sync) -> Result<Slot> {
         let mut guard = self.batch.clone().lock_owned().await;
+        if guard.open && guard.sync == Sync::Relaxed && sync == Sync::Full {
+            // No sync to wait for: the log is written, the next commit syncs it.
+            let id = guard.id;
+            match Self::commit(&mut guard).await {
+                Ok(()) => {
+                    self.finished.send_replace(id);
+                }
+                Err(err) => self.abandon(&mut guard, &err.to_string()).await,
+            }
+        }
         let opening = !guard.open;
         if opening {
             guard.id += 1;
         }
-        let sql = if opening {
-            "begin immediate; savepoint w"
-        } else {
-            guard.ending.then_savepoint()
+        let sql = match (opening, guard.sync, sync) {
+            (false, _, _) => guard.ending.then_savepoint(),
+            (true, Sync::Full, Sync::Full) | (true, Sync::Relaxed, Sync::Relaxed) => {
+                "begin immediate; savepoint w"
+            }
+            (true, Sync::Full, Sync::Relaxed) => {
+                "pragma synchronous = normal; begin immediate; savepoint w"
+            }
+            (true, Sync::Relaxed, Sync::Full) => {
+                "pragma synchronous = full; begin immediate; savepoint w"
+            }
         };
         let started = prepared(sql).execute(guard.connection()?).await;
         match started {
             Ok(_) => {
                 guard.open = true;
                 guard.ending = Ending::Settled;
+                if opening {
+                    guard.sync = sync;
+                }
                 Ok(Slot {
                     guard: Some(guard),
                     group: self.clone(),
@@ -134,8 +180,13 @@ impl GroupCommit {
             }
             Err(err) => {
                 // Where the statements stopped is unknown: end the
-                // transaction, and with it the batch.
+                // transaction, and with it the batch, and set the connection
+                // back to syncing every commit.
                 self.abandon(&mut guard, &err.to_string()).await;
+                if let Ok(connection) = guard.connection() {
+                    let _ = connection.execute("pragma synchronous = full").await;
+                }
+                guard.sync = Sync::Full;
                 Err(err.into())
             }
         }
@@ -309,187 +360,4 @@ impl Drop for Slot {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use sqlx::Row;
-
-    use crate::db::{Database, in_transaction, scratch_sqlite};
-
-    async fn database() -> (Database, tempfile::TempDir) {
-        let (db, dir) = scratch_sqlite().await;
-        let Database::Sqlite(sqlite) = &db else {
-            unreachable!()
-        };
-        sqlx::query("create table t (n integer primary key)")
-            .execute(sqlite.pool())
-            .await
-            .unwrap();
-        // A deferred reference is checked at COMMIT: a way to make a commit fail.
-        sqlx::query(
-            "create table child (parent integer references t (n) deferrable initially deferred)",
-        )
-        .execute(sqlite.pool())
-        .await
-        .unwrap();
-        (db, dir)
-    }
-
-    async fn insert(db: &Database, n: i64, fail_after: bool) -> crate::Result<()> {
-        in_transaction!(db, |tx| {
-            sqlx::query("insert into t (n) values ($1)")
-                .bind(n)
-                .execute(&mut *tx)
-                .await?;
-            if fail_after {
-                return Err(crate::StorageError::Corrupt("fails after writing".into()));
-            }
-        });
-        Ok(())
-    }
-
-    async fn rows(db: &Database) -> Vec<i64> {
-        let Database::Sqlite(sqlite) = db else {
-            unreachable!()
-        };
-        sqlx::query("select n from t order by n")
-            .fetch_all(sqlite.pool())
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get::<i64, _>(0))
-            .collect()
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn writers_in_one_batch_fail_alone() {
-        let (db, _dir) = database().await;
-        let writers = (0..40).map(|n| {
-            let db = db.clone();
-            tokio::spawn(async move { insert(&db, n, n % 3 == 0).await })
-        });
-        let results = futures_outcomes(writers).await;
-        for (n, result) in results.iter().enumerate() {
-            assert_eq!(result.is_ok(), n % 3 != 0, "writer {n}");
-        }
-        // Every successful write is visible to other connections once its call returned.
-        let expected: Vec<i64> = (0..40).filter(|n| n % 3 != 0).collect();
-        assert_eq!(rows(&db).await, expected);
-    }
-
-    async fn futures_outcomes(
-        handles: impl Iterator<Item = tokio::task::JoinHandle<crate::Result<()>>>,
-    ) -> Vec<crate::Result<()>> {
-        let mut out = Vec::new();
-        for handle in handles {
-            out.push(handle.await.unwrap());
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn the_group_statements_stay_prepared_on_the_writer_connection() {
-        let (db, _dir) = database().await;
-        let Database::Sqlite(sqlite) = &db else {
-            unreachable!()
-        };
-        // One at a time: each opens a batch, and every other one is undone.
-        for n in 0..10 {
-            insert(&db, n, n % 2 == 1).await.unwrap_or_default();
-        }
-        let mut slot = sqlite.group().enter().await.unwrap();
-        let cached = sqlx::Connection::cached_statements_size(slot.connection());
-        // The writers' insert, `begin immediate; savepoint w`, `commit` and
-        // `rollback to w; release w; commit`.
-        assert_eq!(cached, 4, "statements cached on the writer connection");
-    }
-
-    #[tokio::test]
-    async fn an_abandoned_savepoint_is_rolled_back_and_others_commit() {
-        let (db, _dir) = database().await;
-        let Database::Sqlite(sqlite) = &db else {
-            unreachable!()
-        };
-        let mut slot = sqlite.group().enter().await.unwrap();
-        sqlx::query("insert into t (n) values (1)")
-            .execute(slot.connection())
-            .await
-            .unwrap();
-        drop(slot); // a client hung up mid-write
-        insert(&db, 2, false).await.unwrap();
-        assert_eq!(rows(&db).await, vec![2]);
-    }
-
-    #[tokio::test]
-    async fn the_last_writer_of_a_batch_failing_is_undone_at_the_commit() {
-        let (db, _dir) = database().await;
-        let Database::Sqlite(sqlite) = &db else {
-            unreachable!()
-        };
-        let mut kept = sqlite.group().enter().await.unwrap();
-        sqlx::query("insert into t (n) values (1)")
-            .execute(kept.connection())
-            .await
-            .unwrap();
-        let kept_batch = kept.finish(true).await.unwrap();
-        let mut undone = sqlite.group().enter().await.unwrap();
-        sqlx::query("insert into t (n) values (2)")
-            .execute(undone.connection())
-            .await
-            .unwrap();
-        let undone_batch = undone.finish(false).await.unwrap();
-        sqlite.group().committed(kept_batch).await.unwrap();
-        sqlite.group().committed(undone_batch).await.unwrap();
-        assert_eq!(rows(&db).await, vec![1]);
-        // Many writers in a row, every other one failing, in as few batches as come.
-        for n in 10..30 {
-            insert(&db, n, n % 2 == 1).await.unwrap_or_default();
-        }
-        let expected: Vec<i64> = std::iter::once(1)
-            .chain((10..30).filter(|n| n % 2 == 0))
-            .collect();
-        assert_eq!(rows(&db).await, expected);
-    }
-
-    #[tokio::test]
-    async fn a_failed_commit_fails_every_writer_of_its_batch() {
-        let (db, _dir) = database().await;
-        let Database::Sqlite(sqlite) = &db else {
-            unreachable!()
-        };
-        // Two writers in one batch: the first leaves a dangling deferred reference.
-        let mut first = sqlite.group().enter().await.unwrap();
-        sqlx::query("insert into child (parent) values (99)")
-            .execute(first.connection())
-            .await
-            .unwrap();
-        // The second writer queues for its turn while the first holds it, so it
-        // comes before the closer and shares the batch.
-        let second = {
-            let db = db.clone();
-            tokio::spawn(async move { insert(&db, 7, false).await })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let first_batch = first.finish(true).await.unwrap();
-        let first_outcome = sqlite.group().committed(first_batch).await;
-        assert!(
-            matches!(first_outcome, Err(crate::StorageError::CommitFailed(_))),
-            "{first_outcome:?}"
-        );
-        let second_outcome = tokio::time::timeout(Duration::from_secs(10), second)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            matches!(second_outcome, Err(crate::StorageError::CommitFailed(_))),
-            "{second_outcome:?}"
-        );
-        assert!(
-            rows(&db).await.is_empty(),
-            "nothing of the failed batch remains"
-        );
-        // The writer keeps working after a failed batch.
-        insert(&db, 8, false).await.unwrap();
-        assert!(rows(&db).await.contains(&8));
-    }
-}
+mod tests;
