@@ -23,7 +23,7 @@ mod writes;
 pub(crate) use database::scratch_sqlite;
 pub use database::{Backend, Database, DatabaseTarget, PoolSettings, SqliteDb};
 pub use group_commit::Commit;
-pub(crate) use group_commit::Sync;
+pub(crate) use group_commit::CommitSync;
 pub use lock::{lock_for_migrations, lock_sqlite_file};
 pub(crate) use tx::Tx;
 pub(crate) use tx::on_tx;

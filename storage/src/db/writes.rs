@@ -49,15 +49,16 @@ macro_rules! write_unit {
         }
     };
     (@sync expendable) => {
-        $crate::db::Sync::Relaxed
+        $crate::db::CommitSync::Relaxed
     };
     (@sync $durability:ident) => {
-        $crate::db::Sync::Full
+        $crate::db::CommitSync::Full
     };
-    (@sqlite expendable, $sqlite:ident, $batch:ident, $output:ident) => {{
-        $sqlite.group().committed($batch).await?;
-        $output
-    }};
+    (@sqlite expendable, $sqlite:ident, $batch:ident, $output:ident) => {
+        // Waits for its commit as a durable write does: that commit just
+        // does not sync.
+        $crate::db::write_unit!(@sqlite durable, $sqlite, $batch, $output)
+    };
     (@sqlite durable, $sqlite:ident, $batch:ident, $output:ident) => {{
         $sqlite.group().committed($batch).await?;
         $output

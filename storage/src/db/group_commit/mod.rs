@@ -24,7 +24,7 @@
 //!
 //! Some writes need no sync of their own: a retention purge's deletes, lost in
 //! a power cut, are simply done again by its next run. Such a writer
-//! ([`Sync::Relaxed`]) opens its batch with `synchronous = NORMAL`, whose
+//! ([`CommitSync::Relaxed`]) opens its batch with `synchronous = NORMAL`, whose
 //! commit in WAL mode writes the log without waiting for the disk, so a
 //! `POST` queued behind a purge batch waits for its deletes, not for a sync of
 //! them. A durable writer that finds such a batch open commits it (cheap: no
@@ -63,7 +63,7 @@ pub struct GroupCommit {
 
 /// Whether a writer's batch must reach the disk at its commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Sync {
+pub(crate) enum CommitSync {
     /// The commit waits for the disk (`synchronous = FULL`).
     Full,
     /// The commit may return before the disk has it (`synchronous = NORMAL`):
@@ -102,7 +102,7 @@ struct Batch {
     ending: Ending,
     /// The open batch's sync, and the connection's `synchronous` setting
     /// (which changes only between transactions) once it is committed.
-    sync: Sync,
+    sync: CommitSync,
 }
 
 impl Batch {
@@ -124,7 +124,7 @@ impl GroupCommit {
                 open: false,
                 id: 0,
                 ending: Ending::Settled,
-                sync: Sync::Full,
+                sync: CommitSync::Full,
             })),
             closer: Notify::new(),
             finished,
@@ -137,9 +137,9 @@ impl GroupCommit {
     /// Waits for this writer's turn, opens the batch if needed and starts a
     /// savepoint (ending the previous writer's in the same round trip). A
     /// durable writer first commits an open relaxed batch.
-    pub(crate) async fn enter(self: &Arc<Self>, sync: Sync) -> Result<Slot> {
+    pub(crate) async fn enter(self: &Arc<Self>, sync: CommitSync) -> Result<Slot> {
         let mut guard = self.batch.clone().lock_owned().await;
-        if guard.open && guard.sync == Sync::Relaxed && sync == Sync::Full {
+        if guard.open && guard.sync == CommitSync::Relaxed && sync == CommitSync::Full {
             // No sync to wait for: the log is written, the next commit syncs it.
             let id = guard.id;
             match Self::commit(&mut guard).await {
@@ -155,13 +155,12 @@ impl GroupCommit {
         }
         let sql = match (opening, guard.sync, sync) {
             (false, _, _) => guard.ending.then_savepoint(),
-            (true, Sync::Full, Sync::Full) | (true, Sync::Relaxed, Sync::Relaxed) => {
-                "begin immediate; savepoint w"
-            }
-            (true, Sync::Full, Sync::Relaxed) => {
+            (true, CommitSync::Full, CommitSync::Full)
+            | (true, CommitSync::Relaxed, CommitSync::Relaxed) => "begin immediate; savepoint w",
+            (true, CommitSync::Full, CommitSync::Relaxed) => {
                 "pragma synchronous = normal; begin immediate; savepoint w"
             }
-            (true, Sync::Relaxed, Sync::Full) => {
+            (true, CommitSync::Relaxed, CommitSync::Full) => {
                 "pragma synchronous = full; begin immediate; savepoint w"
             }
         };
@@ -186,7 +185,7 @@ impl GroupCommit {
                 if let Ok(connection) = guard.connection() {
                     let _ = connection.execute("pragma synchronous = full").await;
                 }
-                guard.sync = Sync::Full;
+                guard.sync = CommitSync::Full;
                 Err(err.into())
             }
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::Sync;
+use super::CommitSync;
 use crate::db::{Database, in_transaction, scratch_sqlite};
 
 async fn database() -> (Database, tempfile::TempDir) {
@@ -88,7 +88,7 @@ async fn the_group_statements_stay_prepared_on_the_writer_connection() {
     for n in 0..10 {
         insert(&db, n, n % 2 == 1).await.unwrap_or_default();
     }
-    let mut slot = sqlite.group().enter(Sync::Full).await.unwrap();
+    let mut slot = sqlite.group().enter(CommitSync::Full).await.unwrap();
     let cached = sqlx::Connection::cached_statements_size(slot.connection());
     // The writers' insert, `begin immediate; savepoint w`, `commit` and
     // `rollback to w; release w; commit`.
@@ -101,7 +101,7 @@ async fn an_abandoned_savepoint_is_rolled_back_and_others_commit() {
     let Database::Sqlite(sqlite) = &db else {
         unreachable!()
     };
-    let mut slot = sqlite.group().enter(Sync::Full).await.unwrap();
+    let mut slot = sqlite.group().enter(CommitSync::Full).await.unwrap();
     sqlx::query("insert into t (n) values (1)")
         .execute(slot.connection())
         .await
@@ -117,13 +117,13 @@ async fn the_last_writer_of_a_batch_failing_is_undone_at_the_commit() {
     let Database::Sqlite(sqlite) = &db else {
         unreachable!()
     };
-    let mut kept = sqlite.group().enter(Sync::Full).await.unwrap();
+    let mut kept = sqlite.group().enter(CommitSync::Full).await.unwrap();
     sqlx::query("insert into t (n) values (1)")
         .execute(kept.connection())
         .await
         .unwrap();
     let kept_batch = kept.finish(true).await.unwrap();
-    let mut undone = sqlite.group().enter(Sync::Full).await.unwrap();
+    let mut undone = sqlite.group().enter(CommitSync::Full).await.unwrap();
     sqlx::query("insert into t (n) values (2)")
         .execute(undone.connection())
         .await
@@ -149,7 +149,7 @@ async fn a_failed_commit_fails_every_writer_of_its_batch() {
         unreachable!()
     };
     // Two writers in one batch: the first leaves a dangling deferred reference.
-    let mut first = sqlite.group().enter(Sync::Full).await.unwrap();
+    let mut first = sqlite.group().enter(CommitSync::Full).await.unwrap();
     sqlx::query("insert into child (parent) values (99)")
         .execute(first.connection())
         .await
@@ -201,7 +201,7 @@ async fn a_relaxed_batch_commits_without_a_sync_and_a_durable_one_after_it_syncs
     };
     let group = sqlite.group();
     // A purge's batch on its own: committed, visible, without a sync.
-    let mut purge = group.enter(Sync::Relaxed).await.unwrap();
+    let mut purge = group.enter(CommitSync::Relaxed).await.unwrap();
     assert_eq!(synchronous(&mut purge).await, 1, "a relaxed batch: NORMAL");
     sqlx::query("insert into t (n) values (1)")
         .execute(purge.connection())
@@ -212,7 +212,7 @@ async fn a_relaxed_batch_commits_without_a_sync_and_a_durable_one_after_it_syncs
     assert_eq!(rows(&db).await, vec![1]);
 
     // A durable writer after it syncs again.
-    let mut create = group.enter(Sync::Full).await.unwrap();
+    let mut create = group.enter(CommitSync::Full).await.unwrap();
     assert_eq!(synchronous(&mut create).await, 2, "a durable batch: FULL");
     sqlx::query("insert into t (n) values (2)")
         .execute(create.connection())
@@ -227,7 +227,7 @@ async fn a_relaxed_batch_commits_without_a_sync_and_a_durable_one_after_it_syncs
 /// finishes; returns the `synchronous` setting it saw and its batch.
 fn queued_writer(
     group: &std::sync::Arc<super::GroupCommit>,
-    sync: Sync,
+    sync: CommitSync,
     n: i64,
 ) -> tokio::task::JoinHandle<(i64, u64)> {
     let group = group.clone();
@@ -248,7 +248,7 @@ fn queued_writer(
 /// with `second` queues to insert 2 (before the closer, so it finds the
 /// first's batch open). Returns both batches and the `synchronous`
 /// setting the second saw, once both are committed.
-async fn second_writer_behind(first: Sync, second: Sync) -> (u64, u64, i64) {
+async fn second_writer_behind(first: CommitSync, second: CommitSync) -> (u64, u64, i64) {
     let (db, _dir) = database().await;
     let Database::Sqlite(sqlite) = &db else {
         unreachable!()
@@ -260,7 +260,9 @@ async fn second_writer_behind(first: Sync, second: Sync) -> (u64, u64, i64) {
         .await
         .unwrap();
     let queued = queued_writer(group, second, 2);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // On this test's one-thread runtime, yielding lets the spawned writer
+    // run until it waits for the turn, before the closer is asked.
+    tokio::task::yield_now().await;
     let first_batch = holding.finish(true).await.unwrap();
     let (setting, second_batch) = queued.await.unwrap();
     group.committed(first_batch).await.unwrap();
@@ -272,7 +274,7 @@ async fn second_writer_behind(first: Sync, second: Sync) -> (u64, u64, i64) {
 #[tokio::test]
 async fn a_durable_writer_commits_an_open_relaxed_batch_before_its_own() {
     let (purge_batch, create_batch, setting) =
-        second_writer_behind(Sync::Relaxed, Sync::Full).await;
+        second_writer_behind(CommitSync::Relaxed, CommitSync::Full).await;
     assert_ne!(
         create_batch, purge_batch,
         "the create has a batch of its own"
@@ -283,7 +285,7 @@ async fn a_durable_writer_commits_an_open_relaxed_batch_before_its_own() {
 #[tokio::test]
 async fn a_relaxed_writer_rides_on_an_open_durable_batch() {
     let (create_batch, purge_batch, setting) =
-        second_writer_behind(Sync::Full, Sync::Relaxed).await;
+        second_writer_behind(CommitSync::Full, CommitSync::Relaxed).await;
     assert_eq!(
         purge_batch, create_batch,
         "the purge joined the create's batch"
