@@ -51,27 +51,39 @@ pub async fn announce(state: &AppState, key: &ApiKeyId) {
 /// the whole key cache is cleared whenever the subscription ends, whether the
 /// message stream failed or simply ended (redis 1.x ends it quietly when the
 /// connection drops), and again once a new subscription is in place, since a
-/// request served in between may have cached a key revoked meanwhile.
-pub fn spawn_listener(redis_url: String, state: AppState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// request served in between may have cached a key revoked meanwhile. The
+/// receiver counts subscriptions made: once it says one, every announcement
+/// from then on is heard (until the count moves again).
+pub fn spawn_listener(
+    redis_url: String,
+    state: AppState,
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<u64>) {
+    let (subscribed, subscriptions) = watch::channel(0_u64);
+    let task = tokio::spawn(async move {
         loop {
-            match listen(&redis_url, &state).await {
+            match listen(&redis_url, &state, &subscribed).await {
                 Ok(()) => tracing::warn!("revocation listener's subscription ended; reconnecting"),
                 Err(err) => tracing::warn!(%err, "revocation listener lost Redis; reconnecting"),
             }
             state.key_cache().clear();
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
-    })
+    });
+    (task, subscriptions)
 }
 
 /// Subscribes and forgets every announced key until the subscription ends.
-async fn listen(redis_url: &str, state: &AppState) -> Result<(), redis::RedisError> {
+async fn listen(
+    redis_url: &str,
+    state: &AppState,
+    subscribed: &watch::Sender<u64>,
+) -> Result<(), redis::RedisError> {
     let client = redis::Client::open(redis_url)?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(CHANNEL).await?;
     // Announcements made before this point never reach us: start afresh.
     state.key_cache().clear();
+    subscribed.send_modify(|count| *count += 1);
     let mut messages = pubsub.on_message();
     while let Some(message) = messages.next().await {
         let Ok(payload) = message.get_payload::<String>() else {

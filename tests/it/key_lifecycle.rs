@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use storage::api_keys::Scope;
+use storage::ids::ApiKeyId;
 use tests::deployment::{Deployment, eventually, serve};
 use tests::{Backend, TestApp, backend_tests};
 use tokio::net::{TcpListener, TcpStream};
@@ -415,41 +416,27 @@ async fn a_lost_subscription_forgets_every_cached_key_before_resubscribing() {
         .await;
     let agency = app.agency().await;
     let relay = Relay::to(&tests::services::redis_url()).await;
-    let listener = api::revocation::spawn_listener(relay.url.clone(), app.state.clone());
+    let (listener, mut subscriptions) =
+        api::revocation::spawn_listener(relay.url.clone(), app.state.clone());
+    // Subscribed: every announcement from here on is heard.
+    subscribed(&mut subscriptions, 1).await;
 
-    // Subscribed: an announced revocation is honoured at once.
+    // An announced revocation is honoured at once.
     let probe = app.key(&agency, &[Scope::UsersRead]).await;
-    expect_ok(
-        app.get(USERS)
-            .header("X-API-Key", &probe)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let probe_id = app
-        .store
-        .api_keys()
-        .find_by_plaintext(&probe)
-        .await
-        .unwrap()
-        .unwrap()
-        .key
-        .id;
+    assert_eq!(status_of(&app, &probe).await, StatusCode::OK);
+    let probe_id = key_id_of(&app, &probe).await;
     app.store
         .api_keys()
         .revoke(&agency.id, &probe_id)
         .await
         .unwrap();
+    api::revocation::publish(&tests::services::redis_url(), &probe_id)
+        .await
+        .unwrap();
     eventually(
-        Duration::from_secs(10),
-        "the listener subscribing",
-        || async {
-            api::revocation::publish(&tests::services::redis_url(), &probe_id)
-                .await
-                .unwrap();
-            (status_of(&app, &probe).await == StatusCode::UNAUTHORIZED).then_some(())
-        },
+        Duration::from_secs(30),
+        "the announced key forgotten",
+        || async { (status_of(&app, &probe).await == StatusCode::UNAUTHORIZED).then_some(()) },
     )
     .await;
 
@@ -457,15 +444,7 @@ async fn a_lost_subscription_forgets_every_cached_key_before_resubscribing() {
     // database changes, nothing is published): the cache still accepts it.
     let key = app.key(&agency, &[Scope::UsersRead]).await;
     assert_eq!(status_of(&app, &key).await, StatusCode::OK);
-    let key_id = app
-        .store
-        .api_keys()
-        .find_by_plaintext(&key)
-        .await
-        .unwrap()
-        .unwrap()
-        .key
-        .id;
+    let key_id = key_id_of(&app, &key).await;
     app.store
         .api_keys()
         .revoke(&agency.id, &key_id)
@@ -474,19 +453,46 @@ async fn a_lost_subscription_forgets_every_cached_key_before_resubscribing() {
     assert_eq!(
         status_of(&app, &key).await,
         StatusCode::OK,
-        "served from the cache"
+        "served from the cache (subscriptions so far: {})",
+        *subscriptions.borrow()
     );
+    assert_eq!(*subscriptions.borrow(), 1, "one subscription throughout");
 
     // The connection drops; the message stream just ends. The process may
-    // have missed announcements, so it forgets every cached key.
+    // have missed announcements, so it forgets every cached key, and again
+    // once subscribed anew.
     relay.cut();
-    eventually(
-        Duration::from_secs(5),
-        "the cache cleared after the lost subscription",
-        || async { (status_of(&app, &key).await == StatusCode::UNAUTHORIZED).then_some(()) },
-    )
-    .await;
+    subscribed(&mut subscriptions, 2).await;
+    assert_eq!(
+        status_of(&app, &key).await,
+        StatusCode::UNAUTHORIZED,
+        "the cache cleared after the lost subscription"
+    );
     listener.abort();
+}
+
+/// Waits for the listener's `count`th subscription; a listener that never
+/// makes it fails the test after a minute rather than hanging it.
+async fn subscribed(subscriptions: &mut watch::Receiver<u64>, count: u64) {
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        subscriptions.wait_for(|made| *made >= count),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the listener's subscription {count} never came"))
+    .expect("the listener ended");
+}
+
+/// The id of the key whose plaintext is `key`.
+async fn key_id_of(app: &TestApp, key: &str) -> ApiKeyId {
+    app.store
+        .api_keys()
+        .find_by_plaintext(key)
+        .await
+        .unwrap()
+        .unwrap()
+        .key
+        .id
 }
 
 backend_tests! {

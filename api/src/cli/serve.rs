@@ -62,7 +62,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Keys revoked by any process sharing the Redis are forgotten here at once.
     let revocations = redis_url
         .clone()
-        .map(|url| crate::revocation::spawn_listener(url, state.clone()));
+        .map(|url| crate::revocation::spawn_listener(url, state.clone()).0);
     // And keys any process sharing the database ended, with or without Redis.
     let (database_revocations, _) = crate::revocation::spawn_database_follower(state.clone());
     let app = crate::app(state.clone(), transport.clone());
