@@ -8,7 +8,8 @@
 //! retry or discard (`dead`), jobs found by filter (`listing`, with what
 //! its filters are made of in `found`), one job and
 //! the actions on waiting ones (`controls`), the purge of finished jobs
-//! (`purge`), and the embedded queue's side of finding jobs (`sqlite_jobs`).
+//! (`purge`), and each queue's side of finding jobs (`sqlite_jobs`,
+//! `redis_jobs`).
 
 mod ages;
 mod controls;
@@ -18,6 +19,7 @@ mod found;
 mod listing;
 mod purge;
 mod queue_admin;
+mod redis_jobs;
 mod sqlite_jobs;
 
 pub use ages::{AGE_STATES, OldestJob};

@@ -3,7 +3,7 @@
 
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
-use crate::queue::{QueueBackend, QueueError};
+use crate::queue::{QueueBackend, QueueError, redis_index};
 
 impl QueueAdmin {
     /// Forgets finished jobs: done ones that finished before `done_before`,
@@ -51,6 +51,9 @@ impl QueueAdmin {
                             if !ids.is_empty() {
                                 purged +=
                                     redis_forget(&mut connection, queue, set, before, &ids).await?;
+                                // The jobs kept, indexed again should a
+                                // push have died before indexing them.
+                                redis_index::index_jobs(&connection, queue, &ids).await?;
                             }
                             if next == 0 {
                                 break;
@@ -69,13 +72,14 @@ impl QueueAdmin {
 const PURGE_BATCH: u64 = 500;
 
 /// Forgets finished jobs of one set that finished before a cutoff, atomically
-/// per batch: set membership, meta hash, payload and idempotency claim.
-/// KEYS: the set, the payload hash. ARGV: meta prefix, idempotency prefix,
-/// cutoff, then job ids.
+/// per batch: set membership, meta hash, payload, idempotency claim and the
+/// console's index entries ([`crate::queue::redis_index`]).
+/// KEYS: the set, the payload hash, the order set. ARGV: meta prefix,
+/// idempotency prefix, cutoff, agency set prefix, then job ids.
 const REDIS_FORGET: &str = r"
 local forgotten = 0
 local cutoff = tonumber(ARGV[3])
-for i = 4, #ARGV do
+for i = 5, #ARGV do
     local id = ARGV[i]
     local meta = ARGV[1] .. ':' .. id
     local done_at = tonumber(redis.call('HGET', meta, 'done_at') or '')
@@ -85,6 +89,14 @@ for i = 4, #ARGV do
             local claim = ARGV[2] .. ':' .. key
             if redis.call('GET', claim) == id then redis.call('DEL', claim) end
         end
+        local data = redis.call('HGET', KEYS[2], id)
+        if data then
+            local ok, job = pcall(cjson.decode, data)
+            if ok and type(job) == 'table' and type(job.agency_id) == 'string' then
+                redis.call('ZREM', ARGV[4] .. ':' .. job.agency_id, id)
+            end
+        end
+        redis.call('ZREM', KEYS[3], id)
         redis.call('DEL', meta)
         redis.call('HDEL', KEYS[2], id)
         forgotten = forgotten + 1
@@ -105,9 +117,11 @@ pub(super) async fn redis_forget(
     invocation
         .key(format!("{queue}:{set}"))
         .key(format!("{queue}:data"))
+        .key(redis_index::order_key(queue))
         .arg(format!("{queue}:meta"))
         .arg(format!("{queue}:idempotency"))
-        .arg(before);
+        .arg(before)
+        .arg(redis_index::agency_prefix(queue));
     for id in ids {
         invocation.arg(id);
     }

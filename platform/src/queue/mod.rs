@@ -6,7 +6,8 @@
 //! while the first is kept).
 //!
 //! One file per part: where the queue lives (`target`), pushing (`push`),
-//! counting starts (`starts`), releasing a stopping process's jobs
+//! counting starts (`starts`), the Redis queue's
+//! indexes for the console (`redis_index`), releasing a stopping process's jobs
 //! (`release`), promoting due Redis jobs (`promote`), fair shares between
 //! agencies (`fair`) over this process's worker slots (`slots`), and waking
 //! idle workers when work arrives (`wake`).
@@ -15,6 +16,7 @@ mod dead_index;
 mod fair;
 mod promote;
 mod push;
+pub mod redis_index;
 mod release;
 pub(crate) mod search_index;
 mod slots;

@@ -103,12 +103,20 @@ impl JobQueue {
             QueueBackend::Redis(connection) => {
                 let mut storage = Self::redis_storage::<J>(connection);
                 let mut tasks = tasks.into_iter().peekable();
+                let mut chunk_ids = ids.chunks(PROMOTE_CHUNK);
                 while tasks.peek().is_some() {
                     let chunk: Vec<_> = tasks.by_ref().take(PROMOTE_CHUNK).collect();
                     storage
                         .push_all(&mut futures::stream::iter(chunk))
                         .await
                         .map_err(|err| QueueError::Push(err.to_string()))?;
+                    // The console's indexes, of the jobs the push created.
+                    super::redis_index::index_jobs(
+                        connection,
+                        J::KIND,
+                        chunk_ids.next().unwrap_or_default(),
+                    )
+                    .await?;
                     // apalis-redis parks every job in the scheduled set, due now.
                     promote_due(connection, J::KIND).await?;
                 }

@@ -173,7 +173,9 @@ impl JobQueue {
             }
             QueueTarget::Redis(url) => {
                 redis_url = Some(url.clone());
-                QueueBackend::Redis(apalis_redis::connect(url.as_str()).await?)
+                let connection = apalis_redis::connect(url.as_str()).await?;
+                super::redis_index::build_once(&connection).await?;
+                QueueBackend::Redis(connection)
             }
         };
         Ok(Self {

@@ -1,6 +1,7 @@
 //! The job platform: separate worker processes, shutdown and crash recovery,
 //! the outbox sweep, schedules on several hosts, progress fan-out, the ops
-//! listener (dashboard, queue actions, metrics, a retry clicked in Chromium)
+//! listener (dashboard, queue actions, metrics, a retry clicked in Chromium,
+//! the Redis queue's console reads)
 //! and compose.yaml.
 
 mod compose;
@@ -18,6 +19,7 @@ mod pickup;
 mod priorities;
 mod processes;
 mod progress;
+mod redis_console;
 mod retention;
 mod shutdown;
 

@@ -1,0 +1,458 @@
+//! The console's reads of the Redis queue, in id order (the order jobs were
+//! pushed: ids are ULIDs).
+//!
+//! Done jobs, the state that grows with the history, are read from the
+//! queue's order index or an agency's ([`crate::queue::redis_index`]): a
+//! window walks the index from its start and keeps the ids the done set
+//! holds, so a page costs its offset and window, not the queue. Without a
+//! filter their total is the done sets' sizes; an agency filter or a search
+//! counts its matches and stops past the window and [`COUNT_CAP`], as on
+//! SQLite. A search has no text index here: it checks each done job's
+//! payload in push order until it has its window and count, so a search
+//! that finds few jobs still reads every done one (in pipelined chunks).
+//!
+//! The backlog's states (queued, scheduled, retrying, running) and the dead
+//! (kept a month) are read whole, each job's details fetched in pipelined
+//! chunks, and only the window's when nothing in the payload is asked.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use apalis_redis::ConnectionManager;
+use redis::AsyncCommands;
+use serde_json::Value;
+
+use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
+use super::sqlite_jobs::COUNT_CAP;
+use crate::kinds::QUEUES;
+use crate::queue::redis_index::{agency_key, order_key};
+use crate::queue::{PARKED_AT, QueueError};
+
+/// Ids read from an index, or jobs' details fetched, per round trip.
+const CHUNK: usize = 500;
+
+/// The `window` of the jobs of a Redis queue that `filter` finds, and how
+/// many it finds.
+pub(super) async fn redis_jobs(
+    connection: &ConnectionManager,
+    filter: &JobFilter,
+    window: JobWindow,
+) -> Result<FoundJobs, QueueError> {
+    let queues: Vec<&str> = QUEUES
+        .iter()
+        .copied()
+        .filter(|queue| {
+            filter
+                .queue
+                .as_deref()
+                .is_none_or(|wanted| wanted == *queue)
+        })
+        .collect();
+    let mut connection = connection.clone();
+    if filter.state == "done" {
+        done_jobs(&mut connection, &queues, filter, window).await
+    } else {
+        other_jobs(&mut connection, &queues, filter, window).await
+    }
+}
+
+/// Whether the filter asks anything of a job's payload or last error.
+fn reads_text(filter: &JobFilter) -> bool {
+    filter.search.is_some()
+}
+
+/// Done jobs from the order index or the agency's, in id order.
+async fn done_jobs(
+    connection: &mut ConnectionManager,
+    queues: &[&str],
+    filter: &JobFilter,
+    window: JobWindow,
+) -> Result<FoundJobs, QueueError> {
+    let mut walks: Vec<DoneWalk> = queues
+        .iter()
+        .map(|queue| DoneWalk {
+            queue: (*queue).to_owned(),
+            index: match &filter.agency {
+                Some(agency) => agency_key(queue, agency),
+                None => order_key(queue),
+            },
+            after: None,
+            ready: VecDeque::new(),
+            ended: false,
+        })
+        .collect();
+    let offset = window.offset;
+    let end = window.limit.map(|limit| offset.saturating_add(limit));
+    if filter.agency.is_none() && !reads_text(filter) {
+        // Every done job matches: the sets' sizes are the total, and only
+        // the window is walked and read.
+        let mut total = 0;
+        for queue in queues {
+            let size: u64 = connection.scard(format!("{queue}:done")).await?;
+            total += size;
+        }
+        let mut wanted = Vec::new();
+        let mut seen = 0_u64;
+        while end.is_none_or(|end| seen < end) {
+            let Some(job) = next_done(connection, &mut walks).await? else {
+                break;
+            };
+            if seen >= offset {
+                wanted.push(job);
+            }
+            seen += 1;
+        }
+        let jobs = details(connection, &wanted, "done").await?;
+        return Ok(FoundJobs {
+            jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+            total,
+            total_capped: false,
+        });
+    }
+    // A filter's matches are counted as they come, up to the cap when a
+    // window is asked for (a bulk action and its confirmation count all).
+    let reach = window
+        .limit
+        .filter(|&limit| limit > 0)
+        .map(|limit| COUNT_CAP.max(offset.saturating_add(limit)) + 1);
+    let mut found = Vec::new();
+    let mut counted = 0_u64;
+    'walk: while reach.is_none_or(|reach| counted < reach) {
+        let mut candidates = Vec::with_capacity(CHUNK);
+        while candidates.len() < CHUNK {
+            match next_done(connection, &mut walks).await? {
+                Some(job) => candidates.push(job),
+                None => break,
+            }
+        }
+        if candidates.is_empty() {
+            break;
+        }
+        let matching: Vec<(String, String)> = if reads_text(filter) {
+            details(connection, &candidates, "done")
+                .await?
+                .into_iter()
+                .filter(|(job, text)| matches(filter, &job.id, text, job.last_error.as_deref()))
+                .map(|(job, _)| (job.queue, job.id))
+                .collect()
+        } else {
+            candidates
+        };
+        for job in matching {
+            if reach.is_some_and(|reach| counted >= reach) {
+                break 'walk;
+            }
+            if counted >= offset && end.is_none_or(|end| counted < end) {
+                found.push(job);
+            }
+            counted += 1;
+        }
+    }
+    let jobs = details(connection, &found, "done").await?;
+    let total_capped = reach == Some(counted);
+    Ok(FoundJobs {
+        jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+        total: if total_capped { counted - 1 } else { counted },
+        total_capped,
+    })
+}
+
+/// One queue's done jobs, walked through an index in id order.
+struct DoneWalk {
+    queue: String,
+    /// The order index or an agency's.
+    index: String,
+    /// The last id read from the index.
+    after: Option<String>,
+    /// Done ids read and not yet taken.
+    ready: VecDeque<String>,
+    /// The index has no more ids.
+    ended: bool,
+}
+
+impl DoneWalk {
+    /// Reads the index until a done id is ready or the index ends.
+    async fn fill(&mut self, connection: &mut ConnectionManager) -> Result<(), QueueError> {
+        while self.ready.is_empty() && !self.ended {
+            let from = match &self.after {
+                Some(after) => format!("({after}"),
+                None => "-".to_owned(),
+            };
+            let ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
+                .arg(&self.index)
+                .arg(from)
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(CHUNK)
+                .query_async(connection)
+                .await?;
+            self.ended = ids.len() < CHUNK;
+            let Some(last) = ids.last() else {
+                break;
+            };
+            self.after = Some(last.clone());
+            let done: Vec<i64> = redis::cmd("SMISMEMBER")
+                .arg(format!("{}:done", self.queue))
+                .arg(&ids)
+                .query_async(connection)
+                .await?;
+            self.ready.extend(
+                ids.into_iter()
+                    .zip(done)
+                    .filter(|(_, done)| *done == 1)
+                    .map(|(id, _)| id),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The next done job of any walk, in id order: (queue, id).
+async fn next_done(
+    connection: &mut ConnectionManager,
+    walks: &mut [DoneWalk],
+) -> Result<Option<(String, String)>, QueueError> {
+    for walk in walks.iter_mut() {
+        walk.fill(connection).await?;
+    }
+    let first = walks
+        .iter_mut()
+        .filter(|walk| !walk.ready.is_empty())
+        .min_by(|a, b| a.ready[0].cmp(&b.ready[0]));
+    Ok(first.and_then(|walk| {
+        let id = walk.ready.pop_front()?;
+        Some((walk.queue.clone(), id))
+    }))
+}
+
+/// The backlog's states and the dead: every id of the state, in id order.
+async fn other_jobs(
+    connection: &mut ConnectionManager,
+    queues: &[&str],
+    filter: &JobFilter,
+    window: JobWindow,
+) -> Result<FoundJobs, QueueError> {
+    let mut ids = Vec::new();
+    for queue in queues {
+        let of_queue = state_ids(connection, queue, &filter.state).await?;
+        ids.extend(of_queue.into_iter().map(|id| ((*queue).to_owned(), id)));
+    }
+    // Scheduled and retrying share a set: told apart by the job's status.
+    if matches!(filter.state.as_str(), "scheduled" | "retrying") {
+        let retrying = filter.state == "retrying";
+        let mut kept = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(CHUNK) {
+            let mut pipe = redis::pipe();
+            for (queue, id) in chunk {
+                pipe.hget(format!("{queue}:meta:{id}"), "status");
+            }
+            let statuses: Vec<Option<String>> = pipe.query_async(connection).await?;
+            for (job, status) in chunk.iter().zip(statuses) {
+                if status.as_deref().is_some_and(|s| s == "Failed") == retrying {
+                    kept.push(job.clone());
+                }
+            }
+        }
+        ids = kept;
+    }
+    ids.sort_by(|a, b| a.1.cmp(&b.1));
+    let offset = usize::try_from(window.offset).unwrap_or(usize::MAX);
+    let cut = |mut jobs: Vec<JobSummary>| {
+        jobs.drain(..offset.min(jobs.len()));
+        if let Some(limit) = window.limit {
+            jobs.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+        jobs
+    };
+    if filter.agency.is_none() && !reads_text(filter) {
+        let total = ids.len() as u64;
+        let mut wanted: Vec<(String, String)> = ids.into_iter().skip(offset).collect();
+        if let Some(limit) = window.limit {
+            wanted.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        }
+        let jobs = details(connection, &wanted, &filter.state).await?;
+        return Ok(FoundJobs {
+            jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+            total,
+            total_capped: false,
+        });
+    }
+    let found: Vec<JobSummary> = details(connection, &ids, &filter.state)
+        .await?
+        .into_iter()
+        .filter(|(job, text)| matches(filter, &job.id, text, job.last_error.as_deref()))
+        .map(|(job, _)| job)
+        .collect();
+    let total = found.len() as u64;
+    Ok(FoundJobs {
+        jobs: cut(found),
+        total,
+        total_capped: false,
+    })
+}
+
+/// The ids of a Redis queue's jobs in `state` (scheduled and retrying share
+/// the scheduled set; the caller tells them apart by status).
+async fn state_ids(
+    connection: &mut ConnectionManager,
+    queue: &str,
+    state: &str,
+) -> Result<Vec<String>, QueueError> {
+    Ok(match state {
+        "queued" => {
+            let mut ids: Vec<String> = connection.lrange(format!("{queue}:active"), 0, -1).await?;
+            let fair: Vec<String> = connection.zrange(format!("{queue}:fair"), 0, -1).await?;
+            let parked: Vec<String> = connection
+                .zrangebyscore(format!("{queue}:scheduled"), PARKED_AT, "+inf")
+                .await?;
+            ids.extend(fair);
+            ids.extend(parked);
+            ids
+        }
+        "scheduled" | "retrying" => {
+            connection
+                .zrangebyscore(
+                    format!("{queue}:scheduled"),
+                    "-inf",
+                    format!("({PARKED_AT}"),
+                )
+                .await?
+        }
+        "running" => {
+            let workers: Vec<String> = connection.zrange(format!("{queue}:workers"), 0, -1).await?;
+            let mut ids = Vec::new();
+            for worker in workers {
+                let held: Vec<String> = connection
+                    .smembers(format!("{queue}:inflight:{worker}"))
+                    .await?;
+                ids.extend(held);
+            }
+            ids
+        }
+        "dead" => connection.smembers(format!("{queue}:dead")).await?,
+        _ => Vec::new(),
+    })
+}
+
+/// Each job's summary in `state` and its payload's text (for a search),
+/// fetched in pipelined chunks; a job gone meanwhile is left out.
+async fn details(
+    connection: &mut ConnectionManager,
+    jobs: &[(String, String)],
+    state: &str,
+) -> Result<Vec<(JobSummary, String)>, QueueError> {
+    let mut summaries = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for (queue, id) in chunk {
+            pipe.hgetall(format!("{queue}:meta:{id}"))
+                .hget(format!("{queue}:data"), id);
+        }
+        // Two answers a job: its meta hash, then its payload.
+        let answers: Vec<redis::Value> = pipe.query_async(connection).await?;
+        let mut answers = answers.into_iter();
+        for (queue, id) in chunk {
+            let (Some(meta), Some(payload)) = (answers.next(), answers.next()) else {
+                break;
+            };
+            let meta: BTreeMap<String, String> =
+                redis::from_redis_value(meta).map_err(redis::RedisError::from)?;
+            let Some(payload) = redis::from_redis_value::<Option<Vec<u8>>>(payload)
+                .map_err(redis::RedisError::from)?
+            else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&payload).into_owned();
+            let payload: Value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
+            let summary = JobSummary {
+                attempts: meta
+                    .get("attempts")
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+                id: id.clone(),
+                queue: queue.clone(),
+                state: state.to_owned(),
+                last_error: super::dead::error_of(meta.get("result").map(String::as_str)),
+                payload: redacted(payload),
+            };
+            summaries.push((summary, text));
+        }
+    }
+    Ok(summaries)
+}
+
+/// Whether a Redis job matches the filter's agency and text, `text` being
+/// its payload as stored.
+fn matches(filter: &JobFilter, id: &str, text: &str, last_error: Option<&str>) -> bool {
+    let agency = filter
+        .agency
+        .as_deref()
+        .is_none_or(|agency| text.contains(&format!("\"{agency}\"")));
+    let search = filter.search.as_deref().is_none_or(|search| {
+        let search = search.to_lowercase();
+        id.to_lowercase().contains(&search)
+            || text.to_lowercase().contains(&search)
+            || last_error.is_some_and(|error| error.to_lowercase().contains(&search))
+            || filter
+                .related
+                .iter()
+                .any(|related| text.contains(&format!("\"{related}\"")))
+    });
+    agency && search
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn filters_match_agency_and_text() {
+        let payload = json!({"agency_id": "agc_1", "listing_number": "AB12CD"}).to_string();
+        let filter = |agency: Option<&str>, search: Option<&str>| JobFilter {
+            state: "dead".into(),
+            queue: None,
+            agency: agency.map(str::to_owned),
+            search: search.map(str::to_owned),
+            related: Vec::new(),
+        };
+        assert!(matches(&filter(Some("agc_1"), None), "01J", &payload, None));
+        assert!(!matches(
+            &filter(Some("agc_2"), None),
+            "01J",
+            &payload,
+            None
+        ));
+        assert!(matches(
+            &filter(None, Some("ab12cd")),
+            "01J",
+            &payload,
+            None
+        ));
+        assert!(matches(
+            &filter(None, Some("boom")),
+            "01J",
+            &payload,
+            Some("it went BOOM")
+        ));
+        assert!(!matches(
+            &filter(None, Some("nothing")),
+            "01J",
+            &payload,
+            None
+        ));
+        let dispatch = json!({"event_ids": ["evt_1", "evt_2"]}).to_string();
+        let by_listing = JobFilter {
+            related: vec!["evt_2".into()],
+            ..filter(None, Some("QX7ABC"))
+        };
+        assert!(matches(&by_listing, "01J", &dispatch, None));
+        assert!(!matches(
+            &by_listing,
+            "01J",
+            &json!({"event_ids": ["evt_20"]}).to_string(),
+            None
+        ));
+    }
+}
