@@ -1,7 +1,8 @@
 //! `bench scale`: how the list routes' cost grows with the data. Seeds a
 //! small and a large database (`storage::volume`, on SQLite and, given a
-//! server, on PostgreSQL) and the embedded job queue beside it (finished
-//! jobs pushed through the queue and marked done, some dead), serves the
+//! server, on PostgreSQL) and the job queue beside it (the embedded file,
+//! or a Redis database; finished jobs pushed through the queue and marked
+//! done, some dead), serves the
 //! API and the ops listener over each, and times every list route and
 //! console page sequentially from one client: median and p99 at both sizes
 //! and their ratio.
@@ -47,6 +48,11 @@ pub struct ScaleArgs {
     /// same sizes are seeded in databases made there. Without it, SQLite only.
     #[arg(long)]
     postgres_url: Option<String>,
+    /// A Redis database (`redis://127.0.0.1:6379/5`) to keep the job queue
+    /// in, as the distributed profile does, instead of the embedded queue
+    /// file. It is emptied before each size is seeded.
+    #[arg(long)]
+    redis_url: Option<String>,
 }
 
 /// One route's timings at one size.
@@ -103,7 +109,18 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
                 })
             );
             let queue_jobs = ((args.queue_jobs as f64) * scale).round().max(1.0) as u64;
-            let timings = measure(&store, dir.path(), &seeded, queue_jobs, args.requests).await?;
+            let queue = match &args.redis_url {
+                Some(url) => {
+                    let client = redis::Client::open(url.as_str())?;
+                    let mut connection = client.get_multiplexed_async_connection().await?;
+                    redis::cmd("FLUSHDB")
+                        .query_async::<()>(&mut connection)
+                        .await?;
+                    platform::QueueTarget::Redis(url.clone())
+                }
+                None => platform::QueueTarget::SqliteFile(dir.path().join(api::config::QUEUE_FILE)),
+            };
+            let timings = measure(&store, &queue, &seeded, queue_jobs, args.requests).await?;
             for (route, timing) in timings {
                 let key = (backend.to_owned(), route);
                 if !order.contains(&key) {
@@ -185,10 +202,9 @@ pub(crate) async fn open(
 /// has half of them).
 const QUEUE_AGENCIES: u64 = 100;
 
-/// Fills the embedded queue with `count` finished jobs: probes pushed through
-/// the queue in batches, as the platform pushes, then marked done as a
-/// worker's acknowledgement marks them (one in a hundred dead, with an
-/// error). Half name the large agency; the rest are spread over a hundred
+/// Fills the queue with `count` finished jobs: probes pushed through the
+/// queue in batches, as the platform pushes, then marked done as a worker's
+/// acknowledgement marks them (one in a hundred dead, with an error). Half name the large agency; the rest are spread over a hundred
 /// others, and one agency has exactly 25 at every size. Returns a probe's
 /// operation id (which one job names) and the 25-job agency.
 async fn seed_queue(
@@ -227,10 +243,14 @@ async fn seed_queue(
             one_operation = batch[30].0.operation_id.to_string();
         }
         pushed += batch.len() as u64;
-        platform.queue.push_many(batch).await?;
+        let failing: Vec<bool> = batch.iter().map(|(probe, _)| probe.fail).collect();
+        let ids = platform.queue.push_many(batch).await?;
+        if let platform::queue::QueueBackend::Redis(connection) = platform.queue.backend() {
+            redis_finish(connection, &ids, &failing).await?;
+        }
     }
     let platform::queue::QueueBackend::Sqlite(pool) = platform.queue.backend() else {
-        anyhow::bail!("bench scale measures the embedded queue");
+        return Ok((one_operation, few.to_string()));
     };
     // Done, as an acknowledgement leaves a job; dead, as a last failed
     // attempt does. In batches, as workers acknowledge.
@@ -263,12 +283,62 @@ async fn seed_queue(
     Ok((one_operation, few.to_string()))
 }
 
+/// Takes pushed probes out of the Redis queue's waiting places and leaves
+/// them finished, as apalis-redis's acknowledgement leaves them: done, or
+/// dead with an error. KEYS: active list, fair set, scheduled set, done set,
+/// dead set. ARGV: meta prefix, done_at, then pairs of id and 1 for dead.
+const REDIS_FINISH: &str = r#"
+for i = 3, #ARGV, 2 do
+    local id = ARGV[i]
+    redis.call('LREM', KEYS[1], 0, id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    local meta = ARGV[1] .. ':' .. id
+    if ARGV[i + 1] == '1' then
+        redis.call('SADD', KEYS[5], id)
+        redis.call('HSET', meta, 'status', 'Killed', 'attempts', 1, 'done_at', ARGV[2],
+            'result', '{"Err":"the probe failed on purpose"}')
+    else
+        redis.call('SADD', KEYS[4], id)
+        redis.call('HSET', meta, 'status', 'Done', 'attempts', 1, 'done_at', ARGV[2],
+            'result', '{"Ok":null}')
+    end
+end
+return (#ARGV - 2) / 2
+"#;
+
+/// Leaves the probes `ids` finished on Redis (`REDIS_FINISH`).
+async fn redis_finish(
+    connection: &apalis_redis::ConnectionManager,
+    ids: &[String],
+    failing: &[bool],
+) -> anyhow::Result<()> {
+    use platform::Job;
+    let queue = platform::kinds::Probe::KIND;
+    let mut connection = connection.clone();
+    let script = redis::Script::new(REDIS_FINISH);
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(format!("{queue}:active"))
+        .key(format!("{queue}:fair"))
+        .key(format!("{queue}:scheduled"))
+        .key(format!("{queue}:done"))
+        .key(format!("{queue}:dead"))
+        .arg(format!("{queue}:meta"))
+        .arg(chrono::Utc::now().timestamp());
+    for (id, fail) in ids.iter().zip(failing) {
+        invocation.arg(id).arg(if *fail { "1" } else { "0" });
+    }
+    invocation.invoke_async::<()>(&mut connection).await?;
+    Ok(())
+}
+
 /// Serves the API and the ops listener over `store`, with `queue_jobs`
 /// finished jobs in the queue (no workers: nothing runs), and times every
 /// list route and console page.
 async fn measure(
     store: &Store,
-    dir: &std::path::Path,
+    queue: &platform::QueueTarget,
     seeded: &Seeded,
     queue_jobs: u64,
     requests: usize,
@@ -281,8 +351,7 @@ async fn measure(
         vec![Scope::ListingsRead, Scope::UsersRead, Scope::WebhooksRead],
     )
     .await?;
-    let queue = platform::QueueTarget::SqliteFile(dir.join(api::config::QUEUE_FILE));
-    let platform = platform::Platform::connect(store.clone(), &queue, None).await?;
+    let platform = platform::Platform::connect(store.clone(), queue, None).await?;
     let started = Instant::now();
     let (one_operation, few_jobs_agency) = seed_queue(&platform, seeded, queue_jobs).await?;
     println!(
