@@ -4,54 +4,69 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use storage::api_keys::{KeyFormat, NewApiKey, Scope};
 use storage::ids::{AgencyId, UserId};
 use storage::listings::NewListing;
 use storage::people::agencies::AgencyKind;
 use storage::people::users::{NewUser, Role};
+use storage::volume::Seeded;
 use storage::{Environment, Store, Tenant};
 
 /// Budgets so high that a benchmark never meets them.
 const UNREACHABLE: u32 = 1_000_000_000;
 
-/// Seeds the fixture and describes it for the orchestrator.
-pub async fn seed(store: &Store) -> anyhow::Result<Value> {
-    let (agency, owner) = store
-        .agencies()
-        .create("Benchmark Media", AgencyKind::MediaAgency)
-        .await?;
-    let agent = store
-        .users()
-        .create(
-            &agency.id,
-            NewUser {
-                role: Role::Agent,
-                email: Some(
-                    format!("agent-{}@bench.example", ulid::Ulid::generate()).to_lowercase(),
-                ),
-                name: Some("Bench Agent".into()),
-                manager_id: Some(owner.id.clone()),
-            },
-        )
-        .await?;
+/// Seeds the fixture and describes it for the orchestrator: in an agency of
+/// its own, or in the agency `volume` seeded (whose owner and first agent
+/// then own and list the fixture's listing).
+pub async fn seed(store: &Store, volume: Option<&Seeded>) -> anyhow::Result<Value> {
+    let (agency, owner, agent) = match volume {
+        Some(seeded) => (
+            seeded.agency_id.clone(),
+            seeded.owner_id.clone(),
+            seeded.agent_ids.first().context("a seeded agent")?.clone(),
+        ),
+        None => {
+            let (agency, owner) = store
+                .agencies()
+                .create("Benchmark Media", AgencyKind::MediaAgency)
+                .await?;
+            let agent = store
+                .users()
+                .create(
+                    &agency.id,
+                    NewUser {
+                        role: Role::Agent,
+                        email: Some(
+                            format!("agent-{}@bench.example", ulid::Ulid::generate())
+                                .to_lowercase(),
+                        ),
+                        name: Some("Bench Agent".into()),
+                        manager_id: Some(owner.id.clone()),
+                    },
+                )
+                .await?;
+            (agency.id, owner.id, agent.id)
+        }
+    };
     let key = unbounded_key(
         store,
-        &agency.id,
-        &owner.id,
+        &agency,
+        &owner,
         "benchmark",
         vec![Scope::ListingsRead, Scope::ListingsWrite, Scope::UsersRead],
     )
     .await?;
-    let tenant = Tenant::new(agency.id.clone(), Environment::Live);
+    let tenant = Tenant::new(agency.clone(), Environment::Live);
     let created = store
         .listings()
         .create(
             &tenant,
             NewListing {
                 address: "1 Benchmark Way, Springfield".into(),
-                owner_user_id: owner.id.to_string(),
-                agent_one_id: agent.id.to_string(),
+                owner_user_id: owner.to_string(),
+                agent_one_id: agent.to_string(),
                 package: Some("premium".into()),
                 ..Default::default()
             },
@@ -71,8 +86,8 @@ pub async fn seed(store: &Store) -> anyhow::Result<Value> {
         "agency_id": tenant.agency_id,
         "key": key,
         "listing_number": number,
-        "owner_user_id": owner.id,
-        "agent_id": agent.id,
+        "owner_user_id": owner,
+        "agent_id": agent,
     }))
 }
 

@@ -82,6 +82,9 @@ enum Command {
         /// `full` (every middleware) or `unguarded` (handlers behind the global layers only).
         #[arg(long, default_value = "full")]
         stack: String,
+        /// Listings the agency holds before serving (`storage::volume`).
+        #[arg(long, default_value_t = 0)]
+        listings: u64,
     },
     /// (child) A bare axum handler answering GET /bare with a JSON body.
     ServeBare {
@@ -208,7 +211,11 @@ fn main() -> ExitCode {
             Command::SseClient(args) => media::sse_client(args).await,
             Command::Pickup(args) => job_platform::pickup::pickup(args).await,
             Command::Fairness(args) => job_platform::fairness::fairness(args).await,
-            Command::ServeApp { data_dir, stack } => servers::serve_app(&data_dir, &stack).await,
+            Command::ServeApp {
+                data_dir,
+                stack,
+                listings,
+            } => servers::serve_app(&data_dir, &stack, listings).await,
             Command::ServeBare { body } => servers::serve_bare(&body).await,
             Command::RawSqlite { data_dir, seconds } => {
                 servers::raw_sqlite(&data_dir, seconds).await

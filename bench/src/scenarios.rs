@@ -16,6 +16,11 @@ pub struct LoadArgs {
     /// Concurrent connections.
     #[arg(long, default_value_t = 32)]
     connections: u32,
+    /// Listings the API's agency holds before the measurement, seeded
+    /// through the storage layer (`storage::volume`): the same requests
+    /// against a database of this size.
+    #[arg(long, default_value_t = 0)]
+    listings: u64,
 }
 
 impl LoadArgs {
@@ -31,13 +36,15 @@ fn temp_dir() -> anyhow::Result<tempfile::TempDir> {
     Ok(tempfile::tempdir()?)
 }
 
-fn start_app(dir: &std::path::Path, stack: &str) -> anyhow::Result<Role> {
+fn start_app(dir: &std::path::Path, stack: &str, listings: u64) -> anyhow::Result<Role> {
     process::start(&[
         "serve-app".into(),
         "--data-dir".into(),
         dir.to_string_lossy().into_owned(),
         "--stack".into(),
         stack.into(),
+        "--listings".into(),
+        listings.to_string(),
     ])
 }
 
@@ -104,7 +111,7 @@ end
 /// returning the same body.
 pub async fn listing_read(args: LoadArgs) -> anyhow::Result<()> {
     let dir = temp_dir()?;
-    let app = start_app(&dir.path().join("app"), "full")?;
+    let app = start_app(&dir.path().join("app"), "full", args.listings)?;
     let body: Value = reqwest::Client::new()
         .get(read_url(&app))
         .header("X-API-Key", field(&app, "key"))
@@ -132,6 +139,7 @@ pub async fn listing_read(args: LoadArgs) -> anyhow::Result<()> {
         "{}",
         json!({
             "scenario": "listing-read",
+            "listings": args.listings,
             "body_bytes": serde_json::to_vec(&body)?.len(),
             "bare_axum": report("bare axum JSON handler", &bare_figures),
             "api": report("GET /api/v1/listings/{n}, full middleware", &app_figures),
@@ -155,7 +163,7 @@ pub async fn listing_create(args: LoadArgs) -> anyhow::Result<()> {
     ])?;
     let raw_per_second = raw.announcement["per_second"].as_f64().unwrap_or(f64::NAN);
     drop(raw);
-    let app = start_app(&dir.path().join("app"), "full")?;
+    let app = start_app(&dir.path().join("app"), "full", args.listings)?;
     let url = format!("http://127.0.0.1:{}/api/v1/listings", field(&app, "port"));
     let figures = wrk::run(&url, &args.load(), &create_script(&app, dir.path())?)?;
     check_clean("api", &figures)?;
@@ -164,6 +172,7 @@ pub async fn listing_create(args: LoadArgs) -> anyhow::Result<()> {
         "{}",
         json!({
             "scenario": "listing-create",
+            "listings": args.listings,
             "raw_sqlite_transactions_per_second": raw_per_second.round(),
             "api": report("idempotent POST /api/v1/listings", &figures),
             "ratio": (ratio * 100.0).round() / 100.0,
@@ -185,7 +194,11 @@ pub async fn middleware(args: LoadArgs) -> anyhow::Result<()> {
     ] {
         let mut per_stack = Vec::new();
         for stack in ["full", "unguarded"] {
-            let app = start_app(&dir.path().join(format!("{stack}-{post}")), stack)?;
+            let app = start_app(
+                &dir.path().join(format!("{stack}-{post}")),
+                stack,
+                args.listings,
+            )?;
             let figures = if post {
                 let url = format!("http://127.0.0.1:{}/api/v1/listings", field(&app, "port"));
                 wrk::run(&url, &load, &create_script(&app, dir.path())?)?

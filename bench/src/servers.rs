@@ -53,9 +53,26 @@ async fn listen(app: Router) -> anyhow::Result<SocketAddr> {
 
 /// The API with a seeded fixture. `unguarded` serves the same handlers behind
 /// the global layers only, with the fixture's principal attached directly.
-pub async fn serve_app(data_dir: &Path, stack: &str) -> anyhow::Result<()> {
+pub async fn serve_app(data_dir: &Path, stack: &str, listings: u64) -> anyhow::Result<()> {
     let store = open_store(data_dir).await?;
-    let mut described = fixture::seed(&store).await?;
+    let volume = if listings > 0 {
+        // One agency's listings, spread over its agents and 30 days; no
+        // other agencies or history: the requests read and write this one.
+        let plan = storage::volume::VolumePlan {
+            listings,
+            agents: 50,
+            small_agencies: 0,
+            listings_per_small_agency: 0,
+            deliveries: 0,
+            job_runs: 0,
+            progress_events: 0,
+            days: 30,
+        };
+        Some(store.volume().seed(&plan, &mut |_, _| {}).await?)
+    } else {
+        None
+    };
+    let mut described = fixture::seed(&store, volume.as_ref()).await?;
     let urls = PublicUrls {
         base_url: "https://api.bench.example".into(),
         legacy_base_url: None,

@@ -351,7 +351,7 @@ pub async fn run_sender(args: SenderArgs) -> anyhow::Result<()> {
         .await?
         .with_webhooks(delivery);
 
-    let fixture = crate::fixture::seed(&store).await?;
+    let fixture = crate::fixture::seed(&store, None).await?;
     let agency =
         storage::ids::AgencyId::parse(fixture["agency_id"].as_str().context("fixture agency")?)
             .context("agency id")?;

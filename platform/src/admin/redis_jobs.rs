@@ -101,9 +101,8 @@ async fn done_jobs(
             }
             seen += 1;
         }
-        let jobs = details(connection, &wanted, "done").await?;
         return Ok(FoundJobs {
-            jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+            jobs: details(connection, &wanted, "done").await?,
             total,
             total_capped: false,
         });
@@ -128,12 +127,7 @@ async fn done_jobs(
             break;
         }
         let matching: Vec<(String, String)> = if reads_text(filter) {
-            details(connection, &candidates, "done")
-                .await?
-                .into_iter()
-                .filter(|(job, text)| matches(filter, &job.id, text, job.last_error.as_deref()))
-                .map(|(job, _)| (job.queue, job.id))
-                .collect()
+            matching(connection, filter, candidates).await?
         } else {
             candidates
         };
@@ -147,10 +141,9 @@ async fn done_jobs(
             counted += 1;
         }
     }
-    let jobs = details(connection, &found, "done").await?;
     let total_capped = reach == Some(counted);
     Ok(FoundJobs {
-        jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+        jobs: details(connection, &found, "done").await?,
         total: if total_capped { counted - 1 } else { counted },
         total_capped,
     })
@@ -257,7 +250,7 @@ async fn other_jobs(
     }
     ids.sort_by(|a, b| a.1.cmp(&b.1));
     let offset = usize::try_from(window.offset).unwrap_or(usize::MAX);
-    let cut = |mut jobs: Vec<JobSummary>| {
+    let cut = |mut jobs: Vec<(String, String)>| {
         jobs.drain(..offset.min(jobs.len()));
         if let Some(limit) = window.limit {
             jobs.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
@@ -270,22 +263,20 @@ async fn other_jobs(
         if let Some(limit) = window.limit {
             wanted.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         }
-        let jobs = details(connection, &wanted, &filter.state).await?;
         return Ok(FoundJobs {
-            jobs: jobs.into_iter().map(|(job, _)| job).collect(),
+            jobs: details(connection, &wanted, &filter.state).await?,
             total,
             total_capped: false,
         });
     }
-    let found: Vec<JobSummary> = details(connection, &ids, &filter.state)
-        .await?
-        .into_iter()
-        .filter(|(job, text)| matches(filter, &job.id, text, job.last_error.as_deref()))
-        .map(|(job, _)| job)
-        .collect();
+    let mut found = Vec::new();
+    for chunk in ids.chunks(CHUNK) {
+        found.extend(matching(connection, filter, chunk.to_vec()).await?);
+    }
     let total = found.len() as u64;
+    let wanted = cut(found);
     Ok(FoundJobs {
-        jobs: cut(found),
+        jobs: details(connection, &wanted, &filter.state).await?,
         total,
         total_capped: false,
     })
@@ -334,13 +325,13 @@ async fn state_ids(
     })
 }
 
-/// Each job's summary in `state` and its payload's text (for a search),
-/// fetched in pipelined chunks; a job gone meanwhile is left out.
+/// Each job's summary in `state`, fetched in pipelined chunks; a job gone
+/// meanwhile is left out.
 async fn details(
     connection: &mut ConnectionManager,
     jobs: &[(String, String)],
     state: &str,
-) -> Result<Vec<(JobSummary, String)>, QueueError> {
+) -> Result<Vec<JobSummary>, QueueError> {
     let mut summaries = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(CHUNK) {
         let mut pipe = redis::pipe();
@@ -362,7 +353,6 @@ async fn details(
             else {
                 continue;
             };
-            let text = String::from_utf8_lossy(&payload).into_owned();
             let payload: Value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
             let summary = JobSummary {
                 attempts: meta
@@ -375,84 +365,86 @@ async fn details(
                 last_error: super::dead::error_of(meta.get("result").map(String::as_str)),
                 payload: redacted(payload),
             };
-            summaries.push((summary, text));
+            summaries.push(summary);
         }
     }
     Ok(summaries)
 }
 
-/// Whether a Redis job matches the filter's agency and text, `text` being
-/// its payload as stored.
-fn matches(filter: &JobFilter, id: &str, text: &str, last_error: Option<&str>) -> bool {
-    let agency = filter
-        .agency
-        .as_deref()
-        .is_none_or(|agency| text.contains(&format!("\"{agency}\"")));
-    let search = filter.search.as_deref().is_none_or(|search| {
-        let search = search.to_lowercase();
-        id.to_lowercase().contains(&search)
-            || text.to_lowercase().contains(&search)
-            || last_error.is_some_and(|error| error.to_lowercase().contains(&search))
-            || filter
-                .related
-                .iter()
-                .any(|related| text.contains(&format!("\"{related}\"")))
-    });
-    agency && search
-}
+/// The jobs named in ARGV[5 + n..] (n = ARGV[4]) that the filter finds,
+/// checked where they are kept, so no payload crosses the network: the
+/// agency (ARGV[2]) named as a JSON string, and the search text (ARGV[3],
+/// lower case) in the id, the payload or the last error (`Err` of the last
+/// result), or one of the n related ids (ARGV[5..]) named as a JSON string.
+/// An empty agency or search asks nothing. KEYS: the data hash. ARGV[1]: the
+/// meta prefix. Returns the matches in the order given.
+const REDIS_MATCH: &str = r#"
+local agency = ARGV[2]
+local search = ARGV[3]
+local first = 5 + tonumber(ARGV[4])
+local function has(text, part) return string.find(text, part, 1, true) ~= nil end
+local function last_error(id)
+    local result = redis.call('HGET', ARGV[1] .. ':' .. id, 'result')
+    if not result then return nil end
+    local ok, decoded = pcall(cjson.decode, result)
+    if not ok or type(decoded) ~= 'table' then return result end
+    if type(decoded.Err) == 'string' then return decoded.Err end
+    return nil
+end
+local found = {}
+for i = first, #ARGV do
+    local id = ARGV[i]
+    local data = redis.call('HGET', KEYS[1], id)
+    if data then
+        local wanted = #agency == 0 or has(data, '"' .. agency .. '"')
+        if wanted and #search > 0 then
+            wanted = has(string.lower(id), search) or has(string.lower(data), search)
+            if not wanted then
+                local error = last_error(id)
+                wanted = error ~= nil and has(string.lower(error), search)
+            end
+            for r = 5, first - 1 do
+                if wanted then break end
+                wanted = has(data, '"' .. ARGV[r] .. '"')
+            end
+        end
+        if wanted then found[#found + 1] = id end
+    end
+end
+return found
+"#;
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn filters_match_agency_and_text() {
-        let payload = json!({"agency_id": "agc_1", "listing_number": "AB12CD"}).to_string();
-        let filter = |agency: Option<&str>, search: Option<&str>| JobFilter {
-            state: "dead".into(),
-            queue: None,
-            agency: agency.map(str::to_owned),
-            search: search.map(str::to_owned),
-            related: Vec::new(),
-        };
-        assert!(matches(&filter(Some("agc_1"), None), "01J", &payload, None));
-        assert!(!matches(
-            &filter(Some("agc_2"), None),
-            "01J",
-            &payload,
-            None
-        ));
-        assert!(matches(
-            &filter(None, Some("ab12cd")),
-            "01J",
-            &payload,
-            None
-        ));
-        assert!(matches(
-            &filter(None, Some("boom")),
-            "01J",
-            &payload,
-            Some("it went BOOM")
-        ));
-        assert!(!matches(
-            &filter(None, Some("nothing")),
-            "01J",
-            &payload,
-            None
-        ));
-        let dispatch = json!({"event_ids": ["evt_1", "evt_2"]}).to_string();
-        let by_listing = JobFilter {
-            related: vec!["evt_2".into()],
-            ..filter(None, Some("QX7ABC"))
-        };
-        assert!(matches(&by_listing, "01J", &dispatch, None));
-        assert!(!matches(
-            &by_listing,
-            "01J",
-            &json!({"event_ids": ["evt_20"]}).to_string(),
-            None
-        ));
+/// The `jobs` (queue, id) that the filter's agency and search find, in the
+/// order given, checked by [`REDIS_MATCH`] a queue at a time.
+async fn matching(
+    connection: &mut ConnectionManager,
+    filter: &JobFilter,
+    jobs: Vec<(String, String)>,
+) -> Result<Vec<(String, String)>, QueueError> {
+    let script = redis::Script::new(REDIS_MATCH);
+    let mut by_queue: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (queue, id) in &jobs {
+        by_queue.entry(queue.clone()).or_default().push(id.clone());
     }
+    let mut found = std::collections::BTreeSet::new();
+    for (queue, ids) in by_queue {
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(format!("{queue}:data"))
+            .arg(format!("{queue}:meta"))
+            .arg(filter.agency.as_deref().unwrap_or(""))
+            .arg(
+                filter
+                    .search
+                    .as_deref()
+                    .map(str::to_lowercase)
+                    .unwrap_or_default(),
+            )
+            .arg(filter.related.len())
+            .arg(&filter.related)
+            .arg(&ids);
+        let matched: Vec<String> = invocation.invoke_async(connection).await?;
+        found.extend(matched.into_iter().map(|id| (queue.clone(), id)));
+    }
+    Ok(jobs.into_iter().filter(|job| found.contains(job)).collect())
 }

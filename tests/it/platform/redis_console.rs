@@ -307,3 +307,96 @@ async fn an_agencys_many_done_jobs_on_redis_are_counted_to_a_cap_and_paged_on() 
         .unwrap();
     assert_eq!((small.total, small.total_capped), (20, false));
 }
+
+#[tokio::test]
+async fn a_redis_search_checks_ids_payloads_last_errors_and_related_ids_where_they_are_kept() {
+    let app = TestApp::builder(Backend::Sqlite).redis().spawn().await;
+    let queue = app.state.platform().queue.clone();
+    let admin = QueueAdmin::new(queue.clone());
+    let agency = AgencyId::generate();
+    let probes: Vec<Probe> = (0..3).map(|_| probe(&agency)).collect();
+    let operations: Vec<String> = probes
+        .iter()
+        .map(|probe| probe.operation_id.to_string())
+        .collect();
+    let ids = queue
+        .push_many(
+            probes
+                .into_iter()
+                .map(|probe| (probe, PushOptions::default()))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let mut redis = redis_of(&queue).await;
+    let _: u64 = redis::Script::new(MARK_DONE)
+        .key(format!("{}:active", Probe::KIND))
+        .key(format!("{}:fair", Probe::KIND))
+        .key(format!("{}:scheduled", Probe::KIND))
+        .key(format!("{}:done", Probe::KIND))
+        .arg(format!("{}:meta", Probe::KIND))
+        .arg(1_800_000_000)
+        .arg(&ids)
+        .invoke_async(&mut redis)
+        .await
+        .unwrap();
+    // The last one died instead, of an error its payload does not hold.
+    let dead = ids[2].clone();
+    let _: () = redis::pipe()
+        .srem(format!("{}:done", Probe::KIND), &dead)
+        .ignore()
+        .sadd(format!("{}:dead", Probe::KIND), &dead)
+        .ignore()
+        .hset(
+            format!("{}:meta:{dead}", Probe::KIND),
+            "result",
+            r#"{"Err":"Receiver answered 410 Gone"}"#,
+        )
+        .ignore()
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let search = |state: &str, text: &str, related: &[&str]| JobFilter {
+        state: state.into(),
+        queue: None,
+        agency: None,
+        search: Some(text.to_owned()),
+        related: related.iter().map(|id| (*id).to_owned()).collect(),
+    };
+    let found = |filter: JobFilter| {
+        let admin = admin.clone();
+        async move {
+            let found = admin.find_jobs_in(&filter, window(0, 50)).await.unwrap();
+            found.jobs.into_iter().map(|job| job.id).collect::<Vec<_>>()
+        }
+    };
+    // The id, in any case, and the payload.
+    assert_eq!(
+        found(search("done", &ids[0].to_lowercase(), &[])).await,
+        [ids[0].clone()]
+    );
+    assert_eq!(
+        found(search("done", &operations[1].to_uppercase(), &[])).await,
+        [ids[1].clone()]
+    );
+    // The last error, in any case; not the result's own wording.
+    assert_eq!(found(search("dead", "answered 410", &[])).await, [dead]);
+    assert!(found(search("dead", "err", &[])).await.is_empty());
+    // A listing number stands for its related ids, each named whole.
+    assert_eq!(
+        found(search("done", "QX7ABC", &[&operations[0]])).await,
+        [ids[0].clone()]
+    );
+    let cut_short = &operations[0][..operations[0].len() - 1];
+    assert!(
+        found(search("done", "QX7ABC", &[cut_short]))
+            .await
+            .is_empty()
+    );
+    // The agency, with a search.
+    let mut with_agency = search("done", &operations[1], &[]);
+    with_agency.agency = Some(agency.to_string());
+    assert_eq!(found(with_agency.clone()).await, [ids[1].clone()]);
+    with_agency.agency = Some(AgencyId::generate().to_string());
+    assert!(found(with_agency).await.is_empty());
+}
