@@ -27,10 +27,12 @@ fn probe(agency: &AgencyId) -> Probe {
     }
 }
 
+/// Done probes (other queues' jobs, such as the events' dispatch, may
+/// finish beside them).
 fn done(agency: Option<&AgencyId>, search: Option<&str>) -> JobFilter {
     JobFilter {
         state: "done".into(),
-        queue: None,
+        queue: Some(Probe::KIND.into()),
         agency: agency.map(ToString::to_string),
         search: search.map(str::to_owned),
         related: Vec::new(),
@@ -192,10 +194,8 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
 
     // The purge takes finished jobs out of the indexes with their data.
     let far_future = 4_102_444_800;
-    assert_eq!(
-        admin.purge_finished(far_future, far_future).await.unwrap(),
-        10
-    );
+    let purged = admin.purge_finished(far_future, far_future).await.unwrap();
+    assert!(purged >= 10, "{purged}");
     assert!(
         members(&mut redis, &order_key(Probe::KIND))
             .await
