@@ -171,15 +171,22 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
         failed.failure_reason.as_deref(),
         Some(workers::handlers::process_media::GIVEN_UP_REASON)
     );
-    let stored = media
-        .ctx
-        .app
-        .store
-        .media()
-        .operation(&tenant, &operation)
-        .await
-        .unwrap();
-    assert_eq!(stored.status, "failed", "its only item failed");
+    // The upload completes after its item failed (a write of its own, once
+    // the failed state was offered to the progress stream).
+    let status =
+        tests::deployment::eventually(Duration::from_secs(30), "the upload completed", || async {
+            let stored = media
+                .ctx
+                .app
+                .store
+                .media()
+                .operation(&tenant, &operation)
+                .await
+                .unwrap();
+            (stored.status != "processing").then_some(stored.status)
+        })
+        .await;
+    assert_eq!(status, "failed", "its only item failed");
     // Its progress ends, though no state of it could be stored.
     let events = media
         .events(&media.local(body["progress_url"].as_str().unwrap()), None)
