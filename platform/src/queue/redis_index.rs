@@ -19,7 +19,6 @@
 
 use apalis_redis::ConnectionManager;
 
-use super::target::QueueError;
 use crate::kinds::QUEUES;
 
 /// The sorted set of every job of `queue`, in push order.
@@ -69,7 +68,7 @@ pub async fn index_jobs(
     connection: &ConnectionManager,
     queue: &str,
     ids: &[String],
-) -> Result<u64, QueueError> {
+) -> Result<u64, redis::RedisError> {
     let mut connection = connection.clone();
     let script = redis::Script::new(REDIS_INDEX);
     let mut indexed = 0;
@@ -97,7 +96,7 @@ fn built_key(queue: &str) -> String {
 /// existed: walks each queue's data hash a chunk at a time. Processes that
 /// start together may both walk it; indexing is idempotent. Returns how many
 /// jobs were indexed.
-pub async fn build_once(connection: &ConnectionManager) -> Result<u64, QueueError> {
+pub async fn build_once(connection: &ConnectionManager) -> Result<u64, redis::RedisError> {
     let mut redis = connection.clone();
     let mut indexed = 0;
     for queue in QUEUES {
