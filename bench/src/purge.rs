@@ -90,16 +90,7 @@ async fn run(
     dir: &std::path::Path,
     args: &PurgeArgs,
 ) -> anyhow::Result<()> {
-    let plan = VolumePlan {
-        listings: args.listings,
-        agents: 10,
-        small_agencies: 0,
-        listings_per_small_agency: 0,
-        deliveries: 0,
-        job_runs: 0,
-        progress_events: 0,
-        days: 30,
-    };
+    let plan = VolumePlan::listings_only(args.listings, 10);
     let seeded = store.volume().seed(&plan, &mut |_, _| {}).await?;
     let tenant = Tenant::new(seeded.agency_id.clone(), Environment::Live);
     let key = crate::fixture::unbounded_key(

@@ -58,16 +58,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str, listings: u64) -> anyhow::R
     let volume = if listings > 0 {
         // One agency's listings, spread over its agents and 30 days; no
         // other agencies or history: the requests read and write this one.
-        let plan = storage::volume::VolumePlan {
-            listings,
-            agents: 50,
-            small_agencies: 0,
-            listings_per_small_agency: 0,
-            deliveries: 0,
-            job_runs: 0,
-            progress_events: 0,
-            days: 30,
-        };
+        let plan = storage::volume::VolumePlan::listings_only(listings, 50);
         let seeded = store.volume().seed(&plan, &mut |_, _| {}).await?;
         // The seeder's endpoint points at a receiver that does not exist:
         // the creates' events would pile up for it and the writes be paced

@@ -55,6 +55,21 @@ pub struct VolumePlan {
 }
 
 impl VolumePlan {
+    /// One agency's `listings` spread over `agents` and thirty days, and
+    /// nothing else: no other agencies, deliveries, job runs or progress.
+    pub fn listings_only(listings: u64, agents: u32) -> Self {
+        Self {
+            listings,
+            agents,
+            small_agencies: 0,
+            listings_per_small_agency: 0,
+            deliveries: 0,
+            job_runs: 0,
+            progress_events: 0,
+            days: 30,
+        }
+    }
+
     /// The volume: a million listings, a hundred small agencies, ten
     /// million deliveries, five million job runs, a million progress states
     /// over thirty days; `scale` multiplies every count (0.01 for ten

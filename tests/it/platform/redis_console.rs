@@ -229,6 +229,27 @@ end
 return #ARGV - 2
 "#;
 
+/// Leaves the probes `ids` done ([`MARK_DONE`], 500 a call); returns how
+/// many.
+async fn mark_done(redis: &mut redis::aio::MultiplexedConnection, ids: &[String]) -> u64 {
+    let mut marked = 0;
+    for chunk in ids.chunks(500) {
+        let count: u64 = redis::Script::new(MARK_DONE)
+            .key(format!("{}:active", Probe::KIND))
+            .key(format!("{}:fair", Probe::KIND))
+            .key(format!("{}:scheduled", Probe::KIND))
+            .key(format!("{}:done", Probe::KIND))
+            .arg(format!("{}:meta", Probe::KIND))
+            .arg(1_800_000_000)
+            .arg(chunk)
+            .invoke_async(redis)
+            .await
+            .unwrap();
+        marked += count;
+    }
+    marked
+}
+
 #[tokio::test]
 async fn an_agencys_many_done_jobs_on_redis_are_counted_to_a_cap_and_paged_on() {
     let app = TestApp::builder(Backend::Sqlite).redis().spawn().await;
@@ -243,21 +264,7 @@ async fn an_agencys_many_done_jobs_on_redis_are_counted_to_a_cap_and_paged_on() 
         .collect();
     let mut pushed = queue.push_many(jobs).await.unwrap();
     let mut redis = redis_of(&queue).await;
-    let mut marked = 0;
-    for chunk in pushed.chunks(500) {
-        let count: u64 = redis::Script::new(MARK_DONE)
-            .key(format!("{}:active", Probe::KIND))
-            .key(format!("{}:fair", Probe::KIND))
-            .key(format!("{}:scheduled", Probe::KIND))
-            .key(format!("{}:done", Probe::KIND))
-            .arg(format!("{}:meta", Probe::KIND))
-            .arg(1_800_000_000)
-            .arg(chunk)
-            .invoke_async(&mut redis)
-            .await
-            .unwrap();
-        marked += count;
-    }
+    let marked = mark_done(&mut redis, &pushed).await;
     assert_eq!(marked, 1_050);
     let mut of_many = pushed[..1_030].to_vec();
     of_many.sort_unstable();
@@ -329,17 +336,7 @@ async fn a_redis_search_checks_ids_payloads_last_errors_and_related_ids_where_th
         .await
         .unwrap();
     let mut redis = redis_of(&queue).await;
-    let _: u64 = redis::Script::new(MARK_DONE)
-        .key(format!("{}:active", Probe::KIND))
-        .key(format!("{}:fair", Probe::KIND))
-        .key(format!("{}:scheduled", Probe::KIND))
-        .key(format!("{}:done", Probe::KIND))
-        .arg(format!("{}:meta", Probe::KIND))
-        .arg(1_800_000_000)
-        .arg(&ids)
-        .invoke_async(&mut redis)
-        .await
-        .unwrap();
+    mark_done(&mut redis, &ids).await;
     // The last one died instead, of an error its payload does not hold.
     let dead = ids[2].clone();
     let _: () = redis::pipe()
