@@ -160,7 +160,9 @@ async fn a_failed_commit_fails_every_writer_of_its_batch() {
         let db = db.clone();
         tokio::spawn(async move { insert(&db, 7, false).await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // On this test's one-thread runtime, yielding lets the spawned writer
+    // run until it waits for the turn, before the closer is asked.
+    tokio::task::yield_now().await;
     let first_batch = first.finish(true).await.unwrap();
     let first_outcome = sqlite.group().committed(first_batch).await;
     assert!(
