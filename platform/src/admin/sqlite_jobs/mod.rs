@@ -55,7 +55,9 @@ enum Source {
 /// index, an agency alone from its own jobs; a text search of dead jobs (a
 /// month of them) from the dead jobs' text index. Every other filter reads
 /// the backlog or the dead (bounded by retention) by the status index and
-/// checks them row by row. Placeholders: `$3` the text index's query, `$4` the
+/// checks them row by row. A long search is looked for in a text index by
+/// its tail (`search_index::any_of`), and each match is then checked row by
+/// row for the whole text. Placeholders: `$3` the text index's query, `$4` the
 /// agency, `$5` the search text in lower case, `$6` the related ids (a JSON
 /// array).
 #[derive(Debug, Default)]
@@ -66,7 +68,8 @@ struct SqliteText {
     query: Option<String>,
     /// The agency.
     agency: Option<String>,
-    /// The search text in lower case, when checked row by row.
+    /// The search text in lower case, when checked row by row (no index, or
+    /// an index that found the text's tail).
     search: Option<String>,
     /// The ids the search stands for, when checked row by row.
     related: Option<String>,
@@ -76,22 +79,24 @@ impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
         let done = filter.state == "done";
         let dead = filter.state == "dead";
-        let query = filter
+        let index = filter
             .search
             .as_deref()
             .filter(|_| done || dead)
             .and_then(|search| search_index::any_of(Some(search), &filter.related));
-        let source = if query.is_some() {
+        let source = if index.is_some() {
             if done { Source::Text } else { Source::DeadText }
         } else if done && filter.agency.is_some() {
             Source::Agency
         } else {
             Source::State
         };
-        let by_row = query.is_none();
+        // Checked row by row when no index serves the search, or when the
+        // index found candidates by the text's tail.
+        let by_row = index.as_ref().is_none_or(|index| index.narrowed);
         Self {
             source,
-            query,
+            query: index.map(|index| index.query),
             agency: filter.agency.clone(),
             search: filter
                 .search

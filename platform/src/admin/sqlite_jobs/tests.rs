@@ -240,6 +240,11 @@ async fn jobs_by_text_or_agency_stream_from_their_index() {
             "SCAN job_text VIRTUAL TABLE",
         ),
         (done(None, Some("QX7ABC")), "SCAN job_text VIRTUAL TABLE"),
+        // A long one: by its tail, checked whole.
+        (
+            done(None, Some("op_01HQ5ABCDEFGHJKMNPQRSTVW")),
+            "SCAN job_text VIRTUAL TABLE",
+        ),
         (
             done(Some("agc_1"), None),
             "SEARCH job_agencies USING COVERING INDEX job_agencies_by_agency (agency_id=?)",
@@ -278,6 +283,113 @@ async fn jobs_by_text_or_agency_stream_from_their_index() {
                 "{filter:?}: {plan:?}"
             );
         }
+    }
+}
+
+#[tokio::test]
+async fn a_long_search_is_found_by_its_tail_and_checked_whole() {
+    // Two operation ids with the same last ten characters (the part the
+    // text index looks for), and two related ids alike.
+    let operation = "op_01HQ5ABCDEFGHJKMNPQRSTVW";
+    let same_tail = "op_99ZZZZZZZZZHJKMNPQRSTVW";
+    let event = "evt_01HQ5ABCDEFGHJKMNPQRS";
+    let failed = Some(r#"{"Err": "receiver hooks.example/agency-42 answered 503"}"#);
+    let failed_elsewhere = Some(r#"{"Err": "receiver other.example/agency-42 answered 503"}"#);
+    let dir = tempfile::tempdir().unwrap();
+    let admin = sqlite_queue(
+        &dir,
+        &[
+            (
+                "j1",
+                "probe",
+                "Done",
+                1,
+                10,
+                json!({"operation_id": operation}),
+                None,
+            ),
+            (
+                "j2",
+                "probe",
+                "Done",
+                1,
+                20,
+                json!({"operation_id": same_tail}),
+                None,
+            ),
+            (
+                "j3",
+                "outbox_dispatch",
+                "Done",
+                1,
+                30,
+                json!({"event_ids": [event]}),
+                None,
+            ),
+            (
+                "j4",
+                "outbox_dispatch",
+                "Done",
+                1,
+                40,
+                json!({"event_ids": ["evt_99ZZZZZZZZZZJKMNPQRS"]}),
+                None,
+            ),
+            // Named inside a longer string: not the id as a JSON string.
+            (
+                "j5",
+                "outbox_dispatch",
+                "Done",
+                1,
+                50,
+                json!({"note": format!("{event}/retried")}),
+                None,
+            ),
+            ("j6", "webhook_delivery", "Failed", 3, 60, json!({}), failed),
+            (
+                "j7",
+                "webhook_delivery",
+                "Failed",
+                3,
+                70,
+                json!({}),
+                failed_elsewhere,
+            ),
+            (
+                "j8",
+                "probe",
+                "Done",
+                1,
+                80,
+                json!({"street": "Café de l'Époque, rue Pasteur"}),
+                None,
+            ),
+        ],
+    )
+    .await;
+    let search = |state: &str, text: &str, related: &[&str]| JobFilter {
+        state: state.to_owned(),
+        search: Some(text.to_owned()),
+        related: related.iter().map(|id| (*id).to_owned()).collect(),
+        ..JobFilter::default()
+    };
+    for (filter, expected) in [
+        (search("done", operation, &[]), vec!["j1"]),
+        (search("done", &operation.to_lowercase(), &[]), vec!["j1"]),
+        (search("done", "no such listing", &[event]), vec!["j3"]),
+        (search("dead", "hooks.example/agency-42", &[]), vec!["j6"]),
+        // Not ASCII: the whole text is looked for, in any case.
+        (search("done", "CAFÉ DE L'ÉPOQUE", &[]), vec!["j8"]),
+    ] {
+        let found = admin.find_jobs_in(&filter, JobWindow::ALL).await.unwrap();
+        assert_eq!((ids(&found), found.total), (expected, 1), "{filter:?}");
+        // A window counts the same.
+        let window = JobWindow {
+            offset: 0,
+            limit: Some(25),
+        };
+        let found = admin.find_jobs_in(&filter, window).await.unwrap();
+        assert_eq!((found.total, found.total_capped), (1, false), "{filter:?}");
     }
 }
 
