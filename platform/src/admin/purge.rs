@@ -74,9 +74,9 @@ const PURGE_BATCH: u64 = 500;
 /// Forgets finished jobs of one set that finished before a cutoff, atomically
 /// per batch: set membership, meta hash, payload, idempotency claim and the
 /// console's index entries ([`crate::queue::redis_index`]).
-/// KEYS: the set, the payload hash, the order set. ARGV: meta prefix,
-/// idempotency prefix, cutoff, agency set prefix, then job ids.
-const REDIS_FORGET: &str = r"
+/// KEYS: the set, the payload hash, the order set, the names set. ARGV: meta
+/// prefix, idempotency prefix, cutoff, agency set prefix, then job ids.
+const REDIS_FORGET_BODY: &str = r"
 local forgotten = 0
 local cutoff = tonumber(ARGV[3])
 for i = 5, #ARGV do
@@ -89,14 +89,7 @@ for i = 5, #ARGV do
             local claim = ARGV[2] .. ':' .. key
             if redis.call('GET', claim) == id then redis.call('DEL', claim) end
         end
-        local data = redis.call('HGET', KEYS[2], id)
-        if data then
-            local ok, job = pcall(cjson.decode, data)
-            if ok and type(job) == 'table' and type(job.agency_id) == 'string' then
-                redis.call('ZREM', ARGV[4] .. ':' .. job.agency_id, id)
-            end
-        end
-        redis.call('ZREM', KEYS[3], id)
+        forget_indexed(id, redis.call('HGET', KEYS[2], id), KEYS[3], KEYS[4], ARGV[4])
         redis.call('DEL', meta)
         redis.call('HDEL', KEYS[2], id)
         forgotten = forgotten + 1
@@ -105,6 +98,10 @@ end
 return forgotten
 ";
 
+/// The script of [`REDIS_FORGET_BODY`].
+static REDIS_FORGET: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(&redis_index::with_forget(REDIS_FORGET_BODY)));
+
 pub(super) async fn redis_forget(
     connection: &mut redis::aio::ConnectionManager,
     queue: &str,
@@ -112,12 +109,12 @@ pub(super) async fn redis_forget(
     before: i64,
     ids: &[String],
 ) -> Result<u64, QueueError> {
-    let script = redis::Script::new(REDIS_FORGET);
-    let mut invocation = script.prepare_invoke();
+    let mut invocation = REDIS_FORGET.prepare_invoke();
     invocation
         .key(format!("{queue}:{set}"))
         .key(format!("{queue}:data"))
         .key(redis_index::order_key(queue))
+        .key(redis_index::names_key(queue))
         .arg(format!("{queue}:meta"))
         .arg(format!("{queue}:idempotency"))
         .arg(before)

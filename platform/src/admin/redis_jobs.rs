@@ -2,14 +2,20 @@
 //! pushed: ids are ULIDs).
 //!
 //! Done jobs, the state that grows with the history, are read from the
-//! queue's order index or an agency's ([`crate::queue::redis_index`]): a
-//! window walks the index from its start and keeps the ids the done set
-//! holds, so a page costs its offset and window, not the queue. Without a
-//! filter their total is the done sets' sizes; an agency filter or a search
-//! counts its matches and stops past the window and [`COUNT_CAP`], as on
-//! SQLite. A search has no text index here: it checks each done job's
-//! payload in push order until it has its window and count, so a search
-//! that finds few jobs still reads every done one (in pipelined chunks).
+//! queue's order index, an agency's, or the ranges of the names index that
+//! a search stands for ([`crate::queue::redis_index`]): a window walks the
+//! index from its start and keeps the ids the done set holds, so a page
+//! costs its offset and window, not the queue. Without a filter their total
+//! is the done sets' sizes; an agency filter or a search counts its matches
+//! and stops past the window and [`COUNT_CAP`], as on SQLite.
+//!
+//! A search for an id (text shaped as our ids are) reads the jobs that name
+//! it as a value, and the agency's jobs if it is an agency's id; a listing
+//! number reads the jobs naming its listing, media, events or deliveries (no
+//! job names a listing number itself). Other text has no index here: it is
+//! checked in each done job's payload in push order until the window and
+//! count are found, so free text that finds few jobs reads every done one
+//! (in pipelined chunks, inside Redis).
 //!
 //! The backlog's states (queued, scheduled, retrying, running) and the dead
 //! (kept a month) are read whole, each job's details fetched in pipelined
@@ -24,7 +30,7 @@ use serde_json::Value;
 use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
 use super::sqlite_jobs::COUNT_CAP;
 use crate::kinds::QUEUES;
-use crate::queue::redis_index::{agency_key, order_key};
+use crate::queue::redis_index::{agency_key, as_name, names_key, order_key};
 use crate::queue::{PARKED_AT, QueueError};
 
 /// Ids read from an index, or jobs' details fetched, per round trip.
@@ -60,26 +66,77 @@ fn reads_text(filter: &JobFilter) -> bool {
     filter.search.is_some()
 }
 
-/// Done jobs from the order index or the agency's, in id order.
+/// What a search of done jobs reads by the names index: the names, the
+/// agency whose jobs it also stands for (an agency's id is indexed by its
+/// agency set, not as a name), and the job it is the id of, if any.
+#[derive(Debug, PartialEq, Eq)]
+struct NamedSearch {
+    names: Vec<String>,
+    agency: Option<String>,
+    job: Option<String>,
+}
+
+/// The names a done jobs' search stands for: the id searched for, or the
+/// ids a listing number stands for (its `related`). None when some of it is
+/// not shaped as an id ([`as_name`]).
+fn named_search(filter: &JobFilter) -> Option<NamedSearch> {
+    let search = filter.search.as_deref()?;
+    if filter.related.is_empty() {
+        let name = as_name(search)?;
+        // An agency's id as the queue keeps it: the ULID in upper case.
+        let agency = name
+            .strip_prefix("agc_")
+            .map(|ulid| format!("agc_{}", ulid.to_ascii_uppercase()));
+        // A job's own id is a bare ULID in upper case.
+        let job = (!name.contains('_')).then(|| name.to_ascii_uppercase());
+        return Some(NamedSearch {
+            names: vec![name],
+            agency,
+            job,
+        });
+    }
+    let names = filter
+        .related
+        .iter()
+        .map(|id| as_name(id))
+        .collect::<Option<Vec<_>>>()?;
+    Some(NamedSearch {
+        names,
+        agency: None,
+        job: None,
+    })
+}
+
+/// Done jobs from the order index, the agency's or a search's names, in id
+/// order.
 async fn done_jobs(
     connection: &mut ConnectionManager,
     queues: &[&str],
     filter: &JobFilter,
     window: JobWindow,
 ) -> Result<FoundJobs, QueueError> {
-    let mut walks: Vec<DoneWalk> = queues
-        .iter()
-        .map(|queue| DoneWalk {
-            queue: (*queue).to_owned(),
-            index: match &filter.agency {
-                Some(agency) => agency_key(queue, agency),
-                None => order_key(queue),
-            },
-            after: None,
-            ready: VecDeque::new(),
-            ended: false,
-        })
-        .collect();
+    let named = named_search(filter);
+    let mut walks: Vec<DoneWalk> = Vec::new();
+    for queue in queues {
+        match &named {
+            Some(named) => {
+                walks.extend(named.names.iter().map(|name| DoneWalk::named(queue, name)));
+                if let Some(agency) = &named.agency {
+                    walks.push(DoneWalk::all(queue, agency_key(queue, agency)));
+                }
+                if let Some(job) = &named.job {
+                    walks.push(DoneWalk::given(queue, job));
+                }
+            }
+            None => walks.push(DoneWalk::all(
+                queue,
+                match &filter.agency {
+                    Some(agency) => agency_key(queue, agency),
+                    None => order_key(queue),
+                },
+            )),
+        }
+    }
     let offset = window.offset;
     let end = window.limit.map(|limit| offset.saturating_add(limit));
     if filter.agency.is_none() && !reads_text(filter) {
@@ -107,6 +164,17 @@ async fn done_jobs(
             total_capped: false,
         });
     }
+    // What is left to check of each job walked: nothing when the names
+    // found it and no agency is asked; the agency alone when the names
+    // found it; else the filter.
+    let checked = match (&named, &filter.agency) {
+        (Some(_), None) => None,
+        (Some(_), Some(agency)) => Some(JobFilter {
+            agency: Some(agency.clone()),
+            ..JobFilter::default()
+        }),
+        (None, _) => reads_text(filter).then(|| filter.clone()),
+    };
     // A filter's matches are counted as they come, up to the cap when a
     // window is asked for (a bulk action and its confirmation count all).
     let reach = window
@@ -126,10 +194,9 @@ async fn done_jobs(
         if candidates.is_empty() {
             break;
         }
-        let matching: Vec<(String, String)> = if reads_text(filter) {
-            matching(connection, filter, candidates).await?
-        } else {
-            candidates
+        let matching: Vec<(String, String)> = match &checked {
+            Some(checked) => matching(connection, checked, candidates).await?,
+            None => candidates,
         };
         for job in matching {
             if reach.is_some_and(|reach| counted >= reach) {
@@ -149,11 +216,18 @@ async fn done_jobs(
     })
 }
 
-/// One queue's done jobs, walked through an index in id order.
+/// One queue's done jobs, walked through an index in id order: every member
+/// of the order index or an agency's, or one name's range of the names index
+/// (members `"{name} {job_id}"`); or one job given by its id.
 struct DoneWalk {
     queue: String,
-    /// The order index or an agency's.
+    /// The sorted set walked; empty for a job given.
     index: String,
+    /// The job given, until read.
+    given: Option<String>,
+    /// What precedes the job id in each member walked: nothing, or the
+    /// name and a space.
+    prefix: String,
     /// The last id read from the index.
     after: Option<String>,
     /// Done ids read and not yet taken.
@@ -163,59 +237,151 @@ struct DoneWalk {
 }
 
 impl DoneWalk {
-    /// Reads the index until a done id is ready or the index ends.
-    async fn fill(&mut self, connection: &mut ConnectionManager) -> Result<(), QueueError> {
-        while self.ready.is_empty() && !self.ended {
-            let from = match &self.after {
-                Some(after) => format!("({after}"),
-                None => "-".to_owned(),
-            };
-            let ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
-                .arg(&self.index)
+    /// Every member of `index`, a set of job ids.
+    fn all(queue: &str, index: String) -> Self {
+        Self::new(queue, index, String::new())
+    }
+
+    /// The jobs of `queue` that name `name`.
+    fn named(queue: &str, name: &str) -> Self {
+        Self::new(queue, names_key(queue), format!("{name} "))
+    }
+
+    /// The job `id` of `queue`, if it is there and done.
+    fn given(queue: &str, id: &str) -> Self {
+        Self {
+            given: Some(id.to_owned()),
+            ..Self::new(queue, String::new(), String::new())
+        }
+    }
+
+    fn new(queue: &str, index: String, prefix: String) -> Self {
+        Self {
+            queue: queue.to_owned(),
+            index,
+            given: None,
+            prefix,
+            after: None,
+            ready: VecDeque::new(),
+            ended: false,
+        }
+    }
+
+    /// Whether the walk needs to read its index before a job is ready.
+    fn wants(&self) -> bool {
+        self.ready.is_empty() && !self.ended
+    }
+
+    /// The `ZRANGEBYLEX` bounds of the members not yet read.
+    fn range(&self) -> (String, String) {
+        let from = match (&self.after, self.prefix.is_empty()) {
+            (Some(after), _) => format!("({}{after}", self.prefix),
+            (None, true) => "-".to_owned(),
+            (None, false) => format!("[{}", self.prefix),
+        };
+        // Past every member starting with the name and a space: the space
+        // is followed, in byte order, by `!`.
+        let to = match self.prefix.strip_suffix(' ') {
+            Some(name) => format!("({name}!"),
+            None => "+".to_owned(),
+        };
+        (from, to)
+    }
+}
+
+/// Reads the indexes of the walks that have no job ready until each has
+/// one or has ended: each round reads every such walk's next chunk in one
+/// pipeline and checks them against the done sets in another, so a search
+/// of many names costs two round trips a round, not two a name.
+async fn fill(
+    connection: &mut ConnectionManager,
+    walks: &mut [DoneWalk],
+) -> Result<(), QueueError> {
+    loop {
+        let wanting: Vec<usize> = (0..walks.len()).filter(|&i| walks[i].wants()).collect();
+        if wanting.is_empty() {
+            return Ok(());
+        }
+        let mut read = Vec::with_capacity(wanting.len());
+        let mut ranged = Vec::with_capacity(wanting.len());
+        let mut pipe = redis::pipe();
+        for &i in &wanting {
+            if walks[i].index.is_empty() {
+                walks[i].ended = true;
+                read.extend(walks[i].given.take().map(|id| (i, vec![id])));
+                continue;
+            }
+            let (from, to) = walks[i].range();
+            pipe.cmd("ZRANGEBYLEX")
+                .arg(&walks[i].index)
                 .arg(from)
-                .arg("+")
+                .arg(to)
                 .arg("LIMIT")
                 .arg(0)
-                .arg(CHUNK)
-                .query_async(connection)
-                .await?;
-            self.ended = ids.len() < CHUNK;
-            let Some(last) = ids.last() else {
-                break;
-            };
-            self.after = Some(last.clone());
-            let done: Vec<i64> = redis::cmd("SMISMEMBER")
-                .arg(format!("{}:done", self.queue))
-                .arg(&ids)
-                .query_async(connection)
-                .await?;
-            self.ready.extend(
+                .arg(CHUNK);
+            ranged.push(i);
+        }
+        let chunks: Vec<Vec<String>> = if ranged.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(connection).await?
+        };
+        for (&i, members) in ranged.iter().zip(chunks) {
+            let walk = &mut walks[i];
+            walk.ended = members.len() < CHUNK;
+            let ids: Vec<String> = members
+                .iter()
+                .filter_map(|member| member.strip_prefix(walk.prefix.as_str()))
+                .map(str::to_owned)
+                .collect();
+            if let Some(last) = ids.last() {
+                walk.after = Some(last.clone());
+                read.push((i, ids));
+            }
+        }
+        if read.is_empty() {
+            continue;
+        }
+        let mut pipe = redis::pipe();
+        for (i, ids) in &read {
+            pipe.cmd("SMISMEMBER")
+                .arg(format!("{}:done", walks[*i].queue))
+                .arg(ids);
+        }
+        let done: Vec<Vec<i64>> = pipe.query_async(connection).await?;
+        for ((i, ids), done) in read.into_iter().zip(done) {
+            walks[i].ready.extend(
                 ids.into_iter()
                     .zip(done)
                     .filter(|(_, done)| *done == 1)
                     .map(|(id, _)| id),
             );
         }
-        Ok(())
     }
 }
 
-/// The next done job of any walk, in id order: (queue, id).
+/// The next done job of any walk, in id order: (queue, id). A job that
+/// several walks hold (one naming two of the ids searched for) is taken
+/// from each of them and given once.
 async fn next_done(
     connection: &mut ConnectionManager,
     walks: &mut [DoneWalk],
 ) -> Result<Option<(String, String)>, QueueError> {
+    fill(connection, walks).await?;
+    let Some(first) = walks
+        .iter()
+        .filter_map(|walk| Some((walk.ready.front()?, &walk.queue)))
+        .min()
+        .map(|(id, queue)| (queue.clone(), id.clone()))
+    else {
+        return Ok(None);
+    };
     for walk in walks.iter_mut() {
-        walk.fill(connection).await?;
+        if walk.queue == first.0 && walk.ready.front() == Some(&first.1) {
+            walk.ready.pop_front();
+        }
     }
-    let first = walks
-        .iter_mut()
-        .filter(|walk| !walk.ready.is_empty())
-        .min_by(|a, b| a.ready[0].cmp(&b.ready[0]));
-    Ok(first.and_then(|walk| {
-        let id = walk.ready.pop_front()?;
-        Some((walk.queue.clone(), id))
-    }))
+    Ok(Some(first))
 }
 
 /// The backlog's states and the dead: every id of the state, in id order.
@@ -378,7 +544,7 @@ async fn details(
 /// result), or one of the n related ids (ARGV[5..]) named as a JSON string.
 /// An empty agency or search asks nothing. KEYS: the data hash. ARGV[1]: the
 /// meta prefix. Returns the matches in the order given.
-const REDIS_MATCH: &str = r#"
+const REDIS_MATCH_LUA: &str = r#"
 local agency = ARGV[2]
 local search = ARGV[3]
 local first = 5 + tonumber(ARGV[4])
@@ -414,6 +580,10 @@ end
 return found
 "#;
 
+/// The script of [`REDIS_MATCH_LUA`].
+static REDIS_MATCH: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(REDIS_MATCH_LUA));
+
 /// The `jobs` (queue, id) that the filter's agency and search find, in the
 /// order given, checked by [`REDIS_MATCH`] a queue at a time.
 async fn matching(
@@ -421,14 +591,13 @@ async fn matching(
     filter: &JobFilter,
     jobs: Vec<(String, String)>,
 ) -> Result<Vec<(String, String)>, QueueError> {
-    let script = redis::Script::new(REDIS_MATCH);
     let mut by_queue: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (queue, id) in &jobs {
         by_queue.entry(queue.clone()).or_default().push(id.clone());
     }
     let mut found = std::collections::BTreeSet::new();
     for (queue, ids) in by_queue {
-        let mut invocation = script.prepare_invoke();
+        let mut invocation = REDIS_MATCH.prepare_invoke();
         invocation
             .key(format!("{queue}:data"))
             .arg(format!("{queue}:meta"))

@@ -4,11 +4,11 @@
 //! queue that held jobs before them, and after a push that died half way.
 
 use platform::admin::{FoundJobs, JobFilter, JobWindow, QueueAdmin};
-use platform::kinds::Probe;
-use platform::queue::redis_index::{agency_key, order_key};
+use platform::kinds::{DispatchEvents, Probe};
+use platform::queue::redis_index::{agency_key, names_key, order_key};
 use platform::queue::{JobQueue, QueueTarget};
 use platform::{Job, PushOptions};
-use storage::ids::{AgencyId, OperationId};
+use storage::ids::{AgencyId, EventId, OperationId};
 use storage::{Environment, Tenant};
 use tests::deployment::eventually;
 use tests::{Backend, TestApp};
@@ -168,9 +168,10 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
     // when a process connects.
     for key in [
         order_key(Probe::KIND),
+        names_key(Probe::KIND),
         agency_key(Probe::KIND, first.id.as_str()),
         agency_key(Probe::KIND, second.id.as_str()),
-        format!("{}:order:built", Probe::KIND),
+        format!("{}:index:built", Probe::KIND),
     ] {
         let _: () = redis::cmd("DEL")
             .arg(key)
@@ -191,6 +192,11 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
         .await
         .unwrap();
     assert_eq!(ids(&found), second_ids, "agencies rebuilt too");
+    let found = rebuilt
+        .find_jobs_in(&done(None, Some(operation)), window(0, 50))
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), [id.as_str()], "names rebuilt too");
 
     // The purge takes finished jobs out of the indexes with their data.
     let far_future = 4_102_444_800;
@@ -206,6 +212,11 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
             .await
             .is_empty()
     );
+    assert!(
+        members(&mut redis, &names_key(Probe::KIND))
+            .await
+            .is_empty()
+    );
     let gone = admin
         .find_jobs_in(&done(None, None), window(0, 50))
         .await
@@ -213,7 +224,7 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
     assert_eq!((gone.jobs.len(), gone.total), (0, 0));
 }
 
-/// Takes the jobs named in ARGV[3..] out of the probe queue's waiting
+/// Takes the jobs named in ARGV[3..] out of a queue's waiting
 /// places and leaves them done, as apalis-redis's acknowledgement leaves a
 /// job that succeeded. KEYS: active list, fair set, scheduled set, done set.
 /// ARGV: meta prefix, done_at, ids.
@@ -232,14 +243,23 @@ return #ARGV - 2
 /// Leaves the probes `ids` done ([`MARK_DONE`], 500 a call); returns how
 /// many.
 async fn mark_done(redis: &mut redis::aio::MultiplexedConnection, ids: &[String]) -> u64 {
+    mark_done_in(redis, Probe::KIND, ids).await
+}
+
+/// Leaves the jobs `ids` of `queue` done, as [`mark_done`] the probes.
+async fn mark_done_in(
+    redis: &mut redis::aio::MultiplexedConnection,
+    queue: &str,
+    ids: &[String],
+) -> u64 {
     let mut marked = 0;
     for chunk in ids.chunks(500) {
         let count: u64 = redis::Script::new(MARK_DONE)
-            .key(format!("{}:active", Probe::KIND))
-            .key(format!("{}:fair", Probe::KIND))
-            .key(format!("{}:scheduled", Probe::KIND))
-            .key(format!("{}:done", Probe::KIND))
-            .arg(format!("{}:meta", Probe::KIND))
+            .key(format!("{queue}:active"))
+            .key(format!("{queue}:fair"))
+            .key(format!("{queue}:scheduled"))
+            .key(format!("{queue}:done"))
+            .arg(format!("{queue}:meta"))
             .arg(1_800_000_000)
             .arg(chunk)
             .invoke_async(redis)
@@ -396,4 +416,85 @@ async fn a_redis_search_checks_ids_payloads_last_errors_and_related_ids_where_th
     assert_eq!(found(with_agency.clone()).await, [ids[1].clone()]);
     with_agency.agency = Some(AgencyId::generate().to_string());
     assert!(found(with_agency).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_redis_search_for_an_id_reads_the_range_of_the_jobs_naming_it() {
+    let app = TestApp::builder(Backend::Sqlite).redis().spawn().await;
+    let queue = app.state.platform().queue.clone();
+    let admin = QueueAdmin::new(queue.clone());
+    // Three dispatches: the first names two events, the second one of them,
+    // the third another; ids inside an array are names too.
+    let events: Vec<EventId> = (0..3).map(|_| EventId::generate()).collect();
+    let jobs = [
+        vec![events[0].clone(), events[1].clone()],
+        vec![events[1].clone()],
+        vec![events[2].clone()],
+    ];
+    let mut pushed = Vec::new();
+    for event_ids in jobs {
+        let id = queue
+            .push(DispatchEvents { event_ids }, PushOptions::default())
+            .await
+            .unwrap();
+        pushed.push(id);
+    }
+    let mut redis = redis_of(&queue).await;
+    // Every name with its job, in lower case; in the index before the jobs
+    // are done, read only once they are.
+    let mut expected: Vec<String> = [(0, 0), (1, 0), (1, 1), (2, 2)]
+        .iter()
+        .map(|&(event, job)| format!("{} {}", events[event].as_str().to_lowercase(), pushed[job]))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(
+        members(&mut redis, &names_key(DispatchEvents::KIND)).await,
+        expected
+    );
+    let search = |text: &str, related: &[&EventId]| JobFilter {
+        state: "done".into(),
+        queue: None,
+        agency: None,
+        search: Some(text.to_owned()),
+        related: related.iter().map(ToString::to_string).collect(),
+    };
+    let found = |filter: JobFilter| {
+        let admin = admin.clone();
+        async move {
+            let found = admin.find_jobs_in(&filter, window(0, 50)).await.unwrap();
+            let ids: Vec<String> = found.jobs.into_iter().map(|job| job.id).collect();
+            (ids, found.total)
+        }
+    };
+    assert_eq!(found(search(events[1].as_str(), &[])).await, (vec![], 0));
+    mark_done_in(&mut redis, DispatchEvents::KIND, &pushed).await;
+    // An id, in any case: the jobs naming it, in push order.
+    let naming_second = (vec![pushed[0].clone(), pushed[1].clone()], 2);
+    assert_eq!(found(search(events[1].as_str(), &[])).await, naming_second);
+    assert_eq!(
+        found(search(&events[1].as_str().to_lowercase(), &[])).await,
+        naming_second
+    );
+    // A listing number's related ids: a job naming two of them is found
+    // once.
+    assert_eq!(
+        found(search("QX7ABC", &[&events[0], &events[1]])).await,
+        naming_second
+    );
+    assert_eq!(
+        found(search("QX7ABC", &[&events[2]])).await,
+        (vec![pushed[2].clone()], 1)
+    );
+    // Text that is not an id is looked for in every payload: part of an id
+    // finds the jobs naming it.
+    let part = &events[1].as_str()[..12];
+    assert_eq!(found(search(part, &[])).await, naming_second);
+    // Gone with the jobs.
+    let far_future = 4_102_444_800;
+    admin.purge_finished(far_future, far_future).await.unwrap();
+    assert!(
+        members(&mut redis, &names_key(DispatchEvents::KIND))
+            .await
+            .is_empty()
+    );
 }
