@@ -99,8 +99,10 @@ pub(super) struct JobsQuery {
 /// Jobs a filter finds, oldest first: at most `limit` (50; 1 to 1000) of
 /// them, and `count`, every match (for a search or agency filter of done
 /// jobs, in push order, counted past the window and a thousand, then
-/// `count_capped`); for a listing number, also the runs no
-/// queue holds (`runs_in_process`, `more_runs_in_process`).
+/// `count_capped`); `searched`, when free text on the Redis queue's done
+/// jobs stopped at its budget, how many it read (newest first, then); for a
+/// listing number, also the runs no queue holds (`runs_in_process`,
+/// `more_runs_in_process`).
 pub(super) async fn jobs(
     State(state): State<OpsState>,
     Query(query): Query<JobsQuery>,

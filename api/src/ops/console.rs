@@ -200,6 +200,13 @@ pub struct Found {
     /// Whether it finds more than `total` (a search or agency filter of
     /// done jobs counts past its window and a thousand, then stops).
     pub total_capped: bool,
+    /// When a free-text search stopped before reading every job it could
+    /// match (done jobs on the Redis queue, read newest first up to a
+    /// budget): how many it read.
+    pub searched: Option<u64>,
+    /// Whether `jobs` come newest first (a page of such a search), not in
+    /// the order they were pushed.
+    pub newest_first: bool,
     /// Runs no queue holds (an event's dispatch, a delivery's first
     /// attempt) of what its listing number stands for, in its queue, newest
     /// first, at most [`RUNS_IN_PROCESS_SHOWN`].
@@ -220,6 +227,8 @@ impl Found {
             "items": items,
             "count": count,
             "count_capped": self.total_capped,
+            "searched": self.searched,
+            "newest_first": self.newest_first,
             "runs_in_process": runs,
             "more_runs_in_process": self.more_runs_in_process,
         })
@@ -316,6 +325,8 @@ impl<'a> Console<'a> {
             jobs: found.jobs,
             total: found.total,
             total_capped: found.total_capped,
+            searched: found.searched,
+            newest_first: found.newest_first,
             runs_in_process,
             more_runs_in_process,
         })

@@ -70,6 +70,14 @@ pub struct FoundJobs {
     pub total: u64,
     /// Whether the filter finds more than `total`.
     pub total_capped: bool,
+    /// When a search of free text stopped before reading every job it could
+    /// match (the Redis queue's done jobs have no text index, so such a
+    /// search reads them, newest first, up to a budget): how many it read.
+    /// `jobs` and `total` are then what it found among those.
+    pub searched: Option<u64>,
+    /// Whether `jobs` come newest first (a page of such a search), not in
+    /// the order they were pushed.
+    pub newest_first: bool,
 }
 
 /// Field names whose values a list never shows.

@@ -44,7 +44,7 @@ impl QueueAdmin {
                 super::sqlite_jobs::sqlite_jobs(pool, filter, window).await
             }
             QueueBackend::Redis(connection) => {
-                super::redis_jobs::redis_jobs(connection, filter, window).await
+                super::redis_jobs::redis_jobs(connection, filter, window, self.search_budget).await
             }
         }
     }

@@ -28,3 +28,4 @@ pub use dead::DeadJob;
 pub use depths::QueueDepth;
 pub use found::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, redacted};
 pub use queue_admin::QueueAdmin;
+pub use redis_jobs::SEARCH_BUDGET;

@@ -12,10 +12,10 @@
 //! A search for an id (text shaped as our ids are) reads the jobs that name
 //! it as a value, and the agency's jobs if it is an agency's id; a listing
 //! number reads the jobs naming its listing, media, events or deliveries (no
-//! job names a listing number itself). Other text has no index here: it is
-//! checked in each done job's payload in push order until the window and
-//! count are found, so free text that finds few jobs reads every done one
-//! (in pipelined chunks, inside Redis).
+//! job names a listing number itself). Other text has no index here: a page
+//! of it checks the done jobs' payloads newest first, inside Redis, up to
+//! [`SEARCH_BUDGET`] jobs, and says how far it read (`searched`); a bulk
+//! action's read checks every one.
 //!
 //! The backlog's states (queued, scheduled, retrying, running) and the dead
 //! (kept a month) are read whole, each job's details fetched in pipelined
@@ -36,12 +36,19 @@ use crate::queue::{PARKED_AT, QueueError};
 /// Ids read from an index, or jobs' details fetched, per round trip.
 const CHUNK: usize = 500;
 
+/// Most done jobs a page of a free-text search reads (newest first): about
+/// half a second of Redis's time, where every job of a week can be a
+/// million.
+pub const SEARCH_BUDGET: u64 = 50_000;
+
 /// The `window` of the jobs of a Redis queue that `filter` finds, and how
-/// many it finds.
+/// many it finds; a page of a free-text search of done jobs reads at most
+/// `search_budget` of them.
 pub(super) async fn redis_jobs(
     connection: &ConnectionManager,
     filter: &JobFilter,
     window: JobWindow,
+    search_budget: u64,
 ) -> Result<FoundJobs, QueueError> {
     let queues: Vec<&str> = QUEUES
         .iter()
@@ -55,7 +62,7 @@ pub(super) async fn redis_jobs(
         .collect();
     let mut connection = connection.clone();
     if filter.state == "done" {
-        done_jobs(&mut connection, &queues, filter, window).await
+        done_jobs(&mut connection, &queues, filter, window, search_budget).await
     } else {
         other_jobs(&mut connection, &queues, filter, window).await
     }
@@ -114,8 +121,12 @@ async fn done_jobs(
     queues: &[&str],
     filter: &JobFilter,
     window: JobWindow,
+    search_budget: u64,
 ) -> Result<FoundJobs, QueueError> {
     let named = named_search(filter);
+    // Free text on a page: read newest first, up to the budget.
+    let budget =
+        (named.is_none() && reads_text(filter) && window.limit.is_some()).then_some(search_budget);
     let mut walks: Vec<DoneWalk> = Vec::new();
     for queue in queues {
         match &named {
@@ -128,13 +139,15 @@ async fn done_jobs(
                     walks.push(DoneWalk::given(queue, job));
                 }
             }
-            None => walks.push(DoneWalk::all(
-                queue,
-                match &filter.agency {
+            None => {
+                let index = match &filter.agency {
                     Some(agency) => agency_key(queue, agency),
                     None => order_key(queue),
-                },
-            )),
+                };
+                let mut walk = DoneWalk::all(queue, index);
+                walk.newest_first = budget.is_some();
+                walks.push(walk);
+            }
         }
     }
     let offset = window.offset;
@@ -162,6 +175,8 @@ async fn done_jobs(
             jobs: details(connection, &wanted, "done").await?,
             total,
             total_capped: false,
+            searched: None,
+            newest_first: false,
         });
     }
     // What is left to check of each job walked: nothing when the names
@@ -183,9 +198,22 @@ async fn done_jobs(
         .map(|limit| COUNT_CAP.max(offset.saturating_add(limit)) + 1);
     let mut found = Vec::new();
     let mut counted = 0_u64;
+    let mut read = 0_u64;
+    let mut searched = None;
     'walk: while reach.is_none_or(|reach| counted < reach) {
+        let room = budget.map_or(CHUNK as u64, |budget| {
+            budget.saturating_sub(read).min(CHUNK as u64)
+        });
+        if room == 0 {
+            // The budget is spent: say so if any done job is left unread.
+            fill(connection, &mut walks).await?;
+            if walks.iter().any(|walk| !walk.ready.is_empty()) {
+                searched = Some(read);
+            }
+            break;
+        }
         let mut candidates = Vec::with_capacity(CHUNK);
-        while candidates.len() < CHUNK {
+        while (candidates.len() as u64) < room {
             match next_done(connection, &mut walks).await? {
                 Some(job) => candidates.push(job),
                 None => break,
@@ -194,6 +222,7 @@ async fn done_jobs(
         if candidates.is_empty() {
             break;
         }
+        read += candidates.len() as u64;
         let matching: Vec<(String, String)> = match &checked {
             Some(checked) => matching(connection, checked, candidates).await?,
             None => candidates,
@@ -213,6 +242,8 @@ async fn done_jobs(
         jobs: details(connection, &found, "done").await?,
         total: if total_capped { counted - 1 } else { counted },
         total_capped,
+        searched,
+        newest_first: budget.is_some(),
     })
 }
 
@@ -225,6 +256,8 @@ struct DoneWalk {
     index: String,
     /// The job given, until read.
     given: Option<String>,
+    /// Walked from the newest member (a budgeted search), not the oldest.
+    newest_first: bool,
     /// What precedes the job id in each member walked: nothing, or the
     /// name and a space.
     prefix: String,
@@ -260,6 +293,7 @@ impl DoneWalk {
             queue: queue.to_owned(),
             index,
             given: None,
+            newest_first: false,
             prefix,
             after: None,
             ready: VecDeque::new(),
@@ -272,8 +306,16 @@ impl DoneWalk {
         self.ready.is_empty() && !self.ended
     }
 
-    /// The `ZRANGEBYLEX` bounds of the members not yet read.
-    fn range(&self) -> (String, String) {
+    /// The command and its bounds that read the members not yet read.
+    fn range(&self) -> (&'static str, String, String) {
+        if self.newest_first {
+            // Only walks of every member go newest first.
+            let from = match &self.after {
+                Some(after) => format!("({after}"),
+                None => "+".to_owned(),
+            };
+            return ("ZREVRANGEBYLEX", from, "-".to_owned());
+        }
         let from = match (&self.after, self.prefix.is_empty()) {
             (Some(after), _) => format!("({}{after}", self.prefix),
             (None, true) => "-".to_owned(),
@@ -285,7 +327,7 @@ impl DoneWalk {
             Some(name) => format!("({name}!"),
             None => "+".to_owned(),
         };
-        (from, to)
+        ("ZRANGEBYLEX", from, to)
     }
 }
 
@@ -311,8 +353,8 @@ async fn fill(
                 read.extend(walks[i].given.take().map(|id| (i, vec![id])));
                 continue;
             }
-            let (from, to) = walks[i].range();
-            pipe.cmd("ZRANGEBYLEX")
+            let (command, from, to) = walks[i].range();
+            pipe.cmd(command)
                 .arg(&walks[i].index)
                 .arg(from)
                 .arg(to)
@@ -360,20 +402,24 @@ async fn fill(
     }
 }
 
-/// The next done job of any walk, in id order: (queue, id). A job that
-/// several walks hold (one naming two of the ids searched for) is taken
-/// from each of them and given once.
+/// The next done job of any walk, in id order (newest first when the walks
+/// go so): (queue, id). A job that several walks hold (one naming two of the
+/// ids searched for) is taken from each of them and given once.
 async fn next_done(
     connection: &mut ConnectionManager,
     walks: &mut [DoneWalk],
 ) -> Result<Option<(String, String)>, QueueError> {
     fill(connection, walks).await?;
-    let Some(first) = walks
+    let fronts = walks
         .iter()
-        .filter_map(|walk| Some((walk.ready.front()?, &walk.queue)))
-        .min()
-        .map(|(id, queue)| (queue.clone(), id.clone()))
-    else {
+        .filter_map(|walk| Some((walk.ready.front()?, &walk.queue)));
+    let newest_first = walks.first().is_some_and(|walk| walk.newest_first);
+    let next = if newest_first {
+        fronts.max()
+    } else {
+        fronts.min()
+    };
+    let Some(first) = next.map(|(id, queue)| (queue.clone(), id.clone())) else {
         return Ok(None);
     };
     for walk in walks.iter_mut() {
@@ -433,6 +479,8 @@ async fn other_jobs(
             jobs: details(connection, &wanted, &filter.state).await?,
             total,
             total_capped: false,
+            searched: None,
+            newest_first: false,
         });
     }
     let mut found = Vec::new();
@@ -445,6 +493,8 @@ async fn other_jobs(
         jobs: details(connection, &wanted, &filter.state).await?,
         total,
         total_capped: false,
+        searched: None,
+        newest_first: false,
     })
 }
 

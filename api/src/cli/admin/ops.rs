@@ -20,8 +20,10 @@ pub enum OpsCommand {
     /// Every queue's jobs by state and whether it is paused → {"items"}.
     Queues(StorageOnly),
     /// The jobs a filter finds, oldest first, and a listing number's runs no
-    /// queue holds → {"items", "count", "count_capped", "runs_in_process",
-    /// "more_runs_in_process"} (`count_capped`: more than `count` match).
+    /// queue holds → {"items", "count", "count_capped", "searched",
+    /// "runs_in_process", "more_runs_in_process"} (`count_capped`: more than
+    /// `count` match; `searched`: free text on the Redis queue's done jobs
+    /// read that many, newest first, and stopped).
     Jobs(JobsArgs),
     /// One job with every attempt → the job, with "attempt_history".
     Job(JobArgs),

@@ -19,6 +19,10 @@ struct JobsPage {
     error: Option<String>,
     count: usize,
     count_capped: bool,
+    /// How many done jobs a free-text search read, when it stopped short.
+    searched: Option<usize>,
+    /// Whether the jobs come newest first.
+    newest_first: bool,
     first: usize,
     last: usize,
     actions: Vec<ActionView>,
@@ -139,6 +143,8 @@ pub(in crate::ops) async fn jobs_page(
         jobs: found,
         total,
         total_capped,
+        searched,
+        newest_first,
         runs_in_process,
         more_runs_in_process,
     } = found;
@@ -170,6 +176,8 @@ pub(in crate::ops) async fn jobs_page(
         error,
         count,
         count_capped: total_capped,
+        searched: searched.map(|read| usize::try_from(read).unwrap_or(usize::MAX)),
+        newest_first,
         jobs,
         runs_in_process,
         runs_limit: RUNS_IN_PROCESS_SHOWN,

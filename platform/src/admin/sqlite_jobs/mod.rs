@@ -335,6 +335,8 @@ pub(super) async fn sqlite_jobs(
         jobs,
         total: u64::try_from(if total_capped { total - 1 } else { total }).unwrap_or(0),
         total_capped,
+        searched: None,
+        newest_first: false,
     })
 }
 
