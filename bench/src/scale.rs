@@ -379,7 +379,8 @@ async fn measure(
     });
     let app = api::app(state, api::TransportPolicy::serve_all());
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let base = format!("http://{}/api/v1", listener.local_addr()?);
+    let site = format!("http://{}", listener.local_addr()?);
+    let base = format!("{site}/api/v1");
     let server = tokio::spawn(async move {
         let _ = api::server::serve(listener, app, None, std::future::pending()).await;
     });
@@ -567,6 +568,57 @@ async fn measure(
         timings.push((name, percentiles(samples)));
     }
     ops_server.abort();
+    // The developer portal's pages, as the large agency's administrator
+    // signed in sees them.
+    let cookie = portal_session(store, seeded).await?;
+    let portal_get = |path: String| {
+        let request = client.get(format!("{site}{path}")).header(
+            reqwest::header::COOKIE,
+            format!("{}={cookie}", api::middleware::session::SESSION_COOKIE),
+        );
+        async move {
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            ensure!(status.is_success(), "{path}: {status}: {body}");
+            ensure!(
+                !body.contains(r#"id="sign-in""#),
+                "{path}: the sign-in page, not the portal's"
+            );
+            anyhow::Ok(body)
+        }
+    };
+    let portal_pages: Vec<(String, String)> = vec![
+        ("portal: keys".into(), "/settings/keys".into()),
+        ("portal: webhooks".into(), "/settings/webhooks".into()),
+        (
+            "portal: an endpoint's deliveries".into(),
+            format!("/settings/webhooks/{endpoint}"),
+        ),
+        (
+            "portal: an endpoint's failed deliveries".into(),
+            format!("/settings/webhooks/{endpoint}?status=failed"),
+        ),
+        (
+            "portal: an endpoint's deliveries of one type".into(),
+            format!("/settings/webhooks/{endpoint}?event_type=order.paid"),
+        ),
+        ("portal: usage".into(), "/settings/usage".into()),
+        ("portal: events".into(), "/settings/events".into()),
+        ("portal: console".into(), "/settings/console".into()),
+    ];
+    for (name, path) in portal_pages {
+        for _ in 0..10 {
+            portal_get(path.clone()).await?;
+        }
+        let mut samples = Vec::with_capacity(requests);
+        for _ in 0..requests {
+            let started = Instant::now();
+            portal_get(path.clone()).await?;
+            samples.push(started.elapsed().as_secs_f64() * 1_000.0);
+        }
+        timings.push((name, percentiles(samples)));
+    }
     // Every read a different listing of the working set, round and round:
     // warmed by one pass, then timed.
     for number in &working_set {
@@ -597,6 +649,37 @@ async fn measure(
     server.abort();
     Ok(timings)
 }
+
+/// A portal session's token for an administrator of the large agency (made
+/// for the benchmark, with a password, signed in as the portal signs in).
+async fn portal_session(store: &Store, seeded: &Seeded) -> anyhow::Result<String> {
+    let email = format!("portal-{}@volume.example", seeded.agency_id).to_lowercase();
+    let admin = store
+        .users()
+        .create(
+            &seeded.agency_id,
+            storage::people::users::NewUser {
+                role: storage::people::users::Role::MediaAgency,
+                email: Some(email.clone()),
+                name: Some("Portal Bench".into()),
+                manager_id: None,
+            },
+        )
+        .await?;
+    store
+        .accounts()
+        .set_password(&seeded.agency_id, &admin.id, PORTAL_PASSWORD)
+        .await?;
+    let started = store
+        .sessions()
+        .login(&email, PORTAL_PASSWORD)
+        .await?
+        .context("the portal sign-in")?;
+    Ok(started.token)
+}
+
+/// The portal administrator's password in the benchmark.
+const PORTAL_PASSWORD: &str = "Bench-portal-password-1";
 
 /// The ops listener's account in the benchmark.
 const OPS_USER: &str = "bench";
