@@ -7,8 +7,11 @@
 //! (`webhook_delivery_counts`); agencies, people and endpoints are made by
 //! the repositories that make them for the API. Rows are spread over the
 //! days before the store's clock, so retention and history see a real age
-//! mix. What it does not write: outbox events (a seeded history has nothing
-//! left to announce), media files, job queue entries.
+//! mix. Each listing's photos are recorded as a finished upload leaves them
+//! (the operation, its items ready, each with the specification's six
+//! variants), without their files. What it does not write: outbox events (a
+//! seeded history has nothing left to announce), media files, job queue
+//! entries.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -16,8 +19,11 @@ use std::ops::Range;
 use sqlx::QueryBuilder;
 use sqlx::types::Json;
 
-use crate::db::in_transaction;
-use crate::ids::{AgencyId, DeliveryId, EventId, ListingId, OrderId, UserId, WebhookEndpointId};
+use crate::db::{Tx, in_transaction, on_tx};
+use crate::ids::{
+    AgencyId, DeliveryId, EventId, ListingId, MediaId, OperationId, OrderId, UserId,
+    WebhookEndpointId,
+};
 use crate::listings::counts::{self, Counted};
 use crate::people::agencies::AgencyKind;
 use crate::people::users::{NewUser, Role};
@@ -40,6 +46,9 @@ pub struct VolumePlan {
     pub listings: u64,
     /// Agents of the large agency its listings are spread over.
     pub agents: u32,
+    /// Photos of each listing (every agency's), one upload a listing, each
+    /// photo ready with its six variants.
+    pub photos_per_listing: u32,
     /// Small agencies beside it.
     pub small_agencies: u32,
     /// Listings of each small agency.
@@ -56,11 +65,13 @@ pub struct VolumePlan {
 
 impl VolumePlan {
     /// One agency's `listings` spread over `agents` and thirty days, and
-    /// nothing else: no other agencies, deliveries, job runs or progress.
+    /// nothing else: no photos, other agencies, deliveries, job runs or
+    /// progress.
     pub fn listings_only(listings: u64, agents: u32) -> Self {
         Self {
             listings,
             agents,
+            photos_per_listing: 0,
             small_agencies: 0,
             listings_per_small_agency: 0,
             deliveries: 0,
@@ -70,15 +81,19 @@ impl VolumePlan {
         }
     }
 
-    /// The issue's volume: a million listings, a hundred small agencies, ten
-    /// million deliveries, five million job runs, a million progress states
-    /// over thirty days; `scale` multiplies every count (0.01 for ten
-    /// thousand listings).
+    /// The issue's volume: a million listings with two photos each, a
+    /// hundred small agencies, ten million deliveries, five million job
+    /// runs, a million progress states over thirty days; `scale` multiplies
+    /// every count but the photos a listing (0.01 for ten thousand
+    /// listings). Two photos, not a shoot's forty: a listing's read and a
+    /// listing number's search see its media, and the seed of a million
+    /// listings stays within minutes (each photo is eight rows).
     pub fn scaled(scale: f64) -> Self {
         let of = |n: f64| (n * scale).round().max(1.0) as u64;
         Self {
             listings: of(1_000_000.0),
             agents: 50,
+            photos_per_listing: 2,
             small_agencies: 100,
             listings_per_small_agency: of(1_000.0),
             deliveries: of(10_000_000.0),
@@ -189,6 +204,7 @@ impl Volume<'_> {
                 &owner.id,
                 &agent_ids,
                 plan.listings,
+                plan.photos_per_listing,
                 start,
                 now,
                 &mut |n| progress("listings", n),
@@ -207,6 +223,7 @@ impl Volume<'_> {
                     &small_owner.id,
                     &owner_only,
                     plan.listings_per_small_agency,
+                    plan.photos_per_listing,
                     start,
                     now,
                     &mut |_| {},
@@ -253,8 +270,9 @@ impl Volume<'_> {
         })
     }
 
-    /// `count` listings of `tenant`, each with its open order, counted in the
-    /// kept totals in the same transaction; returns how many were written.
+    /// `count` listings of `tenant`, each with its open order and `photos`
+    /// photos ([`Self::photos`]), counted in the kept totals in the same
+    /// transaction; returns how many were written.
     #[allow(clippy::too_many_arguments)]
     async fn listings(
         &self,
@@ -262,6 +280,7 @@ impl Volume<'_> {
         owner: &UserId,
         agents: &[UserId],
         count: u64,
+        photos: u32,
         start: Timestamp,
         now: Timestamp,
         progress: &mut dyn FnMut(u64),
@@ -356,6 +375,9 @@ impl Volume<'_> {
                     })
                     .collect();
                 counts::count((&mut *tx).into(), tenant, &changes).await?;
+                for chunk in kept.chunks(ROWS_PER_STATEMENT) {
+                    Self::photos((&mut *tx).into(), tenant, chunk, photos).await?;
+                }
                 kept.len() as u64
             });
             written += inserted;
@@ -538,6 +560,111 @@ impl Volume<'_> {
             progress(range.end);
         }
         Ok(count)
+    }
+}
+
+/// A seeded photo's variant: name, format, width, height, bytes.
+type PhotoVariant = (&'static str, &'static str, i32, i32, i64);
+
+/// The specification's six variants of a seeded photo (of a 4000×2667
+/// original).
+const PHOTO_VARIANTS: [PhotoVariant; 6] = [
+    ("thumbnail", "jpeg", 150, 150, 9_800),
+    ("web", "webp", 2_550, 1_700, 410_000),
+    ("mls", "jpeg", 1_275, 850, 290_000),
+    ("print", "jpeg", 4_000, 2_667, 3_900_000),
+    ("webp_web", "webp", 2_550, 1_700, 260_000),
+    ("webp_thumb", "webp", 400, 400, 21_000),
+];
+
+impl Volume<'_> {
+    /// `photos` photos of each of `listings`, as a finished upload leaves
+    /// them: one completed operation a listing, its items ready, each with
+    /// [`PHOTO_VARIANTS`] (no files behind them).
+    async fn photos(
+        tx: Tx<'_>,
+        tenant: &Tenant,
+        listings: &[&SeedListing],
+        photos: u32,
+    ) -> Result<()> {
+        if photos == 0 || listings.is_empty() {
+            return Ok(());
+        }
+        let operations: Vec<(OperationId, &SeedListing)> = listings
+            .iter()
+            .map(|listing| (OperationId::generate(), *listing))
+            .collect();
+        let items: Vec<(MediaId, &OperationId, &SeedListing, u32)> = operations
+            .iter()
+            .flat_map(|(operation, listing)| {
+                (0..photos)
+                    .map(move |position| (MediaId::generate(), operation, *listing, position))
+            })
+            .collect();
+        let variants: Vec<(&MediaId, &PhotoVariant)> = items
+            .iter()
+            .flat_map(|(id, ..)| PHOTO_VARIANTS.iter().map(move |variant| (id, variant)))
+            .collect();
+        on_tx!(tx, conn => {
+            let mut insert = QueryBuilder::new(
+                "insert into media_operations (id, agency_id, is_sandbox, kind, listing_id, status,
+                     created_at, completed_at) ",
+            );
+            insert.push_values(&operations, |mut row, (id, listing)| {
+                row.push_bind(id)
+                    .push_bind(&tenant.agency_id)
+                    .push_bind(tenant.environment.is_sandbox())
+                    .push_bind("upload")
+                    .push_bind(&listing.id)
+                    .push_bind("completed")
+                    .push_bind(listing.created_at)
+                    .push_bind(listing.created_at.plus_seconds(60));
+            });
+            insert.build().execute(&mut *conn).await?;
+            for chunk in items.chunks(ROWS_PER_STATEMENT) {
+                let mut insert = QueryBuilder::new(
+                    "insert into media_items (id, operation_id, agency_id, is_sandbox, listing_id,
+                         position, filename, size_bytes, media_type, content_sha256, object_key,
+                         storage_strategy, enable_optimization, status, created_at, updated_at) ",
+                );
+                insert.push_values(chunk, |mut row, (id, operation, listing, position)| {
+                    row.push_bind(id)
+                        .push_bind(*operation)
+                        .push_bind(&tenant.agency_id)
+                        .push_bind(tenant.environment.is_sandbox())
+                        .push_bind(&listing.id)
+                        .push_bind(i64::from(*position))
+                        .push_bind(format!("IMG_{:04}.jpg", position + 1))
+                        .push_bind(8_400_000_i64)
+                        .push_bind("jpeg")
+                        .push_bind(format!("{:064x}", u128::from(*position)))
+                        .push_bind(format!("media/{}/{id}/original.jpg", tenant.agency_id))
+                        .push_bind("cloud")
+                        .push_bind(true)
+                        .push_bind("ready")
+                        .push_bind(listing.created_at)
+                        .push_bind(listing.created_at.plus_seconds(60));
+                });
+                insert.build().execute(&mut *conn).await?;
+            }
+            for chunk in variants.chunks(ROWS_PER_STATEMENT) {
+                let mut insert = QueryBuilder::new(
+                    "insert into media_variants (media_id, name, object_key, format, width, height,
+                         size_bytes) ",
+                );
+                insert.push_values(chunk, |mut row, (id, (name, format, width, height, bytes))| {
+                    row.push_bind(*id)
+                        .push_bind(*name)
+                        .push_bind(format!("media/{}/{id}/{name}.{format}", tenant.agency_id))
+                        .push_bind(*format)
+                        .push_bind(*width)
+                        .push_bind(*height)
+                        .push_bind(*bytes);
+                });
+                insert.build().execute(&mut *conn).await?;
+            }
+        });
+        Ok(())
     }
 }
 

@@ -41,12 +41,23 @@ async fn disagreeing_totals(db: &Database) -> (i64, i64) {
     }
 }
 
+/// Media operations, items and variants.
+async fn media_rows(db: &Database) -> (i64, i64, i64) {
+    const ROWS: &str = "select (select count(*) from media_operations),
+        (select count(*) from media_items), (select count(*) from media_variants)";
+    match db {
+        Database::Sqlite(sqlite) => sqlx::query_as(ROWS).fetch_one(sqlite.pool()).await.unwrap(),
+        Database::Postgres(pool) => sqlx::query_as(ROWS).fetch_one(pool).await.unwrap(),
+    }
+}
+
 backend_tests! {
     async fn a_seeded_database_keeps_every_invariant(backend) {
         let app = TestApp::spawn(backend).await;
         let plan = VolumePlan {
             listings: 6_200,
             agents: 7,
+            photos_per_listing: 2,
             small_agencies: 3,
             listings_per_small_agency: 40,
             deliveries: 5_300,
@@ -65,6 +76,11 @@ backend_tests! {
         assert_eq!(seeded.deliveries, 5_300);
         assert!(reported.contains(&("listings".to_owned(), 6_200)), "{reported:?}");
         assert_eq!(disagreeing_totals(app.store.db()).await, (0, 0));
+        assert_eq!(
+            media_rows(app.store.db()).await,
+            (6_320, 12_640, 75_840),
+            "an upload a listing, two photos each, six variants a photo"
+        );
         if let Database::Sqlite(sqlite) = app.store.db() {
             let broken: Vec<(String, i64, String, i64)> = sqlx::query_as("pragma foreign_key_check")
                 .fetch_all(sqlite.pool())
@@ -90,6 +106,15 @@ backend_tests! {
         };
         let page: Value = get("/api/v1/listings?limit=5".into()).await;
         assert_eq!(page["total"], 6_200);
+        // Each listing has its two photos, ready with the six variants.
+        let number = page["items"][0]["listing_number"].as_str().unwrap();
+        let listing: Value = get(format!("/api/v1/listings/{number}")).await;
+        let media = listing["media"].as_array().unwrap();
+        assert_eq!(media.len(), 2, "{listing}");
+        for item in media {
+            assert_eq!(item["status"], "ready", "{item}");
+            assert_eq!(item["variants"].as_array().unwrap().len(), 6, "{item}");
+        }
         let agent = &seeded.agent_ids[0];
         let by_agent: Value = get(format!("/api/v1/listings?limit=5&agent_id={agent}")).await;
         // Agent 0 is agent one of every seventh listing and agent two of
