@@ -274,6 +274,12 @@ pub(super) async fn sqlite_jobs(
     )
     .fetch_all(pool)
     .await?;
+    // A window that came back short is the last one: the filter finds what
+    // precedes it and what it holds, and no count reads the matches again
+    // (a search that finds few ran its text query once, not twice).
+    let read = rows.len() as u64;
+    let ends_here = window.limit.is_some_and(|limit| limit > 0 && read < limit)
+        && (read > 0 || window.offset == 0);
     let jobs = rows
         .into_iter()
         .map(|(id, queue, attempts, result, job)| JobSummary {
@@ -314,6 +320,7 @@ pub(super) async fn sqlite_jobs(
             .fetch_one(pool)
             .await?
         }
+        _ if ends_here => i64::try_from(window.offset + read).unwrap_or(i64::MAX),
         // The waiting and running states are the backlog; a search counts
         // what it found.
         _ => {
