@@ -19,7 +19,7 @@ use crate::db::{Backend, Database};
 use crate::listings::read::{ListShape, list_sql};
 use crate::people::users::{UserListShape, user_count_sql, user_list_sql};
 use crate::requests::idempotency::PURGE_EXPIRED_SQL;
-use crate::webhooks::deliveries::{deliveries_page_sql, recent_deliveries_sql};
+use crate::webhooks::deliveries::{attempts_of_sql, deliveries_page_sql, recent_deliveries_sql};
 use crate::webhooks::recoveries::FAILED_SINCE;
 use crate::webhooks::sweeps::PURGE_FINISHED_SQL;
 use crate::{Result, Store};
@@ -218,6 +218,13 @@ fn planned(backend: Backend) -> Vec<Planned> {
             sorts_keyed_rows: false,
         });
     }
+    queries.push(Planned {
+        name: "portal delivery log attempts".to_owned(),
+        sql: attempts_of_sql(backend),
+        binds: vec![Bind::Text(r#"["dlv_0", "dlv_1"]"#)],
+        seeks: vec![&["delivery_id"]],
+        sorts_keyed_rows: true,
+    });
     queries.push(Planned {
         name: "recovery count".to_owned(),
         sql: format!("select count(*) from webhook_deliveries d where {FAILED_SINCE}"),

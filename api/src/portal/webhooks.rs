@@ -258,13 +258,21 @@ pub(crate) async fn endpoint_page(
         Ok(deliveries) => deliveries,
         Err(err) => return unavailable(&err),
     };
-    let mut rows = Vec::with_capacity(deliveries.len());
-    for delivery in &deliveries {
-        match webhooks.attempts(&delivery.id).await {
-            Ok(attempts) => rows.push(DeliveryRow::new(delivery, &attempts)),
-            Err(err) => return unavailable(&err),
-        }
-    }
+    let ids: Vec<_> = deliveries
+        .iter()
+        .map(|delivery| delivery.id.clone())
+        .collect();
+    let attempts = match webhooks.attempts_of(&ids).await {
+        Ok(attempts) => attempts,
+        Err(err) => return unavailable(&err),
+    };
+    let rows = deliveries
+        .iter()
+        .map(|delivery| {
+            let of = attempts.get(&delivery.id).map_or(&[][..], Vec::as_slice);
+            DeliveryRow::new(delivery, of)
+        })
+        .collect();
     page(
         StatusCode::OK,
         &EndpointPage {

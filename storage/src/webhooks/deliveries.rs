@@ -145,6 +145,34 @@ impl Webhooks<'_> {
         })
     }
 
+    /// The attempts of each of `deliveries` (a page of them, already read
+    /// for their tenant), in order, in one statement: a delivery with none
+    /// is absent.
+    pub async fn attempts_of(
+        &self,
+        deliveries: &[DeliveryId],
+    ) -> Result<HashMap<DeliveryId, Vec<Attempt>>> {
+        if deliveries.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids = serde_json::to_string(deliveries)
+            .map_err(|err| StorageError::Corrupt(format!("delivery ids: {err}")))?;
+        let sql = attempts_of_sql(self.store.db().backend());
+        let rows: Vec<AttemptOf> = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(&ids)
+                .fetch_all(pool)
+                .await?
+        });
+        let mut attempts: HashMap<DeliveryId, Vec<Attempt>> = HashMap::new();
+        for row in rows {
+            let id = DeliveryId::parse(&row.delivery_id)
+                .ok_or_else(|| StorageError::Corrupt(format!("delivery id {}", row.delivery_id)))?;
+            attempts.entry(id).or_default().push(row.attempt);
+        }
+        Ok(attempts)
+    }
+
     /// A delivery with its endpoint and secret, whoever's it is (workers).
     pub async fn target(&self, delivery_id: &DeliveryId) -> Result<Option<DeliveryTarget>> {
         let mut found = self.targets(std::slice::from_ref(delivery_id)).await?;
@@ -294,6 +322,25 @@ pub(crate) fn recent_deliveries_sql(status: bool, event_type: bool) -> String {
         " order by d.created_at desc, d.id desc limit ${next}"
     ));
     sql
+}
+
+/// An attempt with the delivery it belongs to.
+#[derive(sqlx::FromRow)]
+struct AttemptOf {
+    delivery_id: String,
+    #[sqlx(flatten)]
+    attempt: Attempt,
+}
+
+/// The attempts of the deliveries whose ids are the JSON array `$1`, each
+/// delivery's in order, by the attempts' key.
+pub(crate) fn attempts_of_sql(backend: crate::db::Backend) -> String {
+    format!(
+        "select delivery_id, attempt, nonce, started_at, duration_ms, outcome, status_code,
+                response_excerpt, error
+         from webhook_attempts where delivery_id {} order by delivery_id, attempt",
+        backend.in_id_list("$1")
+    )
 }
 
 /// The statement of an endpoint's deliveries page, newest first: `$1` the

@@ -143,3 +143,31 @@ backend_tests! {
         assert_eq!(events_after - events_before, 1, "one webhook.endpoint.recovered");
     }
 }
+
+backend_tests! {
+    async fn a_page_of_deliveries_reads_its_attempts_in_one_statement_as_each_delivery_would(backend) {
+        let ctx = Ctx::new(backend).await;
+        let (endpoint_id, _) = ctx.register_with(&ctx.key, json!({ "event_types": ["listing.created"] })).await;
+        let endpoint: WebhookEndpoint = ctx.app.store.webhooks().get(&ctx.live(), &endpoint_id.parse().unwrap()).await.unwrap().unwrap();
+        let webhooks = ctx.app.store.webhooks();
+        // Two attempts, one, and none.
+        let twice = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        let retry = ctx.app.store.clock().now().plus_seconds(30);
+        webhooks.record_attempt(&twice, &attempt_answered(&ctx, 1, 500), AfterAttempt::RetryAt(retry)).await.unwrap();
+        let twice: Delivery = webhooks.delivery(&ctx.live(), &twice.id).await.unwrap().unwrap();
+        webhooks.record_attempt(&twice, &attempt_answered(&ctx, 2, 200), AfterAttempt::Succeeded).await.unwrap();
+        let once = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        webhooks.record_attempt(&once, &attempt_answered(&ctx, 1, 410), AfterAttempt::Failed).await.unwrap();
+        let never = pending_delivery(&ctx, &endpoint, DeliveryKind::Event).await;
+        let page = [twice.id.clone(), once.id.clone(), never.id.clone()];
+        let read = webhooks.attempts_of(&page).await.unwrap();
+        for id in &page {
+            let one_by_one = webhooks.attempts(id).await.unwrap();
+            assert_eq!(read.get(id).cloned().unwrap_or_default(), one_by_one, "{id}");
+        }
+        let numbers: Vec<i32> = read[&twice.id].iter().map(|attempt| attempt.attempt).collect();
+        assert_eq!(numbers, [1, 2]);
+        assert!(!read.contains_key(&never.id));
+        assert!(webhooks.attempts_of(&[]).await.unwrap().is_empty());
+    }
+}

@@ -249,9 +249,15 @@ pub(super) async fn webhook_endpoints(args: WebhookEndpoints) -> Result<Value, A
         WebhookAction::Deliveries => {
             webhooks.get(&tenant, &id).await?.ok_or_else(not_found)?;
             let page = webhooks.deliveries(&id, None, 50).await?;
+            let ids: Vec<_> = page
+                .items
+                .iter()
+                .map(|delivery| delivery.id.clone())
+                .collect();
+            let mut attempts_of = webhooks.attempts_of(&ids).await?;
             let mut items = Vec::new();
             for delivery in page.items {
-                let attempts = webhooks.attempts(&delivery.id).await?;
+                let attempts = attempts_of.remove(&delivery.id).unwrap_or_default();
                 items.push(json!({
                     "id": delivery.id,
                     "event_id": delivery.event_id,
