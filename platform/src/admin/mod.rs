@@ -26,6 +26,5 @@ pub use ages::{AGE_STATES, OldestJob};
 pub use controls::{CANCELLED, JobDetail};
 pub use dead::DeadJob;
 pub use depths::QueueDepth;
-pub use found::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, redacted};
+pub use found::{FoundJobs, JOB_STATES, JobFilter, JobSummary, JobWindow, SEARCH_BUDGET, redacted};
 pub use queue_admin::QueueAdmin;
-pub use redis_jobs::SEARCH_BUDGET;

@@ -18,13 +18,13 @@ impl QueueAdmin {
     pub fn new(queue: JobQueue) -> Self {
         Self {
             queue,
-            search_budget: super::redis_jobs::SEARCH_BUDGET,
+            search_budget: super::found::SEARCH_BUDGET,
         }
     }
 
     /// The same, with a page of a free-text search of the Redis queue's done
     /// jobs (which have no text index) reading at most `jobs` of them,
-    /// newest first, instead of [`super::redis_jobs::SEARCH_BUDGET`].
+    /// newest first, instead of [`super::found::SEARCH_BUDGET`].
     #[must_use]
     pub fn with_search_budget(mut self, jobs: u64) -> Self {
         self.search_budget = jobs.max(1);

@@ -14,7 +14,7 @@
 //! number reads the jobs naming its listing, media, events or deliveries (no
 //! job names a listing number itself). Other text has no index here: a page
 //! of it checks the done jobs' payloads newest first, inside Redis, up to
-//! [`SEARCH_BUDGET`] jobs, and says how far it read (`searched`); a bulk
+//! [`SEARCH_BUDGET`](super::found::SEARCH_BUDGET) jobs, and says how far it read (`searched`); a bulk
 //! action's read checks every one.
 //!
 //! The backlog's states (queued, scheduled, retrying, running) and the dead
@@ -35,11 +35,6 @@ use crate::queue::{PARKED_AT, QueueError};
 
 /// Ids read from an index, or jobs' details fetched, per round trip.
 const CHUNK: usize = 500;
-
-/// Most done jobs a page of a free-text search reads (newest first): about
-/// half a second of Redis's time, where every job of a week can be a
-/// million.
-pub const SEARCH_BUDGET: u64 = 50_000;
 
 /// The `window` of the jobs of a Redis queue that `filter` finds, and how
 /// many it finds; a page of a free-text search of done jobs reads at most
