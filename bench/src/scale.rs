@@ -556,16 +556,7 @@ async fn measure(
         ("/metrics".into(), "/metrics".into()),
     ];
     for (name, path) in pages {
-        for _ in 0..10 {
-            ops_get(path.clone()).await?;
-        }
-        let mut samples = Vec::with_capacity(requests);
-        for _ in 0..requests {
-            let started = Instant::now();
-            ops_get(path.clone()).await?;
-            samples.push(started.elapsed().as_secs_f64() * 1_000.0);
-        }
-        timings.push((name, percentiles(samples)));
+        timings.push((name, timed(requests, || ops_get(path.clone())).await?));
     }
     ops_server.abort();
     // The developer portal's pages, as the large agency's administrator
@@ -608,16 +599,7 @@ async fn measure(
         ("portal: console".into(), "/settings/console".into()),
     ];
     for (name, path) in portal_pages {
-        for _ in 0..10 {
-            portal_get(path.clone()).await?;
-        }
-        let mut samples = Vec::with_capacity(requests);
-        for _ in 0..requests {
-            let started = Instant::now();
-            portal_get(path.clone()).await?;
-            samples.push(started.elapsed().as_secs_f64() * 1_000.0);
-        }
-        timings.push((name, percentiles(samples)));
+        timings.push((name, timed(requests, || portal_get(path.clone())).await?));
     }
     // Every read a different listing of the working set, round and round:
     // warmed by one pass, then timed.
@@ -635,16 +617,7 @@ async fn measure(
         percentiles(samples),
     ));
     for (name, path) in routes {
-        for _ in 0..10 {
-            get(path.clone()).await?;
-        }
-        let mut samples = Vec::with_capacity(requests);
-        for _ in 0..requests {
-            let started = Instant::now();
-            get(path.clone()).await?;
-            samples.push(started.elapsed().as_secs_f64() * 1_000.0);
-        }
-        timings.push((name, percentiles(samples)));
+        timings.push((name, timed(requests, || get(path.clone())).await?));
     }
     server.abort();
     Ok(timings)
@@ -684,6 +657,24 @@ const PORTAL_PASSWORD: &str = "Bench-portal-password-1";
 /// The ops listener's account in the benchmark.
 const OPS_USER: &str = "bench";
 const OPS_PASSWORD: &str = "bench-ops-password";
+
+/// One route's figures: ten requests to warm up, then `requests` timed one
+/// after another.
+async fn timed<T, F: std::future::Future<Output = anyhow::Result<T>>>(
+    requests: usize,
+    mut send: impl FnMut() -> F,
+) -> anyhow::Result<Timing> {
+    for _ in 0..10 {
+        send().await?;
+    }
+    let mut samples = Vec::with_capacity(requests);
+    for _ in 0..requests {
+        let started = Instant::now();
+        send().await?;
+        samples.push(started.elapsed().as_secs_f64() * 1_000.0);
+    }
+    Ok(percentiles(samples))
+}
 
 /// The median and 99th percentile of `samples` (milliseconds).
 pub(crate) fn percentiles(mut samples: Vec<f64>) -> Timing {
