@@ -5,6 +5,7 @@
 //! accepts, so a handler can only receive what its guard attached.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -17,9 +18,15 @@ use storage::{Environment, Tenant};
 use crate::error::ApiError;
 
 /// Who is calling with an API key: the key's agency, environment and scopes,
-/// and the user the key acts for.
+/// and the user the key acts for. Shared, not copied: the key cache holds
+/// one per key, and every request of that key (its guard, its extensions,
+/// its handler) reads the same one.
 #[derive(Clone, Debug)]
-pub struct Principal {
+pub struct Principal(Arc<KeyHolder>);
+
+/// What a [`Principal`] says of its key; read through the principal.
+#[derive(Debug)]
+pub struct KeyHolder {
     /// The key used.
     pub key_id: ApiKeyId,
     /// The agency the key is bound to.
@@ -36,7 +43,37 @@ pub struct Principal {
     pub agency_rate_limit_overrides: BTreeMap<String, u32>,
 }
 
+impl std::ops::Deref for Principal {
+    type Target = KeyHolder;
+
+    fn deref(&self) -> &KeyHolder {
+        &self.0
+    }
+}
+
+impl From<KeyHolder> for Principal {
+    fn from(holder: KeyHolder) -> Self {
+        Self(Arc::new(holder))
+    }
+}
+
 impl Principal {
+    /// The principal of a stored key (whether it may be used now, and for
+    /// what, is the guard's question).
+    pub fn of(credential: &storage::api_keys::Credential) -> Self {
+        let key = &credential.key;
+        KeyHolder {
+            key_id: key.id.clone(),
+            agency_id: key.agency_id.clone(),
+            environment: key.environment,
+            scopes: key.scopes.clone(),
+            acting_user: key.created_by.clone(),
+            rate_limit_overrides: key.rate_limit_overrides.clone(),
+            agency_rate_limit_overrides: credential.agency_rate_limit_overrides.clone(),
+        }
+        .into()
+    }
+
     /// The tenant every repository call of this request uses.
     pub fn tenant(&self) -> Tenant {
         Tenant::new(self.agency_id.clone(), self.environment)

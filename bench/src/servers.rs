@@ -106,15 +106,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str, listings: u64) -> anyhow::R
                 .find_by_plaintext(key)
                 .await?
                 .context("fixture key stored")?;
-            let principal = Principal {
-                key_id: credential.key.id.clone(),
-                agency_id: credential.key.agency_id.clone(),
-                environment: credential.key.environment,
-                scopes: credential.key.scopes.clone(),
-                acting_user: credential.key.created_by.clone(),
-                rate_limit_overrides: credential.key.rate_limit_overrides.clone(),
-                agency_rate_limit_overrides: credential.agency_rate_limit_overrides,
-            };
+            let principal = Principal::of(&credential);
             let routes = Router::new()
                 .route("/api/v1/listings", post(create::create_listing))
                 .route("/api/v1/listings/{listing_number}", get(read::read_listing))

@@ -7,7 +7,7 @@
 use axum::http::{HeaderMap, header};
 use storage::api_keys::key_shape;
 
-use super::key_cache::Cached;
+use super::key_cache::{Cached, CachedKey};
 use crate::endpoints::Endpoint;
 use crate::error::ApiError;
 use crate::principal::Principal;
@@ -104,19 +104,20 @@ pub(super) async fn authenticate(
     let store = state.store();
     let now = store.clock().now();
     let hash = store.derived_keys().hash_api_key(presented);
-    let credential = match state.key_cache().get(&hash, now) {
-        Cached::Hit(credential) => *credential,
+    let cached = match state.key_cache().get(&hash, now) {
+        Cached::Hit(cached) => cached,
         Cached::Miss(ticket) => {
             let credential = store
                 .api_keys()
                 .find_by_hash(&hash)
                 .await?
                 .ok_or(ApiError::InvalidKey)?;
-            state.key_cache().put(hash, credential.clone(), now, ticket);
-            credential
+            let cached = CachedKey::new(credential, now);
+            state.key_cache().put(hash, cached.clone(), ticket);
+            cached
         }
     };
-    principal_of(state, credential, endpoint)
+    principal_of(state, &cached.credential, &cached.principal, endpoint)
 }
 
 /// The principal of a stored key the test console runs a request as: the
@@ -126,18 +127,19 @@ pub(super) fn console_principal(
     credential: storage::api_keys::Credential,
     endpoint: &Endpoint,
 ) -> Result<Principal, ApiError> {
-    principal_of(state, credential, endpoint)
+    principal_of(state, &credential, &Principal::of(&credential), endpoint)
 }
 
 /// A found key's principal, if it is usable and holds the endpoint's scope.
 fn principal_of(
     state: &AppState,
-    credential: storage::api_keys::Credential,
+    credential: &storage::api_keys::Credential,
+    principal: &Principal,
     endpoint: &Endpoint,
 ) -> Result<Principal, ApiError> {
     let store = state.store();
     let now = store.clock().now();
-    let key = credential.key;
+    let key = &credential.key;
     let span = tracing::Span::current();
     span.record("agency_id", key.agency_id.as_str());
     span.record("key_id", key.id.as_str());
@@ -149,15 +151,7 @@ fn principal_of(
     if !key.has_scope(endpoint.scope) {
         return Err(ApiError::ScopeDenied(endpoint.scope));
     }
-    Ok(Principal {
-        key_id: key.id,
-        agency_id: key.agency_id,
-        environment: key.environment,
-        scopes: key.scopes,
-        acting_user: key.created_by,
-        rate_limit_overrides: key.rate_limit_overrides,
-        agency_rate_limit_overrides: credential.agency_rate_limit_overrides,
-    })
+    Ok(principal.clone())
 }
 
 #[cfg(test)]

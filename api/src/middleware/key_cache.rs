@@ -7,6 +7,7 @@
 //! a change nobody announces (an operator's SQL) is seen within the TTL,
 //! inside the specification's "about 60 seconds".
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use moka::sync::Cache;
 use storage::Timestamp;
 use storage::api_keys::Credential;
 use storage::ids::ApiKeyId;
+
+use crate::principal::Principal;
 
 /// How long a looked-up key is trusted without asking the database again.
 pub const TTL_SECONDS: i64 = 30;
@@ -23,7 +26,7 @@ pub const CAPACITY: u64 = 50_000;
 /// The cache, keyed by the key's keyed hash (never its plaintext).
 #[derive(Debug)]
 pub struct KeyCache {
-    by_hash: Cache<String, (Credential, Timestamp)>,
+    by_hash: Cache<String, CachedKey>,
     /// Bumped by every `forget` and `clear`: a lookup that began before one
     /// may have read a key that has ended since, and must not cache it.
     generation: AtomicU64,
@@ -32,6 +35,29 @@ pub struct KeyCache {
 impl Default for KeyCache {
     fn default() -> Self {
         Self::with_capacity(CAPACITY)
+    }
+}
+
+/// One key as the cache holds it: the stored credential and the principal
+/// its requests carry, both shared (a hit copies two pointers).
+#[derive(Clone, Debug)]
+pub struct CachedKey {
+    /// The key as stored, for the checks made on every request (usable
+    /// now, holding the route's scope).
+    pub credential: Arc<Credential>,
+    /// The principal of the key's requests.
+    pub principal: Principal,
+    fetched_at: Timestamp,
+}
+
+impl CachedKey {
+    /// `credential` as fetched at `now`.
+    pub fn new(credential: Credential, now: Timestamp) -> Self {
+        Self {
+            principal: Principal::of(&credential),
+            credential: Arc::new(credential),
+            fetched_at: now,
+        }
     }
 }
 
@@ -46,7 +72,7 @@ pub struct Ticket(u64);
 #[derive(Debug)]
 pub enum Cached {
     /// A credential younger than the TTL.
-    Hit(Box<Credential>),
+    Hit(CachedKey),
     /// Look it up; then `put` it with this ticket.
     Miss(Ticket),
 }
@@ -74,27 +100,23 @@ impl KeyCache {
     pub fn get(&self, hash: &str, now: Timestamp) -> Cached {
         // Read before the entry: a forget between the two makes the ticket old.
         let ticket = Ticket(self.generation());
-        let fresh = self
-            .by_hash
-            .get(hash)
-            .filter(|(_, fetched_at)| {
-                now < fetched_at.plus_seconds(TTL_SECONDS) && *fetched_at <= now
-            })
-            .map(|(credential, _)| credential);
+        let fresh = self.by_hash.get(hash).filter(|cached| {
+            now < cached.fetched_at.plus_seconds(TTL_SECONDS) && cached.fetched_at <= now
+        });
         match fresh {
-            Some(credential) => Cached::Hit(Box::new(credential)),
+            Some(cached) => Cached::Hit(cached),
             None => Cached::Miss(ticket),
         }
     }
 
-    /// Remembers `credential` as fetched at `now`, unless a key was forgotten
-    /// since `ticket`'s lookup began (it may have been this one: revoked
-    /// after the database answered, before this put).
-    pub fn put(&self, hash: String, credential: Credential, now: Timestamp, ticket: Ticket) {
+    /// Remembers `key`, unless a key was forgotten since `ticket`'s lookup
+    /// began (it may have been this one: revoked after the database
+    /// answered, before this put).
+    pub fn put(&self, hash: String, key: CachedKey, ticket: Ticket) {
         if self.generation() != ticket.0 {
             return;
         }
-        self.by_hash.insert(hash.clone(), (credential, now));
+        self.by_hash.insert(hash.clone(), key);
         // A forget while this was being inserted may have run before the
         // entry was there to forget.
         if self.generation() != ticket.0 {
@@ -109,7 +131,7 @@ impl KeyCache {
         // Only fails when invalidation closures are not enabled; they are.
         let _ = self
             .by_hash
-            .invalidate_entries_if(move |_, (credential, _)| credential.key.id == id);
+            .invalidate_entries_if(move |_, cached| cached.credential.key.id == id);
     }
 
     /// Forgets every key (a revocation may have been missed).
@@ -180,7 +202,7 @@ mod tests {
         let cache = KeyCache::default();
         let start = Timestamp::from_micros(1_000_000_000);
         let ticket = ticket(&cache, "h", start);
-        cache.put("h".into(), credential(), start, ticket);
+        cache.put("h".into(), CachedKey::new(credential(), start), ticket);
         assert!(hit(&cache, "h", start.plus_seconds(TTL_SECONDS - 1)));
         assert!(!hit(&cache, "h", start.plus_seconds(TTL_SECONDS)));
         assert!(!hit(&cache, "other", start));
@@ -193,9 +215,9 @@ mod tests {
         let kept = credential();
         let dropped = credential();
         let first = ticket(&cache, "a", now);
-        cache.put("a".into(), kept.clone(), now, first);
+        cache.put("a".into(), CachedKey::new(kept.clone(), now), first);
         let second = ticket(&cache, "b", now);
-        cache.put("b".into(), dropped.clone(), now, second);
+        cache.put("b".into(), CachedKey::new(dropped.clone(), now), second);
         cache.forget(&dropped.key.id);
         assert!(hit(&cache, "a", now));
         assert!(!hit(&cache, "b", now));
@@ -207,13 +229,13 @@ mod tests {
         let now = Timestamp::from_micros(0);
         let hot = credential();
         let first = ticket(&cache, "hot", now);
-        cache.put("hot".into(), hot.clone(), now, first);
+        cache.put("hot".into(), CachedKey::new(hot.clone(), now), first);
         for n in 0..1_000 {
             // The hot key is read between the others, as a busy client's is.
             assert!(hit(&cache, "hot", now), "the hot key left at {n}");
             let name = format!("cold-{n}");
             let miss = ticket(&cache, &name, now);
-            cache.put(name, credential(), now, miss);
+            cache.put(name, CachedKey::new(credential(), now), miss);
         }
         assert!(cache.len() <= 100, "bounded: {}", cache.len());
         assert!(cache.len() >= 50, "never emptied whole: {}", cache.len());
@@ -229,11 +251,11 @@ mod tests {
         // the database's answer, read earlier, is put back.
         let ticket = ticket(&cache, "h", now);
         cache.forget(&key.key.id);
-        cache.put("h".into(), key.clone(), now, ticket);
+        cache.put("h".into(), CachedKey::new(key.clone(), now), ticket);
         assert!(!hit(&cache, "h", now), "the stale answer was dropped");
         let after_clear = super::Ticket(0);
         cache.clear();
-        cache.put("h".into(), key, now, after_clear);
+        cache.put("h".into(), CachedKey::new(key, now), after_clear);
         assert!(!hit(&cache, "h", now));
     }
 }

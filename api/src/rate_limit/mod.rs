@@ -282,11 +282,6 @@ impl RateLimitHeaders {
         };
         let reset_unix = (outcome.reset_at + 999_999) / 1_000_000;
         let reset_in = (outcome.reset_in.max(0) + 999_999) / 1_000_000;
-        let mut put = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        };
         for (limit, remaining, reset) in [
             (
                 "x-rate-limit-limit",
@@ -299,10 +294,16 @@ impl RateLimitHeaders {
                 "x-ratelimit-reset",
             ),
         ] {
-            put(limit, bucket.limit.to_string());
-            put(remaining, outcome.remaining.to_string());
-            put(reset, reset_unix.to_string());
+            // Numbers become header values without a formatted string.
+            headers.insert(HeaderName::from_static(limit), bucket.limit.into());
+            headers.insert(HeaderName::from_static(remaining), outcome.remaining.into());
+            headers.insert(HeaderName::from_static(reset), reset_unix.into());
         }
+        let mut put = |name: &'static str, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
         let policies: Vec<String> = buckets
             .iter()
             .map(|b| format!("\"{}\";q={};w=60", b.name, b.limit))
@@ -337,7 +338,7 @@ mod tests {
     use crate::endpoints;
 
     fn principal(environment: Environment, overrides: &[(&str, u32)]) -> Principal {
-        Principal {
+        crate::principal::KeyHolder {
             key_id: ApiKeyId::generate(),
             agency_id: AgencyId::generate(),
             environment,
@@ -352,6 +353,7 @@ mod tests {
                 9000,
             )]),
         }
+        .into()
     }
 
     #[test]
