@@ -1,7 +1,8 @@
-//! Figures as reported: medians, rounding to a number of places, KiB as MiB.
+//! Figures as the benchmarks report them: medians, rounding to a number of
+//! places, KiB as MiB.
 
 /// The median of `values`; NaN when there are none.
-pub(super) fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => f64::NAN,
@@ -11,12 +12,12 @@ pub(super) fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// `value` rounded to `places` decimal places.
-pub(super) fn round(value: f64, places: i32) -> f64 {
+pub(crate) fn round(value: f64, places: i32) -> f64 {
     let factor = 10f64.powi(places);
     (value * factor).round() / factor
 }
 
 /// KiB as MiB, to one decimal place.
-pub(super) fn mib(kb: u64) -> f64 {
+pub(crate) fn mib(kb: u64) -> f64 {
     round(kb as f64 / 1024.0, 1)
 }

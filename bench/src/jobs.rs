@@ -26,6 +26,7 @@ use tokio::sync::Notify;
 use workers::pause::{Gates, Pausable};
 use workers::runtime::{RuntimeSettings, redis_config, sqlite_config};
 
+use crate::figures::median;
 use crate::process::pinned;
 
 /// The benchmark's job: carries a number, does nothing.
@@ -223,11 +224,6 @@ fn bullmq(args: &JobArgs, redis: &Redis) -> anyhow::Result<Value> {
     run_json(command, "BullMQ reference")
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// `bench jobs`: every system, `rounds` times, interleaved; medians and ratios.
 pub fn compare(args: JobArgs) -> anyhow::Result<()> {
     let redis = Redis::start()?;
@@ -247,8 +243,8 @@ pub fn compare(args: JobArgs) -> anyhow::Result<()> {
             process[index].push(figures["process_per_s"].as_f64().unwrap_or(0.0));
         }
     }
-    let enqueue: Vec<f64> = enqueue.iter_mut().map(|v| median(v)).collect();
-    let process: Vec<f64> = process.iter_mut().map(|v| median(v)).collect();
+    let enqueue: Vec<f64> = enqueue.iter().map(|v| median(v.clone())).collect();
+    let process: Vec<f64> = process.iter().map(|v| median(v.clone())).collect();
     let report = json!({
         "jobs": args.jobs,
         "concurrency": args.concurrency,

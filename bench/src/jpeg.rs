@@ -14,6 +14,8 @@ use image::RgbImage;
 use image::imageops::FilterType;
 use serde_json::{Value, json};
 
+use crate::figures::median;
+
 /// `bench jpeg-encoders`.
 #[derive(Debug, clap::Args)]
 pub struct JpegArgs {
@@ -135,11 +137,6 @@ fn psnr(original: &RgbImage, encoded: &[u8]) -> anyhow::Result<f64> {
         .sum();
     let mse = squared / original.as_raw().len() as f64;
     Ok(10.0 * (255.0 * 255.0 / mse).log10())
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// `bench jpeg-encoders`: every encoder on the print-size and the mls-size

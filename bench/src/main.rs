@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod figures;
 mod fixture;
 mod job_platform;
 mod jobs;
@@ -18,6 +19,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// The allocator of the `api` and `workers` binaries (mimalloc, SQLite's
+/// allocations included), so the API this binary serves in `serve-app`
+/// allocates as `api serve` does; the references it serves (the bare axum
+/// handler, raw SQLite) use the same.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Benchmarks of the Media Agency Listing API.
 #[derive(Debug, Parser)]

@@ -9,6 +9,7 @@ use clap::Args;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use crate::figures::median;
 use crate::jobs::Redis;
 use crate::media::api_server::{ApiArgs, ApiServer, ServerOptions, start_server};
 
@@ -175,11 +176,6 @@ fn ms(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0).round()
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    super::percentile(values, 50.0)
-}
-
 /// One profile's figures.
 async fn one_profile(
     args: &FairnessArgs,
@@ -242,7 +238,7 @@ async fn one_profile(
     }
     let backlog_ms = backlog.await??.as_secs_f64() * 1000.0;
     let in_order: Vec<f64> = loaded.iter().copied().map(f64::round).collect();
-    let (idle_ms, job_ms, loaded_ms) = (median(&mut idle), median(&mut jobs), median(&mut loaded));
+    let (idle_ms, job_ms, loaded_ms) = (median(idle), median(jobs), median(loaded.clone()));
     let worst_ms = loaded.iter().copied().fold(0.0, f64::max);
     let goal_ms = 2.0 * idle_ms + job_ms;
     let round = |value: f64| value.round();

@@ -24,7 +24,6 @@
 //! `figures` rounds what is reported.
 
 pub(crate) mod api_server;
-mod figures;
 mod inputs;
 mod launch;
 mod multipart;

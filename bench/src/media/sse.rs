@@ -10,9 +10,9 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::api_server::{ApiArgs, ApiServer, start_api};
-use super::figures::{mib, round};
 use super::launch::start_client;
 use super::rss::{RssSampler, status_kb};
+use crate::figures::{mib, round};
 
 /// Settings of the progress-stream benchmark.
 #[derive(Debug, Clone, Args)]

@@ -8,10 +8,10 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::api_server::{ApiArgs, start_api};
-use super::figures::{mib, round};
 use super::launch::{read_line_json, start_client};
 use super::multipart::MultipartBody;
 use super::rss::{RssSampler, status_kb};
+use crate::figures::{mib, round};
 
 /// Settings of the upload benchmark.
 #[derive(Debug, Clone, Args)]

@@ -8,9 +8,9 @@ use anyhow::ensure;
 use clap::Args;
 use serde_json::json;
 
-use super::figures::{median, round};
 use super::inputs::reference_pair;
 use super::timing::{Sample, timed, wait_idle};
+use crate::figures::{median, round};
 
 /// Settings of the variant benchmark.
 #[derive(Debug, Clone, Args)]
