@@ -22,9 +22,10 @@ pub struct LoadArgs {
     /// against a database of this size.
     #[arg(long, default_value_t = 0)]
     listings: u64,
-    /// Rounds of the pair (reference, then API), one after the other: the
-    /// ratio printed is the median of the rounds', so a drift of the
-    /// machine during the run moves both sides of a round alike.
+    /// `listing-read` and `listing-create`: rounds of the pair (reference,
+    /// then API), one after the other; the ratio printed is the median of
+    /// the rounds', so a drift of the machine during the run moves both
+    /// sides of a round alike. `middleware` runs each stack once.
     #[arg(long, default_value_t = 3)]
     rounds: u32,
 }

@@ -238,8 +238,8 @@ async fn one_profile(
     }
     let backlog_ms = backlog.await??.as_secs_f64() * 1000.0;
     let in_order: Vec<f64> = loaded.iter().copied().map(f64::round).collect();
-    let (idle_ms, job_ms, loaded_ms) = (median(idle), median(jobs), median(loaded.clone()));
     let worst_ms = loaded.iter().copied().fold(0.0, f64::max);
+    let (idle_ms, job_ms, loaded_ms) = (median(idle), median(jobs), median(loaded));
     let goal_ms = 2.0 * idle_ms + job_ms;
     let round = |value: f64| value.round();
     Ok(json!({
