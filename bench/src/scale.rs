@@ -3,11 +3,10 @@
 //! server, on PostgreSQL) and the job queue beside it (the embedded file,
 //! or a Redis database; finished jobs pushed through the queue and marked
 //! done, some dead), serves the
-//! API and the ops listener over each, and times every list route and
-//! console page sequentially from one client: median and p99 at both sizes
-//! and their ratio.
+//! API and the ops listener over both sizes at once, and times every list
+//! route and console page from one client, one request to each size in
+//! turn: median and p99 at both sizes and their ratio.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
@@ -48,9 +47,10 @@ pub struct ScaleArgs {
     /// same sizes are seeded in databases made there. Without it, SQLite only.
     #[arg(long)]
     postgres_url: Option<String>,
-    /// A Redis database (`redis://127.0.0.1:6379/5`) to keep the job queue
-    /// in, as the distributed profile does, instead of the embedded queue
-    /// file. It is emptied before each size is seeded.
+    /// A Redis database (`redis://127.0.0.1:6379/5`) to keep the large
+    /// size's job queue in, as the distributed profile does, instead of the
+    /// embedded queue file; the small size's goes in the next database (6
+    /// here). Each is emptied before its size is seeded.
     #[arg(long)]
     redis_url: Option<String>,
 }
@@ -64,85 +64,44 @@ pub(crate) struct Timing {
 
 pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     let backends = backends(args.postgres_only, args.postgres_url.as_deref());
-    let mut table: BTreeMap<(String, String), [Option<Timing>; 2]> = BTreeMap::new();
-    let mut order: Vec<(String, String)> = Vec::new();
+    let mut rows: Vec<(String, String, [Timing; 2])> = Vec::new();
     for backend in backends {
+        // Both sizes are seeded and served at once, then timed in turn,
+        // request by request: the machine's drift over the half hour of a
+        // large seed falls on both alike, not on the size measured last.
+        let mut sizes = Vec::new();
         for (slot, scale) in [(0, args.small), (1, args.large)] {
-            let dir = tempfile::tempdir()?;
-            let label = format!("scale_{}", (scale * 1_000_000.0).round());
-            let store = open(backend, args.postgres_url.as_deref(), dir.path(), &label).await?;
-            let mut plan = VolumePlan::scaled(scale);
-            plan.deliveries = ((plan.deliveries as f64) * args.history).round() as u64;
-            plan.job_runs = ((plan.job_runs as f64) * args.history).round() as u64;
-            plan.progress_events = ((plan.progress_events as f64) * args.history).round() as u64;
-            let started = Instant::now();
-            let mut last_report = Instant::now();
-            let seeded = store
-                .volume()
-                .seed(&plan, &mut |part, rows| {
-                    if last_report.elapsed() > Duration::from_secs(10) {
-                        eprintln!("  {backend} ×{scale}: {part} {rows}");
-                        last_report = Instant::now();
-                    }
-                })
-                .await?;
-            let seed_seconds = started.elapsed().as_secs_f64();
-            // A database that grew over years has been vacuumed and
-            // analysed by autovacuum; one bulk-loaded a minute ago has
-            // not, and autovacuum would run during the measurement.
-            // Its pages written out too, so the checkpoint after a bulk
-            // load does not flush during the measurement.
-            if let Database::Postgres(pool) = store.db() {
-                sqlx::query("vacuum analyze").execute(pool).await?;
-                sqlx::query("checkpoint").execute(pool).await?;
-            }
-            println!(
-                "{}",
-                json!({
-                    "seeded": backend,
-                    "scale": scale,
-                    "listings": seeded.listings,
-                    "deliveries": seeded.deliveries,
-                    "job_runs": plan.job_runs,
-                    "progress_states": plan.progress_events,
-                    "seconds": (seed_seconds * 10.0).round() / 10.0,
-                })
+            sizes.push(seeded_size(&args, backend, slot, scale).await?);
+        }
+        let [small, large] =
+            <[Size; 2]>::try_from(sizes).map_err(|_| anyhow::anyhow!("two sizes"))?;
+        ensure!(
+            small.prepared.routes.len() == large.prepared.routes.len(),
+            "both sizes time the same routes"
+        );
+        let client = reqwest::Client::new();
+        for (small_route, large_route) in small.prepared.routes.iter().zip(&large.prepared.routes) {
+            ensure!(
+                small_route.name == large_route.name,
+                "routes in the same order"
             );
-            let queue_jobs = ((args.queue_jobs as f64) * scale).round().max(1.0) as u64;
-            let queue = match &args.redis_url {
-                Some(url) => {
-                    let client = redis::Client::open(url.as_str())?;
-                    let mut connection = client.get_multiplexed_async_connection().await?;
-                    redis::cmd("FLUSHDB")
-                        .query_async::<()>(&mut connection)
-                        .await?;
-                    platform::QueueTarget::Redis(url.clone())
-                }
-                None => platform::QueueTarget::SqliteFile(dir.path().join(api::config::QUEUE_FILE)),
-            };
-            let timings = measure(&store, &queue, &seeded, queue_jobs, args.requests).await?;
-            for (route, timing) in timings {
-                let key = (backend.to_owned(), route);
-                if !order.contains(&key) {
-                    order.push(key.clone());
-                }
-                table.entry(key).or_default()[slot] = Some(timing);
+            let timings = interleaved(&client, [small_route, large_route], args.requests).await?;
+            rows.push((backend.to_owned(), small_route.name.clone(), timings));
+        }
+        for size in [small, large] {
+            for server in &size.prepared.servers {
+                server.abort();
             }
-            store.close().await;
+            size.store.close().await;
         }
     }
     println!(
         "\n| backend | route | median small | p99 small | median large | p99 large | median ratio | p99 ratio |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
-    for key in order {
-        let [Some(small), Some(large)] = table[&key] else {
-            continue;
-        };
+    for (backend, route, [small, large]) in rows {
         println!(
-            "| {} | `{}` | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}× | {:.2}× |",
-            key.0,
-            key.1,
+            "| {backend} | `{route}` | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}× | {:.2}× |",
             small.median_ms,
             small.p99_ms,
             large.median_ms,
@@ -152,6 +111,96 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One size of a backend, seeded and served.
+struct Size {
+    store: Store,
+    prepared: Prepared,
+    /// The SQLite files' directory, removed when the size is dropped.
+    _dir: tempfile::TempDir,
+}
+
+/// Seeds the size `scale` of `backend` (slot 0 the small, 1 the large) and
+/// its queue, and serves them.
+async fn seeded_size(
+    args: &ScaleArgs,
+    backend: &str,
+    slot: u8,
+    scale: f64,
+) -> anyhow::Result<Size> {
+    let dir = tempfile::tempdir()?;
+    let label = format!("scale_{}", (scale * 1_000_000.0).round());
+    let store = open(backend, args.postgres_url.as_deref(), dir.path(), &label).await?;
+    let mut plan = VolumePlan::scaled(scale);
+    plan.deliveries = ((plan.deliveries as f64) * args.history).round() as u64;
+    plan.job_runs = ((plan.job_runs as f64) * args.history).round() as u64;
+    plan.progress_events = ((plan.progress_events as f64) * args.history).round() as u64;
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let seeded = store
+        .volume()
+        .seed(&plan, &mut |part, rows| {
+            if last_report.elapsed() > Duration::from_secs(10) {
+                eprintln!("  {backend} ×{scale}: {part} {rows}");
+                last_report = Instant::now();
+            }
+        })
+        .await?;
+    let seed_seconds = started.elapsed().as_secs_f64();
+    // A database that grew over years has been vacuumed and analysed by
+    // autovacuum; one bulk-loaded a minute ago has not, and autovacuum
+    // would run during the measurement. Its pages written out too, so the
+    // checkpoint after a bulk load does not flush during the measurement.
+    if let Database::Postgres(pool) = store.db() {
+        sqlx::query("vacuum analyze").execute(pool).await?;
+        sqlx::query("checkpoint").execute(pool).await?;
+    }
+    println!(
+        "{}",
+        json!({
+            "seeded": backend,
+            "scale": scale,
+            "listings": seeded.listings,
+            "deliveries": seeded.deliveries,
+            "job_runs": plan.job_runs,
+            "progress_states": plan.progress_events,
+            "seconds": (seed_seconds * 10.0).round() / 10.0,
+        })
+    );
+    let queue_jobs = ((args.queue_jobs as f64) * scale).round().max(1.0) as u64;
+    let queue = match &args.redis_url {
+        Some(url) => {
+            let url = redis_database(url, slot)?;
+            let client = redis::Client::open(url.as_str())?;
+            let mut connection = client.get_multiplexed_async_connection().await?;
+            redis::cmd("FLUSHDB")
+                .query_async::<()>(&mut connection)
+                .await?;
+            platform::QueueTarget::Redis(url)
+        }
+        None => platform::QueueTarget::SqliteFile(dir.path().join(api::config::QUEUE_FILE)),
+    };
+    let prepared = prepare(&store, &queue, &seeded, queue_jobs).await?;
+    Ok(Size {
+        store,
+        prepared,
+        _dir: dir,
+    })
+}
+
+/// The Redis database of a size: the small one in the database after
+/// `url`'s (both are served at once), the large one in `url`'s own.
+fn redis_database(url: &str, slot: u8) -> anyhow::Result<String> {
+    let (server, database) = url
+        .rsplit_once('/')
+        .filter(|(server, _)| server.contains("://"))
+        .context("--redis-url names its database: redis://127.0.0.1:6379/5")?;
+    let database: u32 = database
+        .parse()
+        .context("--redis-url ends with its database's number")?;
+    let database = if slot == 0 { database + 1 } else { database };
+    Ok(format!("{server}/{database}"))
 }
 
 /// The backends a run covers: SQLite unless `postgres_only`, PostgreSQL
@@ -333,16 +382,120 @@ async fn redis_finish(
     Ok(())
 }
 
+/// How a timed request is let in.
+#[derive(Clone, Debug)]
+enum Credential {
+    /// The public API, with the large agency's key.
+    ApiKey(String),
+    /// The ops listener, with its account.
+    Ops,
+    /// The developer portal, with the administrator's session token.
+    Session(String),
+}
+
+/// One request a route is timed by.
+#[derive(Clone, Debug)]
+struct Planned {
+    url: String,
+    credential: Credential,
+}
+
+/// A route or page and the requests it is timed by: one, sent again and
+/// again, or a list sent in turn (`rounds` times as many timed requests as
+/// the others, each item warmed once first).
+#[derive(Debug)]
+struct Route {
+    name: String,
+    requests: Vec<Planned>,
+    rounds: usize,
+}
+
+impl Route {
+    fn one(name: impl Into<String>, planned: Planned) -> Self {
+        Self {
+            name: name.into(),
+            requests: vec![planned],
+            rounds: 1,
+        }
+    }
+}
+
+/// A size's servers and the routes to time against them.
+struct Prepared {
+    routes: Vec<Route>,
+    servers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Sends `planned` and reads its whole answer, which must be a success
+/// (and, from the portal, its page, not the sign-in form).
+async fn send(client: &reqwest::Client, planned: &Planned) -> anyhow::Result<()> {
+    let request = client.get(&planned.url);
+    let request = match &planned.credential {
+        Credential::ApiKey(key) => request.header("X-API-Key", key),
+        Credential::Ops => request.basic_auth(OPS_USER, Some(OPS_PASSWORD)),
+        Credential::Session(token) => request.header(
+            reqwest::header::COOKIE,
+            format!("{}={token}", api::middleware::session::SESSION_COOKIE),
+        ),
+    };
+    let response = request.send().await?;
+    let status = response.status();
+    let body = response.text().await?;
+    ensure!(status.is_success(), "{}: {status}: {body}", planned.url);
+    if matches!(planned.credential, Credential::Session(_)) {
+        ensure!(
+            !body.contains(r#"id="sign-in""#),
+            "{}: the sign-in page, not the portal's",
+            planned.url
+        );
+    }
+    Ok(())
+}
+
+/// Times one route at both sizes in turn: each size's warm-up (ten
+/// requests, or one pass over a list), then `requests` timed rounds
+/// (`rounds` times as many for a list), each sending one request to each
+/// size, the small first in even rounds and the large first in odd ones.
+async fn interleaved(
+    client: &reqwest::Client,
+    sizes: [&Route; 2],
+    requests: usize,
+) -> anyhow::Result<[Timing; 2]> {
+    for route in sizes {
+        let warm_up = if route.requests.len() > 1 {
+            route.requests.len()
+        } else {
+            10
+        };
+        for planned in route.requests.iter().cycle().take(warm_up) {
+            send(client, planned).await?;
+        }
+    }
+    let count = requests * sizes[0].rounds;
+    let mut samples = [Vec::with_capacity(count), Vec::with_capacity(count)];
+    for round in 0..count {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for slot in order {
+            let route = sizes[slot];
+            let planned = &route.requests[round % route.requests.len()];
+            let started = Instant::now();
+            send(client, planned).await?;
+            samples[slot].push(started.elapsed().as_secs_f64() * 1_000.0);
+        }
+    }
+    let [small, large] = samples;
+    Ok([percentiles(small), percentiles(large)])
+}
+
 /// Serves the API and the ops listener over `store`, with `queue_jobs`
-/// finished jobs in the queue (no workers: nothing runs), and times every
-/// list route and console page.
-async fn measure(
+/// finished jobs in the queue (no workers: nothing runs), and plans the
+/// requests of every list route, console page and portal page.
+async fn prepare(
     store: &Store,
     queue: &platform::QueueTarget,
     seeded: &Seeded,
     queue_jobs: u64,
-    requests: usize,
-) -> anyhow::Result<Vec<(String, Timing)>> {
+) -> anyhow::Result<Prepared> {
     let key = crate::fixture::unbounded_key(
         store,
         &seeded.agency_id,
@@ -440,57 +593,7 @@ async fn measure(
     }
     let deliveries_path = format!("/webhooks/endpoints/{endpoint}/deliveries");
     let deliveries_cursor = deep(deliveries_path.clone()).await?;
-    let routes: Vec<(String, String)> = vec![
-        ("GET /listings".into(), "/listings?limit=50".into()),
-        (
-            "GET /listings, page 26 by cursor".into(),
-            format!("/listings?limit=50&cursor={listings_cursor}"),
-        ),
-        (
-            "GET /listings?status=Sold".into(),
-            "/listings?limit=50&status=Sold".into(),
-        ),
-        (
-            "GET /listings?status=Off Market".into(),
-            "/listings?limit=50&status=Off%20Market".into(),
-        ),
-        (
-            "GET /listings?agent_id".into(),
-            format!("/listings?limit=50&agent_id={agent}"),
-        ),
-        (
-            "GET /listings?agent_id&status=Active".into(),
-            format!("/listings?limit=50&agent_id={agent}&status=Active"),
-        ),
-        ("GET /listings/{n}".into(), format!("/listings/{number}")),
-        (
-            "GET /listings/{n}/orders".into(),
-            format!("/listings/{number}/orders"),
-        ),
-        ("GET /users".into(), "/users?limit=50".into()),
-        (
-            "GET /users?role=agent".into(),
-            "/users?limit=50&role=agent".into(),
-        ),
-        (
-            "GET /users?active=true".into(),
-            "/users?limit=50&active=true".into(),
-        ),
-        (
-            "GET /webhooks/endpoints".into(),
-            "/webhooks/endpoints?limit=50".into(),
-        ),
-        (
-            "GET …/deliveries".into(),
-            format!("{deliveries_path}?limit=50"),
-        ),
-        (
-            "GET …/deliveries, page 26 by cursor".into(),
-            format!("{deliveries_path}?limit=50&cursor={deliveries_cursor}"),
-        ),
-    ];
-    let mut timings = Vec::new();
-    let ops_get = |path: String| {
+    let ops = |path: String| {
         let request = client
             .get(format!("{ops_base}{path}"))
             .basic_auth(OPS_USER, Some(OPS_PASSWORD));
@@ -502,125 +605,166 @@ async fn measure(
             anyhow::Ok(body)
         }
     };
-    let done: Value =
-        serde_json::from_str(&ops_get("/ops/api/jobs?state=done&limit=1".into()).await?)?;
+    let done: Value = serde_json::from_str(&ops("/ops/api/jobs?state=done&limit=1".into()).await?)?;
     let job_id = done["items"][0]["id"]
         .as_str()
         .context("a done job")?
         .to_owned();
     let agency_id = seeded.agency_id.to_string();
-    let pages: Vec<(String, String)> = vec![
-        ("ops: done jobs".into(), "/ops/?state=done".into()),
-        (
-            "ops: done jobs, page 400".into(),
+    let cookie = portal_session(store, seeded).await?;
+
+    let api_route = |name: &str, path: String| {
+        Route::one(
+            name,
+            Planned {
+                url: format!("{base}{path}"),
+                credential: Credential::ApiKey(key.clone()),
+            },
+        )
+    };
+    let ops_page = |name: &str, path: String| {
+        Route::one(
+            name,
+            Planned {
+                url: format!("{ops_base}{path}"),
+                credential: Credential::Ops,
+            },
+        )
+    };
+    let portal_page = |name: &str, path: String| {
+        Route::one(
+            name,
+            Planned {
+                url: format!("{site}{path}"),
+                credential: Credential::Session(cookie.clone()),
+            },
+        )
+    };
+    let mut routes = vec![
+        ops_page("ops: done jobs", "/ops/?state=done".into()),
+        ops_page(
+            "ops: done jobs, page 400",
             "/ops/?state=done&page=400".into(),
         ),
-        (
-            "ops: done jobs of a queue".into(),
+        ops_page(
+            "ops: done jobs of a queue",
             "/ops/?state=done&queue=probe".into(),
         ),
-        ("ops: dead jobs".into(), "/ops/?state=dead".into()),
-        (
-            "ops: done jobs of an agency with 25".into(),
+        ops_page("ops: dead jobs", "/ops/?state=dead".into()),
+        ops_page(
+            "ops: done jobs of an agency with 25",
             format!("/ops/?state=done&agency={few_jobs_agency}"),
         ),
-        (
-            "ops: done jobs of the agency with half".into(),
+        ops_page(
+            "ops: done jobs of the agency with half",
             format!("/ops/?state=done&agency={agency_id}"),
         ),
-        (
-            "ops: search, one match".into(),
+        ops_page(
+            "ops: search, one match",
             format!("/ops/?state=done&search={one_operation}"),
         ),
-        (
-            "ops: search, no match".into(),
+        ops_page(
+            "ops: search, no match",
             "/ops/?state=done&search=no%20such%20text".into(),
         ),
-        (
-            "ops: search by listing number".into(),
+        ops_page(
+            "ops: search by listing number",
             format!("/ops/?state=done&search={number}"),
         ),
-        (
-            "ops: search of errors, dead".into(),
+        ops_page(
+            "ops: search of errors, dead",
             "/ops/?state=dead&search=failed%20on%20purpose".into(),
         ),
-        ("ops: a job".into(), format!("/ops/jobs/{job_id}")),
-        ("ops: workers".into(), "/ops/workers".into()),
-        ("ops: history".into(), "/ops/history".into()),
-        ("ops: audit".into(), "/ops/audit".into()),
-        (
-            "ops api: done jobs".into(),
+        ops_page("ops: a job", format!("/ops/jobs/{job_id}")),
+        ops_page("ops: workers", "/ops/workers".into()),
+        ops_page("ops: history", "/ops/history".into()),
+        ops_page("ops: audit", "/ops/audit".into()),
+        ops_page(
+            "ops api: done jobs",
             "/ops/api/jobs?state=done&limit=50".into(),
         ),
-        ("ops api: queues".into(), "/ops/api/queues".into()),
-        ("/metrics".into(), "/metrics".into()),
-    ];
-    for (name, path) in pages {
-        timings.push((name, timed(requests, || ops_get(path.clone())).await?));
-    }
-    ops_server.abort();
-    // The developer portal's pages, as the large agency's administrator
-    // signed in sees them.
-    let cookie = portal_session(store, seeded).await?;
-    let portal_get = |path: String| {
-        let request = client.get(format!("{site}{path}")).header(
-            reqwest::header::COOKIE,
-            format!("{}={cookie}", api::middleware::session::SESSION_COOKIE),
-        );
-        async move {
-            let response = request.send().await?;
-            let status = response.status();
-            let body = response.text().await?;
-            ensure!(status.is_success(), "{path}: {status}: {body}");
-            ensure!(
-                !body.contains(r#"id="sign-in""#),
-                "{path}: the sign-in page, not the portal's"
-            );
-            anyhow::Ok(body)
-        }
-    };
-    let portal_pages: Vec<(String, String)> = vec![
-        ("portal: keys".into(), "/settings/keys".into()),
-        ("portal: webhooks".into(), "/settings/webhooks".into()),
-        (
-            "portal: an endpoint's deliveries".into(),
+        ops_page("ops api: queues", "/ops/api/queues".into()),
+        ops_page("/metrics", "/metrics".into()),
+        // The developer portal's pages, as the large agency's
+        // administrator signed in sees them.
+        portal_page("portal: keys", "/settings/keys".into()),
+        portal_page("portal: webhooks", "/settings/webhooks".into()),
+        portal_page(
+            "portal: an endpoint's deliveries",
             format!("/settings/webhooks/{endpoint}"),
         ),
-        (
-            "portal: an endpoint's failed deliveries".into(),
+        portal_page(
+            "portal: an endpoint's failed deliveries",
             format!("/settings/webhooks/{endpoint}?status=failed"),
         ),
-        (
-            "portal: an endpoint's deliveries of one type".into(),
+        portal_page(
+            "portal: an endpoint's deliveries of one type",
             format!("/settings/webhooks/{endpoint}?event_type=order.paid"),
         ),
-        ("portal: usage".into(), "/settings/usage".into()),
-        ("portal: events".into(), "/settings/events".into()),
-        ("portal: console".into(), "/settings/console".into()),
+        portal_page("portal: usage", "/settings/usage".into()),
+        portal_page("portal: events", "/settings/events".into()),
+        portal_page("portal: console", "/settings/console".into()),
     ];
-    for (name, path) in portal_pages {
-        timings.push((name, timed(requests, || portal_get(path.clone())).await?));
-    }
     // Every read a different listing of the working set, round and round:
-    // warmed by one pass, then timed.
-    for number in &working_set {
-        get(format!("/listings/{number}")).await?;
-    }
-    let mut samples = Vec::with_capacity(requests * 10);
-    for number in working_set.iter().cycle().take(requests * 10) {
-        let started = Instant::now();
-        get(format!("/listings/{number}")).await?;
-        samples.push(started.elapsed().as_secs_f64() * 1_000.0);
-    }
-    timings.push((
-        "GET /listings/{n}, up to 30,000 different in turn".to_owned(),
-        percentiles(samples),
-    ));
-    for (name, path) in routes {
-        timings.push((name, timed(requests, || get(path.clone())).await?));
-    }
-    server.abort();
-    Ok(timings)
+    // warmed by one pass, then ten times as many timed as another route's.
+    routes.push(Route {
+        name: "GET /listings/{n}, up to 30,000 different in turn".into(),
+        requests: working_set
+            .iter()
+            .map(|number| Planned {
+                url: format!("{base}/listings/{number}"),
+                credential: Credential::ApiKey(key.clone()),
+            })
+            .collect(),
+        rounds: 10,
+    });
+    routes.extend([
+        api_route("GET /listings", "/listings?limit=50".into()),
+        api_route(
+            "GET /listings, page 26 by cursor",
+            format!("/listings?limit=50&cursor={listings_cursor}"),
+        ),
+        api_route(
+            "GET /listings?status=Sold",
+            "/listings?limit=50&status=Sold".into(),
+        ),
+        api_route(
+            "GET /listings?status=Off Market",
+            "/listings?limit=50&status=Off%20Market".into(),
+        ),
+        api_route(
+            "GET /listings?agent_id",
+            format!("/listings?limit=50&agent_id={agent}"),
+        ),
+        api_route(
+            "GET /listings?agent_id&status=Active",
+            format!("/listings?limit=50&agent_id={agent}&status=Active"),
+        ),
+        api_route("GET /listings/{n}", format!("/listings/{number}")),
+        api_route(
+            "GET /listings/{n}/orders",
+            format!("/listings/{number}/orders"),
+        ),
+        api_route("GET /users", "/users?limit=50".into()),
+        api_route("GET /users?role=agent", "/users?limit=50&role=agent".into()),
+        api_route(
+            "GET /users?active=true",
+            "/users?limit=50&active=true".into(),
+        ),
+        api_route(
+            "GET /webhooks/endpoints",
+            "/webhooks/endpoints?limit=50".into(),
+        ),
+        api_route("GET …/deliveries", format!("{deliveries_path}?limit=50")),
+        api_route(
+            "GET …/deliveries, page 26 by cursor",
+            format!("{deliveries_path}?limit=50&cursor={deliveries_cursor}"),
+        ),
+    ]);
+    Ok(Prepared {
+        routes,
+        servers: vec![ops_server, server],
+    })
 }
 
 /// A portal session's token for an administrator of the large agency (made
@@ -657,24 +801,6 @@ const PORTAL_PASSWORD: &str = "Bench-portal-password-1";
 /// The ops listener's account in the benchmark.
 const OPS_USER: &str = "bench";
 const OPS_PASSWORD: &str = "bench-ops-password";
-
-/// One route's figures: ten requests to warm up, then `requests` timed one
-/// after another.
-async fn timed<T, F: std::future::Future<Output = anyhow::Result<T>>>(
-    requests: usize,
-    mut send: impl FnMut() -> F,
-) -> anyhow::Result<Timing> {
-    for _ in 0..10 {
-        send().await?;
-    }
-    let mut samples = Vec::with_capacity(requests);
-    for _ in 0..requests {
-        let started = Instant::now();
-        send().await?;
-        samples.push(started.elapsed().as_secs_f64() * 1_000.0);
-    }
-    Ok(percentiles(samples))
-}
 
 /// The median and 99th percentile of `samples` (milliseconds).
 pub(crate) fn percentiles(mut samples: Vec<f64>) -> Timing {
