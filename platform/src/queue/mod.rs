@@ -14,6 +14,7 @@
 
 mod dead_index;
 mod fair;
+pub mod job_names;
 mod promote;
 mod push;
 pub mod redis_index;

@@ -26,6 +26,8 @@
 
 use apalis_redis::ConnectionManager;
 
+pub use super::job_names::as_name;
+
 use crate::kinds::QUEUES;
 
 /// The sorted set of every job of `queue`, in push order.
@@ -48,34 +50,10 @@ pub fn names_key(queue: &str) -> String {
     format!("{queue}:names")
 }
 
-/// Characters of the ULID that follows an id's prefix.
-const ULID_LENGTH: usize = 26;
-
-/// The name `text` is indexed by when a payload holds it as a value: a whole
-/// id as ours are shaped (a ULID: 26 letters and digits, at least one a
-/// digit; most kinds put one to twelve letters and an underscore ahead of
-/// it, events and jobs none), in lower case. None for any other text, a part
-/// of an id included (that is free text). The Lua function `names_of`
-/// ([`NAMES_OF_LUA`]) applies the same rule to payloads.
-pub fn as_name(text: &str) -> Option<String> {
-    let name = text.to_ascii_lowercase();
-    let (prefix, ulid) = match name.split_once('_') {
-        Some((prefix, ulid)) => (Some(prefix), ulid),
-        None => (None, name.as_str()),
-    };
-    let shaped = prefix.is_none_or(|prefix| {
-        (1..=12).contains(&prefix.len()) && prefix.bytes().all(|b| b.is_ascii_lowercase())
-    }) && ulid.len() == ULID_LENGTH
-        && ulid
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && ulid.bytes().any(|b| b.is_ascii_digit());
-    shaped.then_some(name)
-}
-
 /// `names_of(job)`: the names ([`as_name`]) a decoded payload holds as
 /// values, at any depth up to four, except its top-level `agency_id` (the
-/// agency sets index that), each once.
+/// agency sets index that), each once; the Lua of
+/// [`super::job_names::names_of`].
 const NAMES_OF_LUA: &str = r"
 local function name_of(value)
     if #value < 26 or #value > 39 then return nil end
@@ -265,42 +243,4 @@ pub async fn build_once(connection: &ConnectionManager) -> Result<u64, redis::Re
             .await?;
     }
     Ok(indexed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::as_name;
-
-    #[test]
-    fn a_name_is_a_whole_id_in_lower_case() {
-        let id = "evt_01HQ5ABCDEFGHJKMNPQRSTVWXY";
-        assert_eq!(
-            as_name(id).as_deref(),
-            Some("evt_01hq5abcdefghjkmnpqrstvwxy")
-        );
-        // Events and jobs have no prefix.
-        assert_eq!(
-            as_name("01HQ5ABCDEFGHJKMNPQRSTVWXY").as_deref(),
-            Some("01hq5abcdefghjkmnpqrstvwxy")
-        );
-        assert_eq!(
-            as_name("RECOVERY_01HQ5ABCDEFGHJKMNPQRSTVWXY").as_deref(),
-            Some("recovery_01hq5abcdefghjkmnpqrstvwxy")
-        );
-        for text in [
-            // Part of an id, or more than one.
-            &id[..20],
-            "evt_01HQ5ABCDEFGHJKMNPQRSTVWXYZ",
-            "evt_01HQ5ABCDEFGHJKMNPQRSTVWXY evt_01HQ5ABCDEFGHJKMNPQRSTVWXY",
-            // An empty prefix, a prefix too long or not of letters, no digit.
-            "_01HQ5ABCDEFGHJKMNPQRSTVWXY",
-            "abcdefghijklm_01HQ5ABCDEFGHJKMNPQRSTVWXY",
-            "ev1_01HQ5ABCDEFGHJKMNPQRSTVWXY",
-            "evt_ABCDEFGHJKMNPQRSTVWXYZABCD",
-            "evt_01HQ5ABCDEFGHJKMNPQRSTVW-Y",
-            "no such text",
-        ] {
-            assert_eq!(as_name(text), None, "{text}");
-        }
-    }
 }

@@ -2,10 +2,13 @@
 //! each job's id and payload with the trigram tokenizer (any substring of
 //! three characters or more, case-insensitive), and beside it each job's
 //! agency (`job_agencies`: the payload's `agency_id`, indexed by agency in
-//! push order). The console's free-text, agency and listing-number searches
-//! of done jobs (a week of them, the only state that grows with the history)
-//! read them instead of every done job: a text search streams the FTS
-//! matches in push order, an agency filter seeks its agency's own jobs.
+//! push order) and the ids it names (`job_names`: each whole id the payload
+//! holds as a value, [`super::job_names::names_of`], as the Redis queue's
+//! names set holds them). The console's free-text, agency and
+//! listing-number searches of done jobs (a week of them, the only state
+//! that grows with the history) read them instead of every done job: a text
+//! search streams the FTS matches in push order, an agency filter seeks its
+//! agency's own jobs, a listing number seeks each id it stands for.
 //!
 //! It is built behind the queue, not in its statements: a job's id and
 //! payload never change after its push and its row id only grows, so the
@@ -23,7 +26,12 @@ use sqlx::SqlitePool;
 use super::state_counts::has_trigger;
 
 /// The delete trigger's name: its presence says the index is set up.
-const DELETE_TRIGGER: &str = "jobs_indexed_forgotten_on_delete";
+const DELETE_TRIGGER: &str = "jobs_named_forgotten_on_delete";
+
+/// The delete trigger of the shape before the names were indexed: its text
+/// and agencies are kept, and the names of the jobs it holds are added by
+/// the catch-up, behind the new pushes' ([`catch_up`]).
+const AGENCIES_TRIGGER: &str = "jobs_indexed_forgotten_on_delete";
 
 /// The delete trigger of the shape before the agencies were indexed: its
 /// text index is kept, and the agencies of the jobs it holds are added.
@@ -67,17 +75,30 @@ const AGENCIES_TABLE: [&str; 3] = [
     "create index job_agencies_by_agency on job_agencies (agency_id, job)",
 ];
 
+/// The table of the ids the jobs name and its index by job.
+const NAMES_TABLE: [&str; 3] = [
+    "drop table if exists job_names",
+    // The jobs naming an id, in push order: the listing-number search.
+    "create table job_names (name text not null, job integer not null,
+         primary key (name, job)) without rowid",
+    // A deleted job's names, for the delete trigger.
+    "create index job_names_by_job on job_names (job)",
+];
+
 /// The trigger by which a deleted job leaves the index.
 fn delete_trigger() -> String {
     // A deleted job leaves the index; and when it was the newest, the next
-    // push takes its row id again, so the mark steps back below it.
+    // push takes its row id again, so the marks step back below it.
     format!(
         "create trigger {DELETE_TRIGGER} after delete on Jobs begin
              delete from job_text where rowid = old.rowid
                  and old.rowid <= (select indexed_to from job_text_progress);
              delete from job_agencies where job = old.rowid;
+             delete from job_names where job = old.rowid;
              update job_text_progress set indexed_to = (select coalesce(max(rowid), 0) from Jobs)
                  where indexed_to > (select coalesce(max(rowid), 0) from Jobs);
+             update job_text_progress set named_to = (select coalesce(max(rowid), 0) from Jobs)
+                 where named_to > (select coalesce(max(rowid), 0) from Jobs);
          end"
     )
 }
@@ -98,11 +119,28 @@ fn set_up_statements() -> Vec<String> {
         "create virtual table job_text using fts5(
              id, job, content = '', contentless_delete = 1, tokenize = 'trigram')"
             .to_owned(),
-        // The highest row id indexed: every job at or below it is.
-        "create table job_text_progress (indexed_to integer not null)".to_owned(),
-        "insert into job_text_progress (indexed_to) values (0)".to_owned(),
+        // The highest row id indexed (text and agency), and named: every
+        // job at or below each is.
+        "create table job_text_progress (indexed_to integer not null,
+             named_to integer not null default 0)"
+            .to_owned(),
+        "insert into job_text_progress (indexed_to, named_to) values (0, 0)".to_owned(),
     ];
     statements.extend(AGENCIES_TABLE.map(str::to_owned));
+    statements.extend(NAMES_TABLE.map(str::to_owned));
+    statements.push(delete_trigger());
+    statements
+}
+
+/// The statements that add the names to an index already built: the table,
+/// empty, its mark at nothing named (the catch-up names the jobs the index
+/// holds, a batch at a time), and the delete trigger that forgets them.
+fn names_added_statements() -> Vec<String> {
+    let mut statements: Vec<String> = NAMES_TABLE.map(str::to_owned).to_vec();
+    statements.push(
+        "alter table job_text_progress add column named_to integer not null default 0".to_owned(),
+    );
+    statements.push(format!("drop trigger if exists {AGENCIES_TRIGGER}"));
     statements.push(delete_trigger());
     statements
 }
@@ -118,7 +156,7 @@ fn agencies_added_statements() -> Vec<String> {
             .replace("$2", "(select indexed_to from job_text_progress)"),
     );
     statements.push(format!("drop trigger {TEXT_ONLY_TRIGGER}"));
-    statements.push(delete_trigger());
+    statements.extend(names_added_statements());
     statements
 }
 
@@ -126,7 +164,9 @@ fn agencies_added_statements() -> Vec<String> {
 pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with("begin immediate").await?;
     if !has_trigger(&mut tx, DELETE_TRIGGER).await? {
-        let statements = if has_trigger(&mut tx, TEXT_ONLY_TRIGGER).await? {
+        let statements = if has_trigger(&mut tx, AGENCIES_TRIGGER).await? {
+            names_added_statements()
+        } else if has_trigger(&mut tx, TEXT_ONLY_TRIGGER).await? {
             agencies_added_statements()
         } else {
             for trigger in EARLIER_TRIGGERS {
@@ -148,22 +188,31 @@ pub(super) async fn set_up(pool: &SqlitePool) -> Result<(), sqlx::Error> {
 }
 
 /// Indexes every job pushed since the index last caught up, [`CATCH_UP_BATCH`]
-/// a transaction; returns how many.
+/// a transaction; returns how many. Names the jobs an index built before
+/// the names were holds first, a batch a transaction, then every new one
+/// with its text.
 pub async fn catch_up(pool: &SqlitePool) -> Result<u64, sqlx::Error> {
     let mut indexed = 0;
     loop {
         let mut tx = pool.begin_with("begin immediate").await?;
-        let from: i64 = sqlx::query_scalar("select indexed_to from job_text_progress")
-            .fetch_one(&mut *tx)
-            .await?;
-        let to: Option<i64> = sqlx::query_scalar(
-            "select max(rowid) from (select rowid from Jobs where rowid > $1 order by rowid limit $2)",
-        )
-        .bind(from)
-        .bind(CATCH_UP_BATCH)
-        .fetch_one(&mut *tx)
-        .await?;
-        let Some(to) = to else {
+        let (from, named_to): (i64, i64) =
+            sqlx::query_as("select indexed_to, named_to from job_text_progress")
+                .fetch_one(&mut *tx)
+                .await?;
+        if named_to < from {
+            let to = batch_end(&mut tx, named_to)
+                .await?
+                .unwrap_or(from)
+                .min(from);
+            name(&mut tx, named_to, to).await?;
+            sqlx::query("update job_text_progress set named_to = $1")
+                .bind(to)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            continue;
+        }
+        let Some(to) = batch_end(&mut tx, from).await? else {
             tx.commit().await?;
             return Ok(indexed);
         };
@@ -181,13 +230,59 @@ pub async fn catch_up(pool: &SqlitePool) -> Result<u64, sqlx::Error> {
             .bind(to)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("update job_text_progress set indexed_to = $1")
+        name(&mut tx, from, to).await?;
+        sqlx::query("update job_text_progress set indexed_to = $1, named_to = $1")
             .bind(to)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         indexed += rows;
     }
+}
+
+/// The row id of the last of the next [`CATCH_UP_BATCH`] jobs after `from`,
+/// if any.
+async fn batch_end(tx: &mut sqlx::SqliteConnection, from: i64) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select max(rowid) from (select rowid from Jobs where rowid > $1 order by rowid limit $2)",
+    )
+    .bind(from)
+    .bind(CATCH_UP_BATCH)
+    .fetch_one(tx)
+    .await
+}
+
+/// Indexes the names of the jobs whose row ids are in `from < rowid <= to`
+/// (a payload that is not JSON names nothing).
+async fn name(tx: &mut sqlx::SqliteConnection, from: i64, to: i64) -> Result<(), sqlx::Error> {
+    let jobs: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("select rowid, job from Jobs where rowid > $1 and rowid <= $2")
+            .bind(from)
+            .bind(to)
+            .fetch_all(&mut *tx)
+            .await?;
+    let named: Vec<(String, i64)> = jobs
+        .iter()
+        .flat_map(|(job, payload)| {
+            let payload = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+            super::job_names::names_of(&payload)
+                .into_iter()
+                .map(move |name| (name, *job))
+        })
+        .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let named = serde_json::to_string(&named)
+        .map_err(|err| sqlx::Error::Protocol(format!("a job's names: {err}")))?;
+    sqlx::query(
+        "insert or ignore into job_names (name, job)
+         select json_extract(value, '$[0]'), json_extract(value, '$[1]') from json_each($1)",
+    )
+    .bind(named)
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// Opens the text indexes (the done jobs' and the dead jobs',
@@ -451,9 +546,12 @@ mod tests {
             .await;
         }
         assert_eq!(catch_up(&pool).await.unwrap(), 3);
-        // The shape before: the text index and its mark, no agencies.
+        // The shape before: the text index and its mark, no agencies (and
+        // no names).
         run(&pool, &format!("drop trigger {DELETE_TRIGGER}")).await;
         run(&pool, "drop table job_agencies").await;
+        run(&pool, "drop table job_names").await;
+        run(&pool, "alter table job_text_progress drop column named_to").await;
         run(
             &pool,
             &format!(
@@ -480,6 +578,127 @@ mod tests {
         // The new trigger is in place of the old.
         run(&pool, "delete from Jobs where id = '011'").await;
         assert_eq!(of_agency(&pool, "agc_1").await, ["02A"]);
+        let triggers: Vec<String> = sqlx::query_scalar(
+            "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(triggers, [DELETE_TRIGGER]);
+    }
+
+    /// The jobs in the names index under `name`, in push order.
+    async fn naming(pool: &SqlitePool, name: &str) -> Vec<String> {
+        sqlx::query_scalar(
+            "select Jobs.id from job_names cross join Jobs on Jobs.rowid = job_names.job
+             where job_names.name = $1 order by job_names.job",
+        )
+        .bind(name)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
+    const EVENT: &str = "evt_01HQ5ABCDEFGHJKMNPQRSTVWXY";
+    const MEDIA: &str = "med_01HQ5ABCDEFGHJKMNPQRSTVWXZ";
+
+    #[tokio::test]
+    async fn each_job_s_names_are_indexed_with_its_text() {
+        let pool = memory_queue().await;
+        set_up(&pool).await.unwrap();
+        let event = EVENT.to_lowercase();
+        let media = MEDIA.to_lowercase();
+        for (id, job) in [
+            (
+                "01A",
+                format!(r#"{{"agency_id":"agc_1","event_ids":["{EVENT}"]}}"#),
+            ),
+            (
+                "01B",
+                format!(r#"{{"media_id":"{MEDIA}","again":"{MEDIA}","event":"{EVENT}"}}"#),
+            ),
+            // Inside longer text: not the id.
+            ("01C", format!(r#"{{"note":"{EVENT}/retried"}}"#)),
+            ("01D", format!("not json {EVENT}")),
+        ] {
+            run(
+                &pool,
+                &format!(
+                    "insert into Jobs (job, id, job_type) values (cast('{job}' as blob), '{id}', 'probe')"
+                ),
+            )
+            .await;
+        }
+        assert!(naming(&pool, &event).await.is_empty(), "not yet indexed");
+        assert_eq!(catch_up(&pool).await.unwrap(), 4);
+        assert_eq!(naming(&pool, &event).await, ["01A", "01B"]);
+        assert_eq!(naming(&pool, &media).await, ["01B"]);
+        // A deleted job leaves it; the newest deleted, its row id given
+        // again names what the new job names.
+        run(&pool, "delete from Jobs where id = '01A'").await;
+        assert_eq!(naming(&pool, &event).await, ["01B"]);
+        run(&pool, "delete from Jobs where id in ('01B', '01C', '01D')").await;
+        run(
+            &pool,
+            &format!(r#"insert into Jobs (job, id, job_type) values ('{{"m":"{MEDIA}"}}', '02A', 'probe')"#),
+        )
+        .await;
+        assert_eq!(catch_up(&pool).await.unwrap(), 1);
+        assert!(naming(&pool, &event).await.is_empty());
+        assert_eq!(naming(&pool, &media).await, ["02A"]);
+    }
+
+    #[tokio::test]
+    async fn an_index_of_the_shape_before_the_names_gains_them_batch_by_batch() {
+        let pool = memory_queue().await;
+        set_up(&pool).await.unwrap();
+        let jobs = CATCH_UP_BATCH + 3;
+        for n in 0..jobs {
+            run(
+                &pool,
+                &format!(
+                    r#"insert into Jobs (job, id, job_type) values ('{{"agency_id":"agc_1","event":"{EVENT}","n":"kept-{n}"}}', '01{n:04}', 'probe')"#
+                ),
+            )
+            .await;
+        }
+        assert_eq!(catch_up(&pool).await.unwrap(), jobs as u64);
+        // The shape before: text and agencies, no names.
+        run(&pool, &format!("drop trigger {DELETE_TRIGGER}")).await;
+        run(&pool, "drop table job_names").await;
+        run(&pool, "alter table job_text_progress drop column named_to").await;
+        run(
+            &pool,
+            &format!(
+                "create trigger {AGENCIES_TRIGGER} after delete on Jobs begin
+                     delete from job_text where rowid = old.rowid
+                         and old.rowid <= (select indexed_to from job_text_progress);
+                     delete from job_agencies where job = old.rowid;
+                 end"
+            ),
+        )
+        .await;
+        run(
+            &pool,
+            &format!(r#"insert into Jobs (job, id, job_type) values ('{{"event":"{EVENT}"}}', '02A', 'probe')"#),
+        )
+        .await;
+        set_up(&pool).await.unwrap();
+        set_up(&pool).await.unwrap();
+        // Nothing named yet; the text and the agencies are kept.
+        let event = EVENT.to_lowercase();
+        assert!(naming(&pool, &event).await.is_empty());
+        assert_eq!(found(&pool, &phrase("kept-202")).await, ["010202"]);
+        assert_eq!(of_agency(&pool, "agc_1").await.len(), jobs as usize);
+        // The catch-up names what the index held, then the later push with
+        // its text (the only one it counts).
+        assert_eq!(catch_up(&pool).await.unwrap(), 1);
+        let named = naming(&pool, &event).await;
+        assert_eq!(named.len(), jobs as usize + 1);
+        assert_eq!(named.last().map(String::as_str), Some("02A"));
+        // The new trigger is in place of the old.
+        run(&pool, "delete from Jobs where id = '02A'").await;
+        assert_eq!(naming(&pool, &event).await.len(), jobs as usize);
         let triggers: Vec<String> = sqlx::query_scalar(
             "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
         )

@@ -9,6 +9,7 @@ use sqlx::sqlite::SqliteArguments;
 
 use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
 use super::queue_admin::DEAD;
+use crate::queue::job_names::as_name;
 use crate::queue::{QueueError, search_index};
 
 /// The SQL condition of a state on apalis-sqlite's `Jobs` (`$1` is now).
@@ -47,19 +48,24 @@ enum Source {
     Agency,
     /// The dead jobs' text index's matches, in push order.
     DeadText,
+    /// The jobs naming any of the ids a listing number stands for
+    /// (`job_names`), in push order: bounded by the listing's jobs, not the
+    /// queue, so they are sorted.
+    Names,
 }
 
 /// How a filter reads SQLite's jobs. Done jobs (a week of them) with a
 /// filter an index serves start from that index's matches in push order,
 /// each job then looked up by its row id: a text search from the text
-/// index, an agency alone from its own jobs; a text search of dead jobs (a
+/// index, an agency alone from its own jobs, a listing number's from the
+/// ids it stands for (`job_names`); a text search of dead jobs (a
 /// month of them) from the dead jobs' text index. Every other filter reads
 /// the backlog or the dead (bounded by retention) by the status index and
 /// checks them row by row. A long search is looked for in a text index by
 /// its tail (`search_index::any_of`), and each match is then checked row by
 /// row for the whole text. Placeholders: `$3` the text index's query, `$4` the
 /// agency, `$5` the search text in lower case, `$6` the related ids (a JSON
-/// array).
+/// array; their names for [`Source::Names`]).
 #[derive(Debug, Default)]
 struct SqliteText {
     /// The index the jobs are read by.
@@ -79,6 +85,20 @@ impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
         let done = filter.state == "done";
         let dead = filter.state == "dead";
+        // A listing number's done jobs: those naming the ids it stands for,
+        // each a seek of the names index (as on Redis), when every one is
+        // shaped as an id.
+        if done && filter.search.is_some() && !filter.related.is_empty() {
+            let names: Option<Vec<String>> = filter.related.iter().map(|id| as_name(id)).collect();
+            if let Some(names) = names {
+                return Self {
+                    source: Source::Names,
+                    agency: filter.agency.clone(),
+                    related: Some(serde_json::to_string(&names).unwrap_or_default()),
+                    ..Self::default()
+                };
+            }
+        }
         let index = filter
             .search
             .as_deref()
@@ -110,7 +130,10 @@ impl SqliteText {
 
     /// Whether the filter has text at all (so its total is counted).
     fn any(&self) -> bool {
-        self.query.is_some() || self.agency.is_some() || self.search.is_some()
+        self.query.is_some()
+            || self.agency.is_some()
+            || self.search.is_some()
+            || self.source == Source::Names
     }
 
     /// Whether the jobs stream from an index in push order, so that a count
@@ -131,6 +154,10 @@ impl SqliteText {
                  cross join Jobs on Jobs.rowid = job_agencies.job"
             }
             Source::DeadText => "dead_job_text cross join Jobs on Jobs.rowid = dead_job_text.rowid",
+            Source::Names => {
+                "(select distinct job from job_names where name in (select value from json_each($6)))
+                     as named cross join Jobs on Jobs.rowid = named.job"
+            }
         }
     }
 
@@ -141,6 +168,7 @@ impl SqliteText {
             Source::Text => "job_text.rowid",
             Source::Agency => "job_agencies.job",
             Source::DeadText => "dead_job_text.rowid",
+            Source::Names => "named.job",
         }
     }
 
@@ -157,7 +185,7 @@ impl SqliteText {
         if self.agency.is_some() {
             conditions.push_str(match self.source {
                 Source::Agency => " and job_agencies.agency_id = $4",
-                Source::Text => {
+                Source::Text | Source::Names => {
                     " and (select agency_id from job_agencies where job = Jobs.rowid) = $4"
                 }
                 // The backlog and the dead are not in the agencies' index
@@ -247,7 +275,7 @@ pub(super) async fn sqlite_jobs(
         return Ok(FoundJobs::default());
     };
     let text = SqliteText::of(filter);
-    if matches!(text.source, Source::Text | Source::Agency) {
+    if matches!(text.source, Source::Text | Source::Agency | Source::Names) {
         // The jobs pushed since the maintenance schedule last indexed.
         search_index::catch_up(pool).await?;
     }
