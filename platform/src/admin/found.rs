@@ -5,6 +5,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::queue::job_names::as_name;
+
 /// Most done jobs a page of a free-text search of the Redis queue reads
 /// (newest first; those jobs have no text index): about half a second of
 /// Redis's time, where every job of a week can be a million.
@@ -28,6 +30,50 @@ pub struct JobFilter {
     /// Ids the search text stands for (a listing number stands for its
     /// listing, media, events and deliveries): a job naming any matches.
     pub related: Vec<String>,
+}
+
+/// What a search of done jobs reads by the names index (both queues'): the names, the
+/// agency whose jobs it also stands for (an agency's id is indexed by its
+/// agency set, not as a name), and the job it is the id of, if any.
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct NamedSearch {
+    /// The whole ids ([`as_name`]), in lower case.
+    pub(crate) names: Vec<String>,
+    /// The agency the search is the id of, as payloads name it.
+    pub(crate) agency: Option<String>,
+    /// The job the search is the id of (a bare ULID), as queues name it.
+    pub(crate) job: Option<String>,
+}
+
+/// The names a done jobs' search stands for: the id searched for, or the
+/// ids a listing number stands for (its `related`). None when some of it is
+/// not shaped as an id ([`as_name`]).
+pub(crate) fn named_search(filter: &JobFilter) -> Option<NamedSearch> {
+    let search = filter.search.as_deref()?;
+    if filter.related.is_empty() {
+        let name = as_name(search)?;
+        // An agency's id as the queue keeps it: the ULID in upper case.
+        let agency = name
+            .strip_prefix("agc_")
+            .map(|ulid| format!("agc_{}", ulid.to_ascii_uppercase()));
+        // A job's own id is a bare ULID in upper case.
+        let job = (!name.contains('_')).then(|| name.to_ascii_uppercase());
+        return Some(NamedSearch {
+            names: vec![name],
+            agency,
+            job,
+        });
+    }
+    let names = filter
+        .related
+        .iter()
+        .map(|id| as_name(id))
+        .collect::<Option<Vec<_>>>()?;
+    Some(NamedSearch {
+        names,
+        agency: None,
+        job: None,
+    })
 }
 
 /// A job as an operator sees it in a list.

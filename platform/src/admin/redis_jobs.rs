@@ -27,10 +27,10 @@ use apalis_redis::ConnectionManager;
 use redis::AsyncCommands;
 use serde_json::Value;
 
-use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
+use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, named_search, redacted};
 use super::sqlite_jobs::COUNT_CAP;
 use crate::kinds::QUEUES;
-use crate::queue::redis_index::{agency_key, as_name, names_key, order_key};
+use crate::queue::redis_index::{agency_key, names_key, order_key};
 use crate::queue::{PARKED_AT, QueueError};
 
 /// Ids read from an index, or jobs' details fetched, per round trip.
@@ -66,47 +66,6 @@ pub(super) async fn redis_jobs(
 /// Whether the filter asks anything of a job's payload or last error.
 fn reads_text(filter: &JobFilter) -> bool {
     filter.search.is_some()
-}
-
-/// What a search of done jobs reads by the names index: the names, the
-/// agency whose jobs it also stands for (an agency's id is indexed by its
-/// agency set, not as a name), and the job it is the id of, if any.
-#[derive(Debug, PartialEq, Eq)]
-struct NamedSearch {
-    names: Vec<String>,
-    agency: Option<String>,
-    job: Option<String>,
-}
-
-/// The names a done jobs' search stands for: the id searched for, or the
-/// ids a listing number stands for (its `related`). None when some of it is
-/// not shaped as an id ([`as_name`]).
-fn named_search(filter: &JobFilter) -> Option<NamedSearch> {
-    let search = filter.search.as_deref()?;
-    if filter.related.is_empty() {
-        let name = as_name(search)?;
-        // An agency's id as the queue keeps it: the ULID in upper case.
-        let agency = name
-            .strip_prefix("agc_")
-            .map(|ulid| format!("agc_{}", ulid.to_ascii_uppercase()));
-        // A job's own id is a bare ULID in upper case.
-        let job = (!name.contains('_')).then(|| name.to_ascii_uppercase());
-        return Some(NamedSearch {
-            names: vec![name],
-            agency,
-            job,
-        });
-    }
-    let names = filter
-        .related
-        .iter()
-        .map(|id| as_name(id))
-        .collect::<Option<Vec<_>>>()?;
-    Some(NamedSearch {
-        names,
-        agency: None,
-        job: None,
-    })
 }
 
 /// Done jobs from the order index, the agency's or a search's names, in id

@@ -7,9 +7,8 @@ use serde_json::Value;
 use sqlx::Arguments;
 use sqlx::sqlite::SqliteArguments;
 
-use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, redacted};
+use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, named_search, redacted};
 use super::queue_admin::DEAD;
-use crate::queue::job_names::as_name;
 use crate::queue::{QueueError, search_index};
 
 /// The SQL condition of a state on apalis-sqlite's `Jobs` (`$1` is now).
@@ -48,24 +47,25 @@ enum Source {
     Agency,
     /// The dead jobs' text index's matches, in push order.
     DeadText,
-    /// The jobs naming any of the ids a listing number stands for
-    /// (`job_names`), in push order: bounded by the listing's jobs, not the
-    /// queue, so they are sorted.
+    /// The jobs naming an id searched for, or any of the ids a listing
+    /// number stands for (`job_names`), and the job the id is of, in push
+    /// order: bounded by the id's jobs, not the queue, so they are sorted.
     Names,
 }
 
 /// How a filter reads SQLite's jobs. Done jobs (a week of them) with a
 /// filter an index serves start from that index's matches in push order,
 /// each job then looked up by its row id: a text search from the text
-/// index, an agency alone from its own jobs, a listing number's from the
-/// ids it stands for (`job_names`); a text search of dead jobs (a
+/// index, an agency alone from its own jobs, an id's or a listing number's
+/// from the ids it stands for (`job_names`); a text search of dead jobs (a
 /// month of them) from the dead jobs' text index. Every other filter reads
 /// the backlog or the dead (bounded by retention) by the status index and
 /// checks them row by row. A long search is looked for in a text index by
 /// its tail (`search_index::any_of`), and each match is then checked row by
 /// row for the whole text. Placeholders: `$3` the text index's query, `$4` the
 /// agency, `$5` the search text in lower case, `$6` the related ids (a JSON
-/// array; their names for [`Source::Names`]).
+/// array; for [`Source::Names`] the search's names and job,
+/// [`super::found::NamedSearch`]).
 #[derive(Debug, Default)]
 struct SqliteText {
     /// The index the jobs are read by.
@@ -85,19 +85,18 @@ impl SqliteText {
     fn of(filter: &JobFilter) -> Self {
         let done = filter.state == "done";
         let dead = filter.state == "dead";
-        // A listing number's done jobs: those naming the ids it stands for,
-        // each a seek of the names index (as on Redis), when every one is
-        // shaped as an id.
-        if done && filter.search.is_some() && !filter.related.is_empty() {
-            let names: Option<Vec<String>> = filter.related.iter().map(|id| as_name(id)).collect();
-            if let Some(names) = names {
-                return Self {
-                    source: Source::Names,
-                    agency: filter.agency.clone(),
-                    related: Some(serde_json::to_string(&names).unwrap_or_default()),
-                    ..Self::default()
-                };
-            }
+        // Done jobs found by whole ids (as on Redis): a listing number's,
+        // those naming the ids it stands for; an id's, those naming it, and
+        // the job it is the id of. Each a seek of the names index. An
+        // agency's id goes to the text index: its agency's jobs are half the
+        // queue for the largest, which this would read and sort whole.
+        if done && let Some(named) = named_search(filter).filter(|named| named.agency.is_none()) {
+            return Self {
+                source: Source::Names,
+                agency: filter.agency.clone(),
+                related: Some(serde_json::to_string(&named).unwrap_or_default()),
+                ..Self::default()
+            };
         }
         let index = filter
             .search
@@ -155,7 +154,9 @@ impl SqliteText {
             }
             Source::DeadText => "dead_job_text cross join Jobs on Jobs.rowid = dead_job_text.rowid",
             Source::Names => {
-                "(select distinct job from job_names where name in (select value from json_each($6)))
+                "(select job from job_names
+                      where name in (select value from json_each($6, '$.names'))
+                  union select rowid from Jobs where id = json_extract($6, '$.job'))
                      as named cross join Jobs on Jobs.rowid = named.job"
             }
         }

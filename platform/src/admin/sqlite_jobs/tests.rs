@@ -711,6 +711,27 @@ async fn a_listing_number_s_done_jobs_are_read_by_the_ids_it_stands_for() {
             "{plan:?}"
         );
     }
+    // An id searched for: the jobs naming it as a whole, any case.
+    let by_id = |search: &str| JobFilter {
+        state: "done".into(),
+        search: Some(search.into()),
+        ..JobFilter::default()
+    };
+    let found = admin
+        .find_jobs_in(&by_id(&event.to_lowercase()), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!((ids(&found), found.total), (vec!["j1", "j2"], 2));
+    let found = admin
+        .find_jobs_in(&by_id(delivery), JobWindow::ALL)
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), ["j5"]);
+    // An agency's id: the text index (its jobs may be half the queue).
+    assert_eq!(
+        SqliteText::of(&by_id("agc_01HQ5ABCDEFGHJKMNPQRSTVWX1")).source,
+        Source::Text
+    );
     // An id not shaped as ours (as in older tests' fixtures): the text
     // index, as before.
     let unshaped = JobFilter {
@@ -718,4 +739,55 @@ async fn a_listing_number_s_done_jobs_are_read_by_the_ids_it_stands_for() {
         ..search(None)
     };
     assert_eq!(SqliteText::of(&unshaped).source, Source::Text);
+}
+
+#[tokio::test]
+async fn a_job_s_own_id_finds_it_and_the_jobs_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let own = "01HQ5ABCDEFGHJKMNPQRSTVWX7";
+    let admin = sqlite_queue(
+        &dir,
+        &[
+            (own, "probe", "Done", 1, 10, json!({"steps": 1}), None),
+            (
+                "01HQ5ABCDEFGHJKMNPQRSTVWX8",
+                "probe",
+                "Done",
+                1,
+                20,
+                json!({"retry_of": own}),
+                None,
+            ),
+            (
+                "01HQ5ABCDEFGHJKMNPQRSTVWX9",
+                "probe",
+                "Done",
+                1,
+                30,
+                json!({"steps": 2}),
+                None,
+            ),
+        ],
+    )
+    .await;
+    let QueueBackend::Sqlite(pool) = admin.queue.backend() else {
+        unreachable!()
+    };
+    let filter = JobFilter {
+        state: "done".into(),
+        search: Some(own.to_lowercase()),
+        ..JobFilter::default()
+    };
+    let found = admin.find_jobs_in(&filter, JobWindow::ALL).await.unwrap();
+    assert_eq!(
+        (ids(&found), found.total),
+        (vec![own, "01HQ5ABCDEFGHJKMNPQRSTVWX8"], 2)
+    );
+    let text = SqliteText::of(&filter);
+    let state = sqlite_state("done").unwrap();
+    let plan = plan_of(pool, &window_statement(&state, &text)).await;
+    assert!(
+        !plan.iter().any(|step| step.starts_with("SCAN Jobs")),
+        "{plan:?}"
+    );
 }
