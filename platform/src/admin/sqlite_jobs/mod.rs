@@ -47,9 +47,14 @@ enum Source {
     Agency,
     /// The dead jobs' text index's matches, in push order.
     DeadText,
-    /// The jobs naming an id searched for, or any of the ids a listing
-    /// number stands for (`job_names`), and the job the id is of, in push
-    /// order: bounded by the id's jobs, not the queue, so they are sorted.
+    /// The jobs naming the one id searched for (`job_names`), streamed in
+    /// push order: an endpoint's id may be named by every delivery of a
+    /// week.
+    Name,
+    /// The jobs naming any of the ids a listing number stands for, or a
+    /// bare ULID searched for and the job it is the id of, gathered and
+    /// sorted into push order: bounded by a listing's jobs or an event's,
+    /// not the queue.
     Names,
 }
 
@@ -91,8 +96,13 @@ impl SqliteText {
         // agency's id goes to the text index: its agency's jobs are half the
         // queue for the largest, which this would read and sort whole.
         if done && let Some(named) = named_search(filter).filter(|named| named.agency.is_none()) {
+            let source = if named.names.len() == 1 && named.job.is_none() {
+                Source::Name
+            } else {
+                Source::Names
+            };
             return Self {
-                source: Source::Names,
+                source,
                 agency: filter.agency.clone(),
                 related: Some(serde_json::to_string(&named).unwrap_or_default()),
                 ..Self::default()
@@ -132,7 +142,7 @@ impl SqliteText {
         self.query.is_some()
             || self.agency.is_some()
             || self.search.is_some()
-            || self.source == Source::Names
+            || matches!(self.source, Source::Name | Source::Names)
     }
 
     /// Whether the jobs stream from an index in push order, so that a count
@@ -153,6 +163,7 @@ impl SqliteText {
                  cross join Jobs on Jobs.rowid = job_agencies.job"
             }
             Source::DeadText => "dead_job_text cross join Jobs on Jobs.rowid = dead_job_text.rowid",
+            Source::Name => "job_names cross join Jobs on Jobs.rowid = job_names.job",
             Source::Names => {
                 "(select job from job_names
                       where name in (select value from json_each($6, '$.names'))
@@ -169,6 +180,7 @@ impl SqliteText {
             Source::Text => "job_text.rowid",
             Source::Agency => "job_agencies.job",
             Source::DeadText => "dead_job_text.rowid",
+            Source::Name => "job_names.job",
             Source::Names => "named.job",
         }
     }
@@ -176,6 +188,9 @@ impl SqliteText {
     /// The conditions on the text, each with a leading `and`.
     fn conditions(&self) -> String {
         let mut conditions = String::new();
+        if self.source == Source::Name {
+            conditions.push_str(" and job_names.name = json_extract($6, '$.names[0]')");
+        }
         if self.query.is_some() {
             conditions.push_str(if self.source == Source::DeadText {
                 " and dead_job_text match $3"
@@ -186,7 +201,7 @@ impl SqliteText {
         if self.agency.is_some() {
             conditions.push_str(match self.source {
                 Source::Agency => " and job_agencies.agency_id = $4",
-                Source::Text | Source::Names => {
+                Source::Text | Source::Name | Source::Names => {
                     " and (select agency_id from job_agencies where job = Jobs.rowid) = $4"
                 }
                 // The backlog and the dead are not in the agencies' index
@@ -276,7 +291,10 @@ pub(super) async fn sqlite_jobs(
         return Ok(FoundJobs::default());
     };
     let text = SqliteText::of(filter);
-    if matches!(text.source, Source::Text | Source::Agency | Source::Names) {
+    if matches!(
+        text.source,
+        Source::Text | Source::Agency | Source::Name | Source::Names
+    ) {
         // The jobs pushed since the maintenance schedule last indexed.
         search_index::catch_up(pool).await?;
     }

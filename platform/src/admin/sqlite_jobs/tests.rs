@@ -727,6 +727,28 @@ async fn a_listing_number_s_done_jobs_are_read_by_the_ids_it_stands_for() {
         .await
         .unwrap();
     assert_eq!(ids(&found), ["j5"]);
+    // One id: its jobs streamed from the names index in push order, no
+    // sort (an endpoint's id can be named by every delivery of a week).
+    let one = SqliteText::of(&by_id(delivery));
+    assert_eq!(one.source, Source::Name);
+    for statement in [
+        window_statement(&state, &one),
+        count_statement(&state, &one, true),
+    ] {
+        let plan = plan_of(pool, &statement).await;
+        let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
+        assert!(
+            first.is_some_and(|step| step
+                .starts_with("SEARCH job_names USING PRIMARY KEY (name=?)")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
     // An agency's id: the text index (its jobs may be half the queue).
     assert_eq!(
         SqliteText::of(&by_id("agc_01HQ5ABCDEFGHJKMNPQRSTVWX1")).source,
