@@ -427,8 +427,8 @@ struct Prepared {
 }
 
 /// Sends `planned` and reads its whole answer, which must be a success
-/// (and, from the portal, its page, not the sign-in form).
-async fn send(client: &reqwest::Client, planned: &Planned) -> anyhow::Result<()> {
+/// (and, from the portal, its page, not the sign-in form); returns its body.
+async fn send(client: &reqwest::Client, planned: &Planned) -> anyhow::Result<String> {
     let request = client.get(&planned.url);
     let request = match &planned.credential {
         Credential::ApiKey(key) => request.header("X-API-Key", key),
@@ -449,7 +449,7 @@ async fn send(client: &reqwest::Client, planned: &Planned) -> anyhow::Result<()>
             planned.url
         );
     }
-    Ok(())
+    Ok(body)
 }
 
 /// Times one route at both sizes in turn: each size's warm-up (ten
@@ -538,18 +538,25 @@ async fn prepare(
         let _ = api::server::serve(listener, app, None, std::future::pending()).await;
     });
     let client = reqwest::Client::new();
-    let get = |path: String| {
-        let request = client
-            .get(format!("{base}{path}"))
-            .header("X-API-Key", &key);
+    // A request to the API with the key, and to the ops listener.
+    let api = |path: &str| Planned {
+        url: format!("{base}{path}"),
+        credential: Credential::ApiKey(key.clone()),
+    };
+    let ops = |path: &str| Planned {
+        url: format!("{ops_base}{path}"),
+        credential: Credential::Ops,
+    };
+    // The JSON answer of `planned`, for what the routes read by.
+    let json_of = |planned: Planned| {
+        let client = &client;
         async move {
-            let response = request.send().await?;
-            let status = response.status();
-            let body: Value = response.json().await?;
-            ensure!(status.is_success(), "{status}: {body}");
-            anyhow::Ok(body)
+            anyhow::Ok(serde_json::from_str::<Value>(
+                &send(client, &planned).await?,
+            )?)
         }
     };
+    let get = |path: String| json_of(api(&path));
     // What the routes read by: a listing, an agent, the endpoint, and
     // cursors 25 pages of 200 deep.
     let first = get("/listings?limit=1".into()).await?;
@@ -593,19 +600,7 @@ async fn prepare(
     }
     let deliveries_path = format!("/webhooks/endpoints/{endpoint}/deliveries");
     let deliveries_cursor = deep(deliveries_path.clone()).await?;
-    let ops = |path: String| {
-        let request = client
-            .get(format!("{ops_base}{path}"))
-            .basic_auth(OPS_USER, Some(OPS_PASSWORD));
-        async move {
-            let response = request.send().await?;
-            let status = response.status();
-            let body = response.text().await?;
-            ensure!(status.is_success(), "{path}: {status}: {body}");
-            anyhow::Ok(body)
-        }
-    };
-    let done: Value = serde_json::from_str(&ops("/ops/api/jobs?state=done&limit=1".into()).await?)?;
+    let done = json_of(ops("/ops/api/jobs?state=done&limit=1")).await?;
     let job_id = done["items"][0]["id"]
         .as_str()
         .context("a done job")?
@@ -613,24 +608,8 @@ async fn prepare(
     let agency_id = seeded.agency_id.to_string();
     let cookie = portal_session(store, seeded).await?;
 
-    let api_route = |name: &str, path: String| {
-        Route::one(
-            name,
-            Planned {
-                url: format!("{base}{path}"),
-                credential: Credential::ApiKey(key.clone()),
-            },
-        )
-    };
-    let ops_page = |name: &str, path: String| {
-        Route::one(
-            name,
-            Planned {
-                url: format!("{ops_base}{path}"),
-                credential: Credential::Ops,
-            },
-        )
-    };
+    let api_route = |name: &str, path: String| Route::one(name, api(&path));
+    let ops_page = |name: &str, path: String| Route::one(name, ops(&path));
     let portal_page = |name: &str, path: String| {
         Route::one(
             name,
@@ -711,10 +690,7 @@ async fn prepare(
         name: "GET /listings/{n}, up to 30,000 different in turn".into(),
         requests: working_set
             .iter()
-            .map(|number| Planned {
-                url: format!("{base}/listings/{number}"),
-                credential: Credential::ApiKey(key.clone()),
-            })
+            .map(|number| api(&format!("/listings/{number}")))
             .collect(),
         rounds: 10,
     });
