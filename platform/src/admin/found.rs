@@ -32,9 +32,10 @@ pub struct JobFilter {
     pub related: Vec<String>,
 }
 
-/// What a search of done jobs reads by the names index (both queues'): the names, the
-/// agency whose jobs it also stands for (an agency's id is indexed by its
-/// agency set, not as a name), and the job it is the id of, if any.
+/// What a search of done jobs reads by the names index (both queues'): the
+/// names, the agency whose jobs it also stands for (an agency's id is
+/// indexed by its agency set, not as a name), and the job it is the id of,
+/// if any.
 #[derive(Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct NamedSearch {
     /// The whole ids ([`as_name`]), in lower case.

@@ -476,6 +476,16 @@ mod tests {
         assert_eq!(any_of(None, &[]), None);
     }
 
+    /// The triggers on `Jobs` the index keeps (named `jobs_…`).
+    async fn index_triggers(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query_scalar(
+            "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    }
+
     /// The jobs `agency` has in the agencies' index, in push order.
     async fn of_agency(pool: &SqlitePool, agency: &str) -> Vec<String> {
         sqlx::query_scalar(
@@ -578,13 +588,7 @@ mod tests {
         // The new trigger is in place of the old.
         run(&pool, "delete from Jobs where id = '011'").await;
         assert_eq!(of_agency(&pool, "agc_1").await, ["02A"]);
-        let triggers: Vec<String> = sqlx::query_scalar(
-            "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        assert_eq!(triggers, [DELETE_TRIGGER]);
+        assert_eq!(index_triggers(&pool).await, [DELETE_TRIGGER]);
     }
 
     /// The jobs in the names index under `name`, in push order.
@@ -699,13 +703,7 @@ mod tests {
         // The new trigger is in place of the old.
         run(&pool, "delete from Jobs where id = '02A'").await;
         assert_eq!(naming(&pool, &event).await.len(), jobs as usize);
-        let triggers: Vec<String> = sqlx::query_scalar(
-            "select name from sqlite_master where type = 'trigger' and name like 'jobs_%'",
-        )
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        assert_eq!(triggers, [DELETE_TRIGGER]);
+        assert_eq!(index_triggers(&pool).await, [DELETE_TRIGGER]);
     }
 
     /// A connection of its own to the queue file at `path`, waiting up to
