@@ -289,7 +289,7 @@ async fn seed_queue(
             })
             .collect();
         if pushed == 0 {
-            one_operation = batch[30].0.operation_id.to_string();
+            one_operation = batch[30.min(batch.len() - 1)].0.operation_id.to_string();
         }
         pushed += batch.len() as u64;
         let failing: Vec<bool> = batch.iter().map(|(probe, _)| probe.fail).collect();
