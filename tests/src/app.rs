@@ -62,6 +62,7 @@ pub struct TestAppBuilder {
     paused_queues: Vec<&'static str>,
     request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
     rate_limits_on_clock: bool,
+    rate_limit_clock: Option<Clock>,
 }
 
 impl TestAppBuilder {
@@ -187,6 +188,14 @@ impl TestAppBuilder {
         self
     }
 
+    /// The in-process rate limits refill on `clock` alone while everything
+    /// else keeps the wall clock: a browser test spends a budget at whatever
+    /// pace the machine allows, and its refusal still comes at the budget.
+    pub fn rate_limits_on(mut self, clock: Clock) -> Self {
+        self.rate_limit_clock = Some(clock);
+        self
+    }
+
     /// Use this clock in the store.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -222,8 +231,13 @@ impl TestAppBuilder {
                     .expect("connect to test Redis");
                 RateLimiter::shared(limiter)
             }
-            None if self.rate_limits_on_clock => RateLimiter::in_process_on(store.clock().clone()),
-            None => RateLimiter::in_process(),
+            None => match self.rate_limit_clock {
+                Some(clock) => RateLimiter::in_process_on(clock),
+                None if self.rate_limits_on_clock => {
+                    RateLimiter::in_process_on(store.clock().clone())
+                }
+                None => RateLimiter::in_process(),
+            },
         };
         let queue = match &redis_url {
             Some(url) => QueueTarget::Redis(url.clone()),
@@ -406,6 +420,7 @@ impl TestApp {
             paused_queues: Vec::new(),
             request_deadlines: None,
             rate_limits_on_clock: false,
+            rate_limit_clock: None,
         }
     }
 
