@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
-use crate::queue::{PARKED_AT, QueueBackend, QueueError};
+use crate::queue::{PARKED_AT, QueueBackend, QueueError, redis_dead};
 
 /// The states an oldest age is reported for.
 pub const AGE_STATES: [&str; 4] = ["pending", "scheduled", "running", "dead"];
@@ -28,7 +28,9 @@ pub struct OldestJob {
 
 /// The smallest id per state of one Redis queue, in [`AGE_STATES`] order
 /// (false where a state is empty). KEYS: active list, fair set, scheduled
-/// set, workers set, dead set. ARGV: the parked score, the in-flight prefix.
+/// set, workers set, the dead index in id order
+/// ([`crate::queue::redis_dead`], caught up first: the month of dead jobs
+/// is never read). ARGV: the parked score, the in-flight prefix.
 const REDIS_OLDEST: &str = r"
 local function lowest(ids, current)
   for _, id in ipairs(ids) do
@@ -44,7 +46,7 @@ local running = false
 for _, worker in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
   running = lowest(redis.call('smembers', ARGV[2] .. ':' .. worker), running)
 end
-local dead = lowest(redis.call('smembers', KEYS[5]), false)
+local dead = redis.call('zrange', KEYS[5], 0, 0)[1] or false
 return {pending, scheduled, running, dead}
 ";
 
@@ -109,12 +111,13 @@ impl QueueAdmin {
             QueueBackend::Redis(connection) => {
                 let mut connection = connection.clone();
                 for queue in QUEUES {
+                    redis_dead::catch_up(&connection, queue, false).await?;
                     let ids: Vec<Option<String>> = redis::Script::new(REDIS_OLDEST)
                         .key(format!("{queue}:active"))
                         .key(format!("{queue}:fair"))
                         .key(format!("{queue}:scheduled"))
                         .key(format!("{queue}:workers"))
-                        .key(format!("{queue}:dead"))
+                        .key(redis_dead::dead_order_key(queue))
                         .arg(PARKED_AT)
                         .arg(format!("{queue}:inflight"))
                         .invoke_async(&mut connection)

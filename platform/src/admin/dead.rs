@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::purge::redis_forget;
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
-use crate::queue::{QueueBackend, QueueError};
+use crate::queue::{QueueBackend, QueueError, redis_dead};
 
 /// A job that will not run again on its own.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -32,6 +32,9 @@ pub struct DeadJob {
 /// A dead job as read from apalis-sqlite: id, queue, attempts, last result,
 /// done at, payload.
 type DeadRow = (String, String, i64, Option<String>, Option<i64>, Vec<u8>);
+
+/// A Redis job as read for its summary: its meta hash and its payload.
+type JobRead = (BTreeMap<String, String>, Option<Vec<u8>>);
 
 /// Extracts the error text from apalis's `{"Err": "..."}` result encoding
 /// (without the wrapper name of a last attempt's failure).
@@ -82,33 +85,60 @@ impl QueueAdmin {
                     .collect())
             }
             QueueBackend::Redis(connection) => {
+                // The `limit` most recent of each queue by the dead index,
+                // then the most recent of those, read in one pipeline.
                 let mut connection = connection.clone();
-                let mut dead = Vec::new();
+                let mut recent: Vec<(f64, &str, String)> = Vec::new();
+                let last = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
                 for queue in QUEUES {
-                    let ids: Vec<String> = connection.smembers(format!("{queue}:dead")).await?;
-                    for id in ids {
-                        let meta: BTreeMap<String, String> =
-                            connection.hgetall(format!("{queue}:meta:{id}")).await?;
-                        let payload: Option<Vec<u8>> =
-                            connection.hget(format!("{queue}:data"), &id).await?;
-                        dead.push(DeadJob {
-                            queue: queue.to_owned(),
-                            attempts: meta
-                                .get("attempts")
-                                .and_then(|a| a.parse().ok())
-                                .unwrap_or(0),
-                            last_error: error_of(meta.get("result").map(String::as_str)),
-                            failed_at: meta.get("done_at").and_then(|d| d.parse().ok()),
-                            payload: payload
-                                .and_then(|p| serde_json::from_slice(&p).ok())
-                                .unwrap_or(Value::Null),
-                            id,
-                        });
+                    redis_dead::catch_up(&connection, queue, false).await?;
+                    if last < 0 {
+                        continue;
                     }
+                    let of_queue: Vec<(String, f64)> = connection
+                        .zrevrange_withscores(redis_dead::dead_recent_key(queue), 0, last)
+                        .await?;
+                    recent.extend(of_queue.into_iter().map(|(id, died)| (died, queue, id)));
                 }
-                dead.sort_by_key(|job| std::cmp::Reverse(job.failed_at));
-                dead.truncate(limit as usize);
-                Ok(dead)
+                recent.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.2.cmp(&a.2)));
+                recent.truncate(limit as usize);
+                if recent.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut pipe = redis::pipe();
+                for (_, queue, id) in &recent {
+                    pipe.hgetall(format!("{queue}:meta:{id}"))
+                        .hget(format!("{queue}:data"), id);
+                }
+                // Two answers a job: its meta hash, then its payload.
+                let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
+                let mut answers = answers.into_iter();
+                let mut read: Vec<JobRead> = Vec::with_capacity(recent.len());
+                while let (Some(meta), Some(payload)) = (answers.next(), answers.next()) {
+                    read.push((
+                        redis::from_redis_value(meta).map_err(redis::RedisError::from)?,
+                        redis::from_redis_value(payload).map_err(redis::RedisError::from)?,
+                    ));
+                }
+                Ok(recent
+                    .into_iter()
+                    .zip(read)
+                    // A job purged meanwhile is left out.
+                    .filter(|(_, (meta, _))| !meta.is_empty())
+                    .map(|((_, queue, id), (meta, payload))| DeadJob {
+                        queue: queue.to_owned(),
+                        attempts: meta
+                            .get("attempts")
+                            .and_then(|a| a.parse().ok())
+                            .unwrap_or(0),
+                        last_error: error_of(meta.get("result").map(String::as_str)),
+                        failed_at: meta.get("done_at").and_then(|d| d.parse().ok()),
+                        payload: payload
+                            .and_then(|p| serde_json::from_slice(&p).ok())
+                            .unwrap_or(Value::Null),
+                        id,
+                    })
+                    .collect())
             }
         }
     }
@@ -137,6 +167,8 @@ impl QueueAdmin {
                         .key(format!("{queue}:dead"))
                         .key(format!("{queue}:active"))
                         .key(format!("{queue}:meta:{id}"))
+                        .key(redis_dead::dead_order_key(queue))
+                        .key(redis_dead::dead_recent_key(queue))
                         .arg(id)
                         .invoke_async(&mut connection)
                         .await?;
@@ -176,10 +208,14 @@ impl QueueAdmin {
     }
 }
 
-/// Moves a dead job back to its queue with fresh attempts, atomically.
-/// KEYS: dead set, active list, the job's meta hash. ARGV: job id.
+/// Moves a dead job back to its queue with fresh attempts, atomically (and
+/// out of the dead index, [`crate::queue::redis_dead`]). KEYS: dead set,
+/// active list, the job's meta hash, the dead order and recent sets. ARGV:
+/// job id.
 const REDIS_RETRY: &str = r"
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('HSET', KEYS[3], 'status', 'Pending', 'attempts', '0')
 redis.call('HDEL', KEYS[3], 'result', 'starts')
 redis.call('RPUSH', KEYS[2], ARGV[1])

@@ -3,6 +3,7 @@
 
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;
+use crate::queue::redis_dead::{self, FORGET_DEAD_LUA};
 use crate::queue::{QueueBackend, QueueError, redis_index};
 
 impl QueueAdmin {
@@ -61,6 +62,9 @@ impl QueueAdmin {
                             cursor = next;
                         }
                     }
+                    // The dead index compared whole with the dead set, should
+                    // something but our scripts have taken a job out of it.
+                    redis_dead::catch_up(&connection, queue, true).await?;
                 }
             }
         }
@@ -73,8 +77,10 @@ const PURGE_BATCH: u64 = 500;
 
 /// Forgets finished jobs of one set that finished before a cutoff, atomically
 /// per batch: set membership, meta hash, payload, idempotency claim and the
-/// console's index entries ([`crate::queue::redis_index`]).
-/// KEYS: the set, the payload hash, the order set, the names set. ARGV: meta
+/// console's index entries ([`crate::queue::redis_index`],
+/// [`crate::queue::redis_dead`]).
+/// KEYS: the set, the payload hash, the order set, the names set, the dead
+/// order set, the dead recent set. ARGV: meta
 /// prefix, idempotency prefix, cutoff, agency set prefix, then job ids.
 const REDIS_FORGET_BODY: &str = r"
 local forgotten = 0
@@ -90,6 +96,7 @@ for i = 5, #ARGV do
             if redis.call('GET', claim) == id then redis.call('DEL', claim) end
         end
         forget_indexed(id, redis.call('HGET', KEYS[2], id), KEYS[3], KEYS[4], ARGV[4])
+        forget_dead(id, KEYS[5], KEYS[6])
         redis.call('DEL', meta)
         redis.call('HDEL', KEYS[2], id)
         forgotten = forgotten + 1
@@ -99,8 +106,12 @@ return forgotten
 ";
 
 /// The script of [`REDIS_FORGET_BODY`].
-static REDIS_FORGET: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(&redis_index::with_forget(REDIS_FORGET_BODY)));
+static REDIS_FORGET: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(&format!(
+        "{FORGET_DEAD_LUA}{}",
+        redis_index::with_forget(REDIS_FORGET_BODY)
+    ))
+});
 
 pub(super) async fn redis_forget(
     connection: &mut redis::aio::ConnectionManager,
@@ -115,6 +126,8 @@ pub(super) async fn redis_forget(
         .key(format!("{queue}:data"))
         .key(redis_index::order_key(queue))
         .key(redis_index::names_key(queue))
+        .key(redis_dead::dead_order_key(queue))
+        .key(redis_dead::dead_recent_key(queue))
         .arg(format!("{queue}:meta"))
         .arg(format!("{queue}:idempotency"))
         .arg(before)

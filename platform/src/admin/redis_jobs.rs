@@ -17,9 +17,14 @@
 //! [`SEARCH_BUDGET`](super::found::SEARCH_BUDGET) jobs, and says how far it read (`searched`); a bulk
 //! action's read checks every one.
 //!
-//! The backlog's states (queued, scheduled, retrying, running) and the dead
-//! (kept a month) are read whole, each job's details fetched in pipelined
-//! chunks, and only the window's when nothing in the payload is asked.
+//! Dead jobs (kept a month) are walked the same way through the queue's
+//! dead index in id order ([`crate::queue::redis_dead`], caught up first),
+//! an agency or a search checked job by job inside Redis and counted up to
+//! the cap; their total without a filter is the dead sets' sizes.
+//!
+//! The backlog's states (queued, scheduled, retrying, running) are read
+//! whole, each job's details fetched in pipelined chunks, and only the
+//! window's when nothing in the payload is asked.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -31,7 +36,7 @@ use super::found::{FoundJobs, JobFilter, JobSummary, JobWindow, named_search, re
 use super::sqlite_jobs::COUNT_CAP;
 use crate::kinds::QUEUES;
 use crate::queue::redis_index::{agency_key, names_key, order_key};
-use crate::queue::{PARKED_AT, QueueError};
+use crate::queue::{PARKED_AT, QueueError, redis_dead};
 
 /// Ids read from an index, or jobs' details fetched, per round trip.
 const CHUNK: usize = 500;
@@ -56,10 +61,15 @@ pub(super) async fn redis_jobs(
         })
         .collect();
     let mut connection = connection.clone();
-    if filter.state == "done" {
-        done_jobs(&mut connection, &queues, filter, window, search_budget).await
-    } else {
-        other_jobs(&mut connection, &queues, filter, window).await
+    match filter.state.as_str() {
+        "done" => indexed_jobs(&mut connection, &queues, filter, window, search_budget).await,
+        "dead" => {
+            for queue in &queues {
+                redis_dead::catch_up(&connection, queue, false).await?;
+            }
+            indexed_jobs(&mut connection, &queues, filter, window, search_budget).await
+        }
+        _ => other_jobs(&mut connection, &queues, filter, window).await,
     }
 }
 
@@ -68,37 +78,47 @@ fn reads_text(filter: &JobFilter) -> bool {
     filter.search.is_some()
 }
 
-/// Done jobs from the order index, the agency's or a search's names, in id
-/// order.
-async fn done_jobs(
+/// Done jobs from the order index, the agency's or a search's names, or dead
+/// jobs from the dead index, in id order.
+async fn indexed_jobs(
     connection: &mut ConnectionManager,
     queues: &[&str],
     filter: &JobFilter,
     window: JobWindow,
     search_budget: u64,
 ) -> Result<FoundJobs, QueueError> {
-    let named = named_search(filter);
-    // Free text on a page: read newest first, up to the budget.
-    let budget =
-        (named.is_none() && reads_text(filter) && window.limit.is_some()).then_some(search_budget);
-    let mut walks: Vec<DoneWalk> = Vec::new();
+    let state: &'static str = if filter.state == "dead" {
+        "dead"
+    } else {
+        "done"
+    };
+    let done = state == "done";
+    // The names index serves done jobs (a week of them); dead ones (a month
+    // of the failures) are checked by their text, as the SQLite queue's
+    // dead jobs' text index finds them.
+    let named = named_search(filter).filter(|_| done);
+    // Free text of done jobs on a page: read newest first, up to the budget.
+    let budget = (done && named.is_none() && reads_text(filter) && window.limit.is_some())
+        .then_some(search_budget);
+    let mut walks: Vec<IndexWalk> = Vec::new();
     for queue in queues {
         match &named {
             Some(named) => {
-                walks.extend(named.names.iter().map(|name| DoneWalk::named(queue, name)));
+                walks.extend(named.names.iter().map(|name| IndexWalk::named(queue, name)));
                 if let Some(agency) = &named.agency {
-                    walks.push(DoneWalk::all(queue, agency_key(queue, agency)));
+                    walks.push(IndexWalk::all(queue, agency_key(queue, agency), state));
                 }
                 if let Some(job) = &named.job {
-                    walks.push(DoneWalk::given(queue, job));
+                    walks.push(IndexWalk::given(queue, job));
                 }
             }
             None => {
-                let index = match &filter.agency {
-                    Some(agency) => agency_key(queue, agency),
-                    None => order_key(queue),
+                let index = match (&filter.agency, done) {
+                    (Some(agency), true) => agency_key(queue, agency),
+                    (None, true) => order_key(queue),
+                    (_, false) => redis_dead::dead_order_key(queue),
                 };
-                let mut walk = DoneWalk::all(queue, index);
+                let mut walk = IndexWalk::all(queue, index, state);
                 walk.newest_first = budget.is_some();
                 walks.push(walk);
             }
@@ -107,17 +127,17 @@ async fn done_jobs(
     let offset = window.offset;
     let end = window.limit.map(|limit| offset.saturating_add(limit));
     if filter.agency.is_none() && !reads_text(filter) {
-        // Every done job matches: the sets' sizes are the total, and only
-        // the window is walked and read.
+        // Every job of the state matches: the sets' sizes are the total,
+        // and only the window is walked and read.
         let mut total = 0;
         for queue in queues {
-            let size: u64 = connection.scard(format!("{queue}:done")).await?;
+            let size: u64 = connection.scard(format!("{queue}:{state}")).await?;
             total += size;
         }
         let mut wanted = Vec::new();
         let mut seen = 0_u64;
         while end.is_none_or(|end| seen < end) {
-            let Some(job) = next_done(connection, &mut walks).await? else {
+            let Some(job) = next_job(connection, &mut walks).await? else {
                 break;
             };
             if seen >= offset {
@@ -126,7 +146,7 @@ async fn done_jobs(
             seen += 1;
         }
         return Ok(FoundJobs {
-            jobs: details(connection, &wanted, "done").await?,
+            jobs: details(connection, &wanted, state).await?,
             total,
             total_capped: false,
             searched: None,
@@ -135,13 +155,14 @@ async fn done_jobs(
     }
     // What is left to check of each job walked: nothing when the names
     // found it and no agency is asked; the agency alone when the names
-    // found it; else the filter.
+    // found it; the text when an agency's index walked it; else the filter.
     let checked = match (&named, &filter.agency) {
         (Some(_), None) => None,
         (Some(_), Some(agency)) => Some(JobFilter {
             agency: Some(agency.clone()),
             ..JobFilter::default()
         }),
+        (None, Some(_)) if !done => Some(filter.clone()),
         (None, _) => reads_text(filter).then(|| filter.clone()),
     };
     // A filter's matches are counted as they come, up to the cap when a
@@ -168,7 +189,7 @@ async fn done_jobs(
         }
         let mut candidates = Vec::with_capacity(CHUNK);
         while (candidates.len() as u64) < room {
-            match next_done(connection, &mut walks).await? {
+            match next_job(connection, &mut walks).await? {
                 Some(job) => candidates.push(job),
                 None => break,
             }
@@ -193,7 +214,7 @@ async fn done_jobs(
     }
     let total_capped = reach == Some(counted);
     Ok(FoundJobs {
-        jobs: details(connection, &found, "done").await?,
+        jobs: details(connection, &found, state).await?,
         total: if total_capped { counted - 1 } else { counted },
         total_capped,
         searched,
@@ -201,11 +222,14 @@ async fn done_jobs(
     })
 }
 
-/// One queue's done jobs, walked through an index in id order: every member
-/// of the order index or an agency's, or one name's range of the names index
-/// (members `"{name} {job_id}"`); or one job given by its id.
-struct DoneWalk {
+/// One queue's done or dead jobs, walked through an index in id order:
+/// every member of the order index, an agency's or the dead index, or one
+/// name's range of the names index (members `"{name} {job_id}"`); or one
+/// job given by its id. Each id read is kept if the state's set holds it.
+struct IndexWalk {
     queue: String,
+    /// The state whose set (`{queue}:{state}`) a job read must be in.
+    state: &'static str,
     /// The sorted set walked; empty for a job given.
     index: String,
     /// The job given, until read.
@@ -217,34 +241,35 @@ struct DoneWalk {
     prefix: String,
     /// The last id read from the index.
     after: Option<String>,
-    /// Done ids read and not yet taken.
+    /// Ids of the state read and not yet taken.
     ready: VecDeque<String>,
     /// The index has no more ids.
     ended: bool,
 }
 
-impl DoneWalk {
-    /// Every member of `index`, a set of job ids.
-    fn all(queue: &str, index: String) -> Self {
-        Self::new(queue, index, String::new())
+impl IndexWalk {
+    /// Every member of `index`, a set of job ids, that is in `state`.
+    fn all(queue: &str, index: String, state: &'static str) -> Self {
+        Self::new(queue, index, String::new(), state)
     }
 
-    /// The jobs of `queue` that name `name`.
+    /// The done jobs of `queue` that name `name`.
     fn named(queue: &str, name: &str) -> Self {
-        Self::new(queue, names_key(queue), format!("{name} "))
+        Self::new(queue, names_key(queue), format!("{name} "), "done")
     }
 
     /// The job `id` of `queue`, if it is there and done.
     fn given(queue: &str, id: &str) -> Self {
         Self {
             given: Some(id.to_owned()),
-            ..Self::new(queue, String::new(), String::new())
+            ..Self::new(queue, String::new(), String::new(), "done")
         }
     }
 
-    fn new(queue: &str, index: String, prefix: String) -> Self {
+    fn new(queue: &str, index: String, prefix: String, state: &'static str) -> Self {
         Self {
             queue: queue.to_owned(),
+            state,
             index,
             given: None,
             newest_first: false,
@@ -287,11 +312,11 @@ impl DoneWalk {
 
 /// Reads the indexes of the walks that have no job ready until each has
 /// one or has ended: each round reads every such walk's next chunk in one
-/// pipeline and checks them against the done sets in another, so a search
+/// pipeline and checks them against their states' sets in another, so a search
 /// of many names costs two round trips a round, not two a name.
 async fn fill(
     connection: &mut ConnectionManager,
-    walks: &mut [DoneWalk],
+    walks: &mut [IndexWalk],
 ) -> Result<(), QueueError> {
     loop {
         let wanting: Vec<usize> = (0..walks.len()).filter(|&i| walks[i].wants()).collect();
@@ -341,27 +366,27 @@ async fn fill(
         let mut pipe = redis::pipe();
         for (i, ids) in &read {
             pipe.cmd("SMISMEMBER")
-                .arg(format!("{}:done", walks[*i].queue))
+                .arg(format!("{}:{}", walks[*i].queue, walks[*i].state))
                 .arg(ids);
         }
-        let done: Vec<Vec<i64>> = pipe.query_async(connection).await?;
-        for ((i, ids), done) in read.into_iter().zip(done) {
+        let held: Vec<Vec<i64>> = pipe.query_async(connection).await?;
+        for ((i, ids), held) in read.into_iter().zip(held) {
             walks[i].ready.extend(
                 ids.into_iter()
-                    .zip(done)
-                    .filter(|(_, done)| *done == 1)
+                    .zip(held)
+                    .filter(|(_, held)| *held == 1)
                     .map(|(id, _)| id),
             );
         }
     }
 }
 
-/// The next done job of any walk, in id order (newest first when the walks
-/// go so): (queue, id). A job that several walks hold (one naming two of the
+/// The next job of any walk, in id order (newest first when the walks go
+/// so): (queue, id). A job that several walks hold (one naming two of the
 /// ids searched for) is taken from each of them and given once.
-async fn next_done(
+async fn next_job(
     connection: &mut ConnectionManager,
-    walks: &mut [DoneWalk],
+    walks: &mut [IndexWalk],
 ) -> Result<Option<(String, String)>, QueueError> {
     fill(connection, walks).await?;
     let fronts = walks
@@ -384,7 +409,7 @@ async fn next_done(
     Ok(Some(first))
 }
 
-/// The backlog's states and the dead: every id of the state, in id order.
+/// The backlog's states: every id of the state, in id order.
 async fn other_jobs(
     connection: &mut ConnectionManager,
     queues: &[&str],
@@ -490,7 +515,6 @@ async fn state_ids(
             }
             ids
         }
-        "dead" => connection.smembers(format!("{queue}:dead")).await?,
         _ => Vec::new(),
     })
 }

@@ -7,7 +7,8 @@
 //!
 //! One file per part: where the queue lives (`target`), pushing (`push`),
 //! counting starts (`starts`), the Redis queue's
-//! indexes for the console (`redis_index`), releasing a stopping process's jobs
+//! indexes for the console (`redis_index`, and of its dead jobs
+//! `redis_dead`), releasing a stopping process's jobs
 //! (`release`), promoting due Redis jobs (`promote`), fair shares between
 //! agencies (`fair`) over this process's worker slots (`slots`), and waking
 //! idle workers when work arrives (`wake`).
@@ -17,6 +18,7 @@ mod fair;
 pub mod job_names;
 mod promote;
 mod push;
+pub mod redis_dead;
 pub mod redis_index;
 mod release;
 pub(crate) mod search_index;
