@@ -64,7 +64,7 @@ pub(crate) struct Timing {
 
 pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     let backends = backends(args.postgres_only, args.postgres_url.as_deref());
-    let mut rows: Vec<(String, String, [Timing; 2])> = Vec::new();
+    let mut rows: Vec<(String, String, [Timing; 2], [usize; 2])> = Vec::new();
     for backend in backends {
         // Both sizes are seeded and served at once, then timed in turn,
         // request by request: the machine's drift over the half hour of a
@@ -85,8 +85,9 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
                 small_route.name == large_route.name,
                 "routes in the same order"
             );
-            let timings = interleaved(&client, [small_route, large_route], args.requests).await?;
-            rows.push((backend.to_owned(), small_route.name.clone(), timings));
+            let (timings, bytes) =
+                interleaved(&client, [small_route, large_route], args.requests).await?;
+            rows.push((backend.to_owned(), small_route.name.clone(), timings, bytes));
         }
         for size in [small, large] {
             for server in &size.prepared.servers {
@@ -95,13 +96,15 @@ pub async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
             size.store.close().await;
         }
     }
+    // The answers' sizes beside the times: a page that lists more at the
+    // large size (its filter matches more there) costs more for that.
     println!(
-        "\n| backend | route | median small | p99 small | median large | p99 large | median ratio | p99 ratio |"
+        "\n| backend | route | median small | p99 small | median large | p99 large | median ratio | p99 ratio | bytes small | bytes large |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
-    for (backend, route, [small, large]) in rows {
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (backend, route, [small, large], [small_bytes, large_bytes]) in rows {
         println!(
-            "| {backend} | `{route}` | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}× | {:.2}× |",
+            "| {backend} | `{route}` | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2}× | {:.2}× | {small_bytes} | {large_bytes} |",
             small.median_ms,
             small.p99_ms,
             large.median_ms,
@@ -456,11 +459,12 @@ async fn send(client: &reqwest::Client, planned: &Planned) -> anyhow::Result<Str
 /// requests, or one pass over a list), then `requests` timed rounds
 /// (`rounds` times as many for a list), each sending one request to each
 /// size, the small first in even rounds and the large first in odd ones.
+/// Returns each size's timing and the median length of its answers' bodies.
 async fn interleaved(
     client: &reqwest::Client,
     sizes: [&Route; 2],
     requests: usize,
-) -> anyhow::Result<[Timing; 2]> {
+) -> anyhow::Result<([Timing; 2], [usize; 2])> {
     for route in sizes {
         let warm_up = if route.requests.len() > 1 {
             route.requests.len()
@@ -473,18 +477,28 @@ async fn interleaved(
     }
     let count = requests * sizes[0].rounds;
     let mut samples = [Vec::with_capacity(count), Vec::with_capacity(count)];
+    let mut lengths = [Vec::with_capacity(count), Vec::with_capacity(count)];
     for round in 0..count {
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for slot in order {
             let route = sizes[slot];
             let planned = &route.requests[round % route.requests.len()];
             let started = Instant::now();
-            send(client, planned).await?;
+            let body = send(client, planned).await?;
             samples[slot].push(started.elapsed().as_secs_f64() * 1_000.0);
+            lengths[slot].push(body.len());
         }
     }
     let [small, large] = samples;
-    Ok([percentiles(small), percentiles(large)])
+    let median_length = |mut lengths: Vec<usize>| {
+        lengths.sort_unstable();
+        lengths.get(lengths.len() / 2).copied().unwrap_or(0)
+    };
+    let [small_lengths, large_lengths] = lengths;
+    Ok((
+        [percentiles(small), percentiles(large)],
+        [median_length(small_lengths), median_length(large_lengths)],
+    ))
 }
 
 /// Serves the API and the ops listener over `store`, with `queue_jobs`
@@ -662,6 +676,7 @@ async fn prepare(
             "ops api: done jobs",
             "/ops/api/jobs?state=done&limit=50".into(),
         ),
+        ops_page("ops api: most recent dead", "/ops/api/jobs/dead".into()),
         ops_page("ops api: queues", "/ops/api/queues".into()),
         ops_page("/metrics", "/metrics".into()),
         // The developer portal's pages, as the large agency's
