@@ -61,7 +61,6 @@ pub struct TestAppBuilder {
     write_pacing: Option<api::pacing::PacingSettings>,
     paused_queues: Vec<&'static str>,
     request_deadlines: Option<api::middleware::deadline::RequestDeadlines>,
-    rate_limits_on_clock: bool,
     rate_limit_clock: Option<Clock>,
 }
 
@@ -181,16 +180,11 @@ impl TestAppBuilder {
         self
     }
 
-    /// The in-process rate limits refill on the test's clock rather than
-    /// the wall clock: a standing clock refills them only when moved.
-    pub fn rate_limits_on_clock(mut self) -> Self {
-        self.rate_limits_on_clock = true;
-        self
-    }
-
-    /// The in-process rate limits refill on `clock` alone while everything
-    /// else keeps the wall clock: a browser test spends a budget at whatever
-    /// pace the machine allows, and its refusal still comes at the budget.
+    /// The in-process rate limits refill on `clock` rather than the wall
+    /// clock: a standing clock refills them only when moved. It may be the
+    /// store's ([`Self::clock`]) or theirs alone, everything else keeping
+    /// the wall clock (a browser test spends a budget at whatever pace the
+    /// machine allows, and its refusal still comes at the budget).
     pub fn rate_limits_on(mut self, clock: Clock) -> Self {
         self.rate_limit_clock = Some(clock);
         self
@@ -233,9 +227,6 @@ impl TestAppBuilder {
             }
             None => match self.rate_limit_clock {
                 Some(clock) => RateLimiter::in_process_on(clock),
-                None if self.rate_limits_on_clock => {
-                    RateLimiter::in_process_on(store.clock().clone())
-                }
                 None => RateLimiter::in_process(),
             },
         };
@@ -419,7 +410,6 @@ impl TestApp {
             write_pacing: None,
             paused_queues: Vec::new(),
             request_deadlines: None,
-            rate_limits_on_clock: false,
             rate_limit_clock: None,
         }
     }

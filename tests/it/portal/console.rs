@@ -124,7 +124,7 @@ backend_tests! {
         // A standing clock: the budget refills only when the test says, so
         // the sixty-first run is refused however slowly the sixty ran.
         let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
-        let app = TestApp::builder(backend).clock(clock.clone()).rate_limits_on_clock().spawn().await;
+        let app = TestApp::builder(backend).clock(clock.clone()).rate_limits_on(clock.clone()).spawn().await;
         let agency = app.agency().await;
         let owner = sign_in(&app, &owner_login(&app, &agency).await).await;
         let (admin_id, admin_email) = account(&app, &agency, Role::Agent).await;
