@@ -227,24 +227,59 @@ async fn done_jobs_on_redis_are_walked_in_push_order_through_the_queues_indexes(
     assert_eq!((gone.jobs.len(), gone.total), (0, 0));
 }
 
-/// Takes the jobs named in ARGV[3..] out of a queue's waiting
-/// places and leaves them done, as apalis-redis's acknowledgement leaves a
-/// job that succeeded. KEYS: active list, fair set, scheduled set, done set.
-/// ARGV: meta prefix, done_at, ids.
-const MARK_DONE: &str = r#"
-for i = 3, #ARGV do
+/// Takes the jobs named in ARGV[6..] out of a queue's waiting places and
+/// leaves them finished, as apalis-redis's acknowledgement leaves a job that
+/// succeeded or one out of attempts (it knows nothing of the dead index).
+/// KEYS: active list, fair set, scheduled set, the done or dead set. ARGV:
+/// meta prefix, done_at, status, attempts, result, ids.
+const MARK_FINISHED: &str = r#"
+for i = 6, #ARGV do
     local id = ARGV[i]
     redis.call('LREM', KEYS[1], 0, id)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
     redis.call('SADD', KEYS[4], id)
-    redis.call('HSET', ARGV[1] .. ':' .. id, 'status', 'Done', 'attempts', 1, 'done_at', ARGV[2], 'result', '{"Ok":null}')
+    redis.call('HSET', ARGV[1] .. ':' .. id, 'status', ARGV[3], 'attempts', ARGV[4], 'done_at', ARGV[2], 'result', ARGV[5])
 end
-return #ARGV - 2
+return #ARGV - 5
 "#;
 
-/// Leaves the probes `ids` done ([`MARK_DONE`], 500 a call); returns how
-/// many.
+/// Leaves the jobs `ids` of `queue` finished at `done_at` ([`MARK_FINISHED`],
+/// 500 a call): done on their first attempt, or (`set` "dead") killed on
+/// their third by a receiver's 503. Returns how many.
+async fn mark_finished(
+    redis: &mut redis::aio::MultiplexedConnection,
+    queue: &str,
+    ids: &[String],
+    set: &str,
+    done_at: i64,
+) -> u64 {
+    let (status, attempts, result) = match set {
+        "dead" => ("Killed", 3, r#"{"Err":"Receiver answered 503"}"#),
+        _ => ("Done", 1, r#"{"Ok":null}"#),
+    };
+    let mut marked = 0;
+    for chunk in ids.chunks(500) {
+        let count: u64 = redis::Script::new(MARK_FINISHED)
+            .key(format!("{queue}:active"))
+            .key(format!("{queue}:fair"))
+            .key(format!("{queue}:scheduled"))
+            .key(format!("{queue}:{set}"))
+            .arg(format!("{queue}:meta"))
+            .arg(done_at)
+            .arg(status)
+            .arg(attempts)
+            .arg(result)
+            .arg(chunk)
+            .invoke_async(redis)
+            .await
+            .unwrap();
+        marked += count;
+    }
+    marked
+}
+
+/// Leaves the probes `ids` done; returns how many.
 async fn mark_done(redis: &mut redis::aio::MultiplexedConnection, ids: &[String]) -> u64 {
     mark_done_in(redis, Probe::KIND, ids).await
 }
@@ -255,22 +290,12 @@ async fn mark_done_in(
     queue: &str,
     ids: &[String],
 ) -> u64 {
-    let mut marked = 0;
-    for chunk in ids.chunks(500) {
-        let count: u64 = redis::Script::new(MARK_DONE)
-            .key(format!("{queue}:active"))
-            .key(format!("{queue}:fair"))
-            .key(format!("{queue}:scheduled"))
-            .key(format!("{queue}:done"))
-            .arg(format!("{queue}:meta"))
-            .arg(1_800_000_000)
-            .arg(chunk)
-            .invoke_async(redis)
-            .await
-            .unwrap();
-        marked += count;
-    }
-    marked
+    mark_finished(redis, queue, ids, "done", 1_800_000_000).await
+}
+
+/// Leaves the probes `ids` dead at `done_at`.
+async fn mark_dead(redis: &mut redis::aio::MultiplexedConnection, ids: &[String], done_at: i64) {
+    mark_finished(redis, Probe::KIND, ids, "dead", done_at).await;
 }
 
 #[tokio::test]
@@ -669,38 +694,6 @@ async fn the_console_says_how_far_a_free_text_search_of_redis_read() {
         "{page}"
     );
     assert!(!page.contains(r#"id="search-reach""#), "{page}");
-}
-
-/// Takes the jobs named in ARGV[3..] out of a queue's waiting places and
-/// leaves them dead of one error, as apalis-redis's acknowledgement leaves a
-/// job out of attempts (it knows nothing of the dead index). KEYS: active
-/// list, fair set, scheduled set, dead set. ARGV: meta prefix, done_at, ids.
-const MARK_DEAD: &str = r#"
-for i = 3, #ARGV do
-    local id = ARGV[i]
-    redis.call('LREM', KEYS[1], 0, id)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[3], id)
-    redis.call('SADD', KEYS[4], id)
-    redis.call('HSET', ARGV[1] .. ':' .. id, 'status', 'Killed', 'attempts', 3, 'done_at', ARGV[2], 'result', '{"Err":"Receiver answered 503"}')
-end
-return #ARGV - 2
-"#;
-
-/// Leaves the probes `ids` dead at `done_at` ([`MARK_DEAD`]).
-async fn mark_dead(redis: &mut redis::aio::MultiplexedConnection, ids: &[String], done_at: i64) {
-    let queue = Probe::KIND;
-    let _: u64 = redis::Script::new(MARK_DEAD)
-        .key(format!("{queue}:active"))
-        .key(format!("{queue}:fair"))
-        .key(format!("{queue}:scheduled"))
-        .key(format!("{queue}:dead"))
-        .arg(format!("{queue}:meta"))
-        .arg(done_at)
-        .arg(ids)
-        .invoke_async(redis)
-        .await
-        .unwrap();
 }
 
 #[tokio::test]

@@ -260,29 +260,40 @@ async fn jobs_by_text_or_agency_stream_from_their_index() {
         let state = sqlite_state(&filter.state).unwrap();
         let text = SqliteText::of(&filter);
         assert!(text.streams(), "{filter:?}");
-        for statement in [
-            window_statement(&state, &text),
-            count_statement(&state, &text, true),
-        ] {
-            let plan = plan_of(pool, &statement).await;
-            let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
-            assert!(
-                first.is_some_and(|step| step.starts_with(driving)),
-                "{filter:?}: {plan:?}"
-            );
-            assert!(
-                plan.iter()
-                    .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
-                "{plan:?}"
-            );
-            // Neither a sort of every match nor a walk of every job.
-            assert!(
-                !plan
-                    .iter()
-                    .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
-                "{filter:?}: {plan:?}"
-            );
-        }
+        assert_streams_from(pool, &state, &text, driving).await;
+    }
+}
+
+/// That the window and the count of `text` start from `driving` (the start
+/// of their plan's first step) and look each match up by row id, with
+/// neither a sort of every match nor a walk of every job.
+async fn assert_streams_from(
+    pool: &sqlx::SqlitePool,
+    state: &str,
+    text: &SqliteText,
+    driving: &str,
+) {
+    for statement in [
+        window_statement(state, text),
+        count_statement(state, text, true),
+    ] {
+        let plan = plan_of(pool, &statement).await;
+        let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
+        assert!(
+            first.is_some_and(|step| step.starts_with(driving)),
+            "{text:?}: {plan:?}"
+        );
+        assert!(
+            plan.iter()
+                .any(|step| step.starts_with("SEARCH Jobs USING INTEGER PRIMARY KEY")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan
+                .iter()
+                .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
+            "{text:?}: {plan:?}"
+        );
     }
 }
 
@@ -731,24 +742,13 @@ async fn a_listing_number_s_done_jobs_are_read_by_the_ids_it_stands_for() {
     // sort (an endpoint's id can be named by every delivery of a week).
     let one = SqliteText::of(&by_id(delivery));
     assert_eq!(one.source, Source::Name);
-    for statement in [
-        window_statement(&state, &one),
-        count_statement(&state, &one, true),
-    ] {
-        let plan = plan_of(pool, &statement).await;
-        let first = plan.iter().find(|step| !step.starts_with("CO-ROUTINE"));
-        assert!(
-            first.is_some_and(|step| step
-                .starts_with("SEARCH job_names USING PRIMARY KEY (name=?)")),
-            "{plan:?}"
-        );
-        assert!(
-            !plan
-                .iter()
-                .any(|step| step.starts_with("SCAN Jobs") || step.contains("TEMP B-TREE")),
-            "{plan:?}"
-        );
-    }
+    assert_streams_from(
+        pool,
+        &state,
+        &one,
+        "SEARCH job_names USING PRIMARY KEY (name=?)",
+    )
+    .await;
     // An agency's id: the text index (its jobs may be half the queue).
     assert_eq!(
         SqliteText::of(&by_id("agc_01HQ5ABCDEFGHJKMNPQRSTVWX1")).source,
