@@ -1,14 +1,13 @@
 //! Dead jobs: listed with their last error, put back in their queue with
 //! fresh attempts, or thrown away.
 
-use std::collections::BTreeMap;
-
 use redis::AsyncCommands;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::purge::redis_forget;
 use super::queue_admin::{DEAD, QueueAdmin};
+use super::redis_jobs::read_jobs;
 use crate::kinds::QUEUES;
 use crate::queue::{QueueBackend, QueueError, redis_dead};
 
@@ -32,9 +31,6 @@ pub struct DeadJob {
 /// A dead job as read from apalis-sqlite: id, queue, attempts, last result,
 /// done at, payload.
 type DeadRow = (String, String, i64, Option<String>, Option<i64>, Vec<u8>);
-
-/// A Redis job as read for its summary: its meta hash and its payload.
-type JobRead = (BTreeMap<String, String>, Option<Vec<u8>>);
 
 /// Extracts the error text from apalis's `{"Err": "..."}` result encoding
 /// (without the wrapper name of a last attempt's failure).
@@ -88,13 +84,13 @@ impl QueueAdmin {
                 // The `limit` most recent of each queue by the dead index,
                 // then the most recent of those, read in one pipeline.
                 let mut connection = connection.clone();
-                let mut recent: Vec<(f64, &str, String)> = Vec::new();
+                if limit == 0 {
+                    return Ok(Vec::new());
+                }
                 let last = isize::try_from(limit).unwrap_or(isize::MAX) - 1;
+                let mut recent: Vec<(f64, &str, String)> = Vec::new();
                 for queue in QUEUES {
                     redis_dead::catch_up(&connection, queue, false).await?;
-                    if last < 0 {
-                        continue;
-                    }
                     let of_queue: Vec<(String, f64)> = connection
                         .zrevrange_withscores(redis_dead::dead_recent_key(queue), 0, last)
                         .await?;
@@ -102,24 +98,11 @@ impl QueueAdmin {
                 }
                 recent.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.2.cmp(&a.2)));
                 recent.truncate(limit as usize);
-                if recent.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let mut pipe = redis::pipe();
-                for (_, queue, id) in &recent {
-                    pipe.hgetall(format!("{queue}:meta:{id}"))
-                        .hget(format!("{queue}:data"), id);
-                }
-                // Two answers a job: its meta hash, then its payload.
-                let answers: Vec<redis::Value> = pipe.query_async(&mut connection).await?;
-                let mut answers = answers.into_iter();
-                let mut read: Vec<JobRead> = Vec::with_capacity(recent.len());
-                while let (Some(meta), Some(payload)) = (answers.next(), answers.next()) {
-                    read.push((
-                        redis::from_redis_value(meta).map_err(redis::RedisError::from)?,
-                        redis::from_redis_value(payload).map_err(redis::RedisError::from)?,
-                    ));
-                }
+                let jobs: Vec<(String, String)> = recent
+                    .iter()
+                    .map(|(_, queue, id)| ((*queue).to_owned(), id.clone()))
+                    .collect();
+                let read = read_jobs(&mut connection, &jobs).await?;
                 Ok(recent
                     .into_iter()
                     .zip(read)

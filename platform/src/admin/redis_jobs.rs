@@ -519,6 +519,35 @@ async fn state_ids(
     })
 }
 
+/// A Redis job as read for its summary: its meta hash and its payload.
+pub(super) type JobRead = (BTreeMap<String, String>, Option<Vec<u8>>);
+
+/// Each job's (queue, id) meta hash and payload, in the order given, read in
+/// pipelined chunks: two answers a job, never a round trip each. A job gone
+/// meanwhile reads an empty hash and no payload.
+pub(super) async fn read_jobs(
+    connection: &mut ConnectionManager,
+    jobs: &[(String, String)],
+) -> Result<Vec<JobRead>, QueueError> {
+    let mut read = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for (queue, id) in chunk {
+            pipe.hgetall(format!("{queue}:meta:{id}"))
+                .hget(format!("{queue}:data"), id);
+        }
+        let answers: Vec<redis::Value> = pipe.query_async(connection).await?;
+        let mut answers = answers.into_iter();
+        while let (Some(meta), Some(payload)) = (answers.next(), answers.next()) {
+            read.push((
+                redis::from_redis_value(meta).map_err(redis::RedisError::from)?,
+                redis::from_redis_value(payload).map_err(redis::RedisError::from)?,
+            ));
+        }
+    }
+    Ok(read)
+}
+
 /// Each job's summary in `state`, fetched in pipelined chunks; a job gone
 /// meanwhile is left out.
 async fn details(
@@ -526,29 +555,13 @@ async fn details(
     jobs: &[(String, String)],
     state: &str,
 ) -> Result<Vec<JobSummary>, QueueError> {
-    let mut summaries = Vec::with_capacity(jobs.len());
-    for chunk in jobs.chunks(CHUNK) {
-        let mut pipe = redis::pipe();
-        for (queue, id) in chunk {
-            pipe.hgetall(format!("{queue}:meta:{id}"))
-                .hget(format!("{queue}:data"), id);
-        }
-        // Two answers a job: its meta hash, then its payload.
-        let answers: Vec<redis::Value> = pipe.query_async(connection).await?;
-        let mut answers = answers.into_iter();
-        for (queue, id) in chunk {
-            let (Some(meta), Some(payload)) = (answers.next(), answers.next()) else {
-                break;
-            };
-            let meta: BTreeMap<String, String> =
-                redis::from_redis_value(meta).map_err(redis::RedisError::from)?;
-            let Some(payload) = redis::from_redis_value::<Option<Vec<u8>>>(payload)
-                .map_err(redis::RedisError::from)?
-            else {
-                continue;
-            };
-            let payload: Value = serde_json::from_slice(&payload).unwrap_or(Value::Null);
-            let summary = JobSummary {
+    let read = read_jobs(connection, jobs).await?;
+    Ok(jobs
+        .iter()
+        .zip(read)
+        .filter_map(|((queue, id), (meta, payload))| {
+            let payload: Value = serde_json::from_slice(&payload?).unwrap_or(Value::Null);
+            Some(JobSummary {
                 attempts: meta
                     .get("attempts")
                     .and_then(|a| a.parse().ok())
@@ -558,11 +571,9 @@ async fn details(
                 state: state.to_owned(),
                 last_error: super::dead::error_of(meta.get("result").map(String::as_str)),
                 payload: redacted(payload),
-            };
-            summaries.push(summary);
-        }
-    }
-    Ok(summaries)
+            })
+        })
+        .collect())
 }
 
 /// The jobs named in ARGV[5 + n..] (n = ARGV[4]) that the filter finds,
