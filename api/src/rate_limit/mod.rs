@@ -11,7 +11,7 @@ pub mod redis;
 
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use storage::Environment;
 use storage::ids::{AgencyId, UserId};
 
@@ -251,20 +251,33 @@ impl RateLimiter {
             None => Ok(headers),
             Some(retry_after) => Err(ApiError::RateLimited {
                 retry_after_seconds: whole_seconds(retry_after),
-                headers: headers.0,
+                headers: headers.into_map(),
             }),
         }
     }
 }
 
 /// The rate-limit headers of a response, describing the budget closest to
-/// exhaustion, in the three spellings clients look for.
+/// exhaustion, in the three spellings clients look for. Kept as the figures
+/// they are written from, and written straight into the response's headers:
+/// every guarded response carries them.
 #[derive(Clone, Debug, Default)]
-pub struct RateLimitHeaders(pub HeaderMap);
+pub struct RateLimitHeaders(Option<Closest>);
+
+/// The figures of the budget closest to exhaustion, and the policy of all.
+#[derive(Clone, Debug)]
+struct Closest {
+    limit: u32,
+    remaining: u32,
+    reset_unix: i64,
+    /// `ratelimit`: the closest budget's name, remaining and reset.
+    summary: Option<HeaderValue>,
+    /// `ratelimit-policy`: every budget the request spent.
+    policy: Option<HeaderValue>,
+}
 
 impl RateLimitHeaders {
     fn new(buckets: &[Bucket], outcomes: &[gcra::Outcome]) -> Self {
-        let mut headers = HeaderMap::new();
         let closest = buckets
             .iter()
             .zip(outcomes)
@@ -278,53 +291,69 @@ impl RateLimitHeaders {
                 )
             });
         let Some((bucket, outcome)) = closest else {
-            return Self(headers);
+            return Self(None);
         };
-        let reset_unix = (outcome.reset_at + 999_999) / 1_000_000;
         let reset_in = (outcome.reset_in.max(0) + 999_999) / 1_000_000;
-        for (limit, remaining, reset) in [
-            (
-                "x-rate-limit-limit",
-                "x-rate-limit-remaining",
-                "x-rate-limit-reset",
-            ),
-            (
-                "x-ratelimit-limit",
-                "x-ratelimit-remaining",
-                "x-ratelimit-reset",
-            ),
-        ] {
-            // Numbers become header values without a formatted string.
-            headers.insert(HeaderName::from_static(limit), bucket.limit.into());
-            headers.insert(HeaderName::from_static(remaining), outcome.remaining.into());
-            headers.insert(HeaderName::from_static(reset), reset_unix.into());
-        }
-        let mut put = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        };
         let policies: Vec<String> = buckets
             .iter()
             .map(|b| format!("\"{}\";q={};w=60", b.name, b.limit))
             .collect();
-        put("ratelimit-policy", policies.join(", "));
-        put(
-            "ratelimit",
-            format!("\"{}\";r={};t={reset_in}", bucket.name, outcome.remaining),
-        );
-        Self(headers)
+        let summary = format!("\"{}\";r={};t={reset_in}", bucket.name, outcome.remaining);
+        Self(Some(Closest {
+            limit: bucket.limit,
+            remaining: outcome.remaining,
+            reset_unix: (outcome.reset_at + 999_999) / 1_000_000,
+            // A budget's name is ours and plain; were one not a header's
+            // text, its header is left out rather than the request failed.
+            summary: HeaderValue::from_str(&summary).ok(),
+            policy: HeaderValue::from_str(&policies.join(", ")).ok(),
+        }))
     }
 
     /// Adds the headers to a response's, leaving those it already has: a
     /// response refused by a narrower budget inside the handler (a webhook
     /// endpoint's replays) describes that budget, not this one.
     pub fn apply(&self, headers: &mut HeaderMap) {
-        for (name, value) in &self.0 {
-            if !headers.contains_key(name) {
-                headers.insert(name.clone(), value.clone());
+        /// The names, made once: `from_static` at run time checks its text.
+        const NAMES: [[HeaderName; 3]; 2] = [
+            [
+                HeaderName::from_static("x-rate-limit-limit"),
+                HeaderName::from_static("x-rate-limit-remaining"),
+                HeaderName::from_static("x-rate-limit-reset"),
+            ],
+            [
+                HeaderName::from_static("x-ratelimit-limit"),
+                HeaderName::from_static("x-ratelimit-remaining"),
+                HeaderName::from_static("x-ratelimit-reset"),
+            ],
+        ];
+        const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+        const SUMMARY: HeaderName = HeaderName::from_static("ratelimit");
+        let Some(closest) = &self.0 else { return };
+        let mut put = |name: HeaderName, value: HeaderValue| {
+            if let header::Entry::Vacant(vacant) = headers.entry(name) {
+                vacant.insert(value);
             }
+        };
+        for [limit, remaining, reset] in NAMES {
+            // Numbers become header values without a formatted string.
+            put(limit, closest.limit.into());
+            put(remaining, closest.remaining.into());
+            put(reset, closest.reset_unix.into());
         }
+        if let Some(policy) = &closest.policy {
+            put(POLICY, policy.clone());
+        }
+        if let Some(summary) = &closest.summary {
+            put(SUMMARY, summary.clone());
+        }
+    }
+
+    /// The headers on their own (a refusal's).
+    fn into_map(self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        self.apply(&mut headers);
+        headers
     }
 }
 
@@ -417,7 +446,7 @@ mod tests {
         ];
         let limiter = memory::MemoryLimiter::default();
         let outcomes = limiter.check(&buckets);
-        let headers = RateLimitHeaders::new(&buckets, &outcomes).0;
+        let headers = RateLimitHeaders::new(&buckets, &outcomes).into_map();
         assert_eq!(headers["x-rate-limit-limit"], "5");
         assert_eq!(headers["x-rate-limit-remaining"], "4");
         assert_eq!(headers["x-ratelimit-remaining"], "4");
