@@ -9,7 +9,7 @@ use redis::AsyncCommands;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::dead::error_of;
+use super::found::error_of;
 use super::found::{JobSummary, redacted};
 use super::queue_admin::{DEAD, QueueAdmin};
 use crate::kinds::QUEUES;

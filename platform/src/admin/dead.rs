@@ -5,6 +5,7 @@ use redis::AsyncCommands;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::found::error_of;
 use super::purge::redis_forget;
 use super::queue_admin::{DEAD, QueueAdmin};
 use super::redis_jobs::read_jobs;
@@ -31,22 +32,6 @@ pub struct DeadJob {
 /// A dead job as read from apalis-sqlite: id, queue, attempts, last result,
 /// done at, payload.
 type DeadRow = (String, String, i64, Option<String>, Option<i64>, Vec<u8>);
-
-/// Extracts the error text from apalis's `{"Err": "..."}` result encoding
-/// (without the wrapper name of a last attempt's failure).
-pub(super) fn error_of(result: Option<&str>) -> Option<String> {
-    let result = result?;
-    let text = match serde_json::from_str::<Value>(result) {
-        Ok(Value::Object(map)) => map
-            .get("Err")
-            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))?,
-        _ => result.to_owned(),
-    };
-    Some(
-        text.strip_prefix("AbortError: ")
-            .map_or_else(|| text.clone(), str::to_owned),
-    )
-}
 
 /// The most recent dead jobs on SQLite (`$1` how many), by the dead jobs'
 /// own index in its order.

@@ -15,6 +15,22 @@ pub const SEARCH_BUDGET: u64 = 50_000;
 /// The states a job can be found in.
 pub const JOB_STATES: [&str; 6] = ["queued", "scheduled", "running", "retrying", "dead", "done"];
 
+/// Extracts the error text from apalis's `{"Err": "..."}` result encoding
+/// (without the wrapper name of a last attempt's failure).
+pub(super) fn error_of(result: Option<&str>) -> Option<String> {
+    let result = result?;
+    let text = match serde_json::from_str::<Value>(result) {
+        Ok(Value::Object(map)) => map
+            .get("Err")
+            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))?,
+        _ => result.to_owned(),
+    };
+    Some(
+        text.strip_prefix("AbortError: ")
+            .map_or_else(|| text.clone(), str::to_owned),
+    )
+}
+
 /// What to look for.
 #[derive(Clone, Debug, Default)]
 pub struct JobFilter {

@@ -569,7 +569,7 @@ async fn details(
                 id: id.clone(),
                 queue: queue.clone(),
                 state: state.to_owned(),
-                last_error: super::dead::error_of(meta.get("result").map(String::as_str)),
+                last_error: super::found::error_of(meta.get("result").map(String::as_str)),
                 payload: redacted(payload),
             })
         })

@@ -334,7 +334,7 @@ pub(super) async fn sqlite_jobs(
             queue,
             state: filter.state.clone(),
             attempts: u64::try_from(attempts).unwrap_or(0),
-            last_error: super::dead::error_of(result.as_deref()),
+            last_error: super::found::error_of(result.as_deref()),
             payload: redacted(serde_json::from_slice(&job).unwrap_or(Value::Null)),
         })
         .collect();
