@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// The longest a write waits for its agency's webhook backlog, in milliseconds (at most 10000).
     #[arg(long, env = "WEBHOOK_BACKLOG_MAX_WAIT_MS", default_value_t = 1000)]
     pub webhook_backlog_max_wait_ms: u64,
+
+    /// Hours a resumable upload (`/api/v1/uploads`) waits for its next bytes before it expires and its bytes are deleted.
+    #[arg(long, env = "UPLOAD_EXPIRY_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=720))]
+    pub upload_expiry_hours: u64,
 }
 
 /// Parses an address or CIDR (`10.0.0.1` or `10.0.0.0/8`).
@@ -111,6 +115,14 @@ impl ServeArgs {
                     "OPS_BASIC_AUTH must be USER:PASSWORD with a password of at least 12 characters"
                 ),
             },
+        }
+    }
+
+    /// The upload limits, with the configured expiry of resumable uploads.
+    pub fn upload_limits(&self) -> UploadLimits {
+        UploadLimits {
+            resumable_expiry: Duration::from_secs(self.upload_expiry_hours * 3_600),
+            ..UploadLimits::default()
         }
     }
 
@@ -248,6 +260,11 @@ pub struct UploadLimits {
     pub max_request_bytes: u64,
     /// How long a request may take to arrive (60 seconds).
     pub timeout: Duration,
+    /// How long a resumable upload waits for its next bytes (24 hours).
+    pub resumable_expiry: Duration,
+    /// How long a resumable upload's request waits for its next bytes
+    /// before what arrived is kept and the request ends (60 seconds).
+    pub resumable_idle: Duration,
 }
 
 impl Default for UploadLimits {
@@ -257,6 +274,8 @@ impl Default for UploadLimits {
             max_file_bytes: 50 * 1024 * 1024,
             max_request_bytes: 1024 * 1024 * 1024,
             timeout: Duration::from_secs(60),
+            resumable_expiry: Duration::from_secs(24 * 3_600),
+            resumable_idle: Duration::from_secs(60),
         }
     }
 }

@@ -105,6 +105,9 @@ agency_budgets! {
     LISTING_WRITES = "agency_listing_writes", 200;
     /// `POST /media/upload`: 100 per minute per agency.
     UPLOADS = "agency_uploads", 100;
+    /// Resumable uploads (every tus request of them): 6000 per minute per
+    /// agency, a shoot's 200 files in small chunks with room to spare.
+    RESUMABLE_UPLOADS = "agency_resumable_uploads", 6000;
     /// `GET /scheduling/availability`: 300 per minute per agency.
     AVAILABILITY = "agency_availability", 300;
     /// `GET /users`: 200 per minute per agency.
@@ -122,6 +125,12 @@ agency_budgets! {
 key_endpoints! {
     /// `POST /media/upload` and `POST /listings/{listing_number}/media`.
     UPLOAD_MEDIA = "upload_media", MediaWrite, [UPLOADS], 20;
+    /// `POST /uploads`: creating a resumable upload.
+    CREATE_UPLOAD = "create_upload", MediaWrite, [RESUMABLE_UPLOADS], 600;
+    /// `HEAD`, `PATCH` and `DELETE /uploads/{upload_id}`: a resumable upload's bytes.
+    TRANSFER_UPLOAD = "transfer_upload", MediaWrite, [RESUMABLE_UPLOADS], 3000;
+    /// `POST /upload-batches`: a shoot's batch of resumable uploads.
+    CREATE_UPLOAD_BATCH = "create_upload_batch", MediaWrite, [UPLOADS], 60;
     /// `POST /media/archive` and `GET /media/archive/{operation_id}`.
     ARCHIVE_MEDIA = "archive_media", MediaWrite, [UPLOADS], 60;
     /// `GET /progress/{operation_id}`: progress streams of media operations.

@@ -9,6 +9,7 @@ pub mod mail;
 pub mod media_stores;
 pub mod progress;
 pub mod queue;
+pub mod resumable;
 pub mod services;
 pub mod telemetry;
 pub mod webhooks;

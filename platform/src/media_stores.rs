@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
+use object_store::{ObjectStore, ObjectStoreExt};
+use storage::Tenant;
+use storage::ids::UploadId;
 use storage::media::{StorageKey, StorageStrategy};
 use storage::objects::{LOCAL_MEDIA_DIR, MediaObjects, ObjectStoreTarget};
 
@@ -82,6 +84,38 @@ impl MediaStores {
             StorageStrategy::Hybrid if self.cloud_is_local => vec![cloud],
             StorageStrategy::Hybrid => vec![cloud, self.local.clone()],
         }
+    }
+
+    /// Where resumable uploads keep their parts until they complete: the
+    /// configured store, which every API replica reads.
+    pub fn parts(&self) -> Arc<dyn ObjectStore> {
+        self.cloud.store().clone()
+    }
+
+    /// Deletes every object a resumable upload holds (its parts, and any a
+    /// crashed request left uncommitted). Nothing there is no error.
+    pub async fn delete_upload_parts(
+        &self,
+        tenant: &Tenant,
+        upload: &UploadId,
+    ) -> Result<u64, object_store::Error> {
+        use futures::TryStreamExt;
+        let store = self.parts();
+        let prefix = StorageKey::upload_prefix(tenant, upload).to_path();
+        let listed: Vec<_> = store
+            .list(Some(&prefix))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await?;
+        let mut deleted = 0;
+        for location in listed {
+            match store.delete(&location).await {
+                Ok(()) => deleted += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(deleted)
     }
 
     /// Where an item of `strategy` is read from.

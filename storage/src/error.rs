@@ -123,11 +123,13 @@ pub enum Entity {
     Media,
     /// An upload or archive operation of the tenant.
     Operation,
+    /// A resumable upload of the tenant.
+    Upload,
 }
 
 impl Entity {
     /// Every entity (the API's tests hold each to a 404 code).
-    pub const ALL: [Entity; 11] = [
+    pub const ALL: [Entity; 12] = [
         Self::Agency,
         Self::AgencyOwner,
         Self::User,
@@ -139,6 +141,7 @@ impl Entity {
         Self::Package,
         Self::Media,
         Self::Operation,
+        Self::Upload,
     ];
 
     /// How messages and operator commands name it.
@@ -155,6 +158,7 @@ impl Entity {
             Self::Package => "package",
             Self::Media => "media",
             Self::Operation => "operation",
+            Self::Upload => "upload",
         }
     }
 }

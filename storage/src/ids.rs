@@ -116,6 +116,11 @@ typed_id!(
     "op_"
 );
 typed_id!(
+    /// Identifies a resumable upload (tus), which becomes a media item.
+    UploadId,
+    "upl_"
+);
+typed_id!(
     /// Identifies a shoot appointment.
     AppointmentId,
     "apt_"

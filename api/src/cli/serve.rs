@@ -55,7 +55,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let transport = transport_policy(&args);
     let mut state = AppState::new(platform.clone(), urls.clone(), rate_limiter)
-        .with_write_pacing(args.write_pacing());
+        .with_write_pacing(args.write_pacing())
+        .with_upload_limits(args.upload_limits());
     if let Some(url) = &redis_url {
         state = state.with_revocation_channel(url.clone());
     }

@@ -45,6 +45,7 @@ impl ApiError {
             Entity::Appointment => Resource::Appointment,
             Entity::OpenInvoice => Resource::Invoice,
             Entity::Package => Resource::Package,
+            Entity::Upload => Resource::Upload,
         })
     }
 }

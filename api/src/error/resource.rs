@@ -36,6 +36,8 @@ pub enum Resource {
     Invoice,
     /// `package_not_found`.
     Package,
+    /// `upload_not_found`: no resumable upload with this id (of the caller's agency).
+    Upload,
 }
 
 impl Resource {
@@ -58,6 +60,7 @@ impl Resource {
             Self::Appointment => ("appointment_not_found", "appointment"),
             Self::Invoice => ("invoice_not_found", "invoice"),
             Self::Package => ("package_not_found", "package"),
+            Self::Upload => ("upload_not_found", "upload"),
         }
     }
 

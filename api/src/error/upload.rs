@@ -23,28 +23,64 @@ pub enum UploadRefusal {
     Timeout,
     /// 500 `upload.storage_unavailable`: the object store failed.
     StorageUnavailable,
+    /// 412 `upload.tus_version_unsupported`: a resumable upload's request
+    /// without `Tus-Resumable: 1.0.0`.
+    TusVersion,
+    /// 415 `upload.content_type_unsupported`: bytes of a resumable upload
+    /// not sent as `application/offset+octet-stream`.
+    ContentType,
+    /// 400 `upload.length_required`: a resumable upload created without a
+    /// valid `Upload-Length`, or a request without a valid `Upload-Offset`.
+    LengthRequired,
+    /// 409 `upload.offset_mismatch`: bytes sent from another offset than
+    /// the upload's (the answer carries the upload's `Upload-Offset`).
+    OffsetMismatch,
+    /// 413 `upload.length_exceeded`: bytes past the upload's length.
+    LengthExceeded,
+    /// 400 `upload.checksum_algorithm_unsupported`: an `Upload-Checksum` of
+    /// another algorithm than sha1 or sha256, or not `ALGORITHM BASE64`.
+    ChecksumAlgorithm,
+    /// 460 `upload.checksum_mismatch`: the bytes do not have the checksum
+    /// the request named; none of them was kept.
+    ChecksumMismatch,
+    /// 410 `upload.gone`: the upload expired or was terminated.
+    Gone,
+    /// 409 `upload.batch_full`: the batch has every upload it announced.
+    BatchFull,
+    /// 409 `upload.batch_ended`: the batch's uploads all ended.
+    BatchEnded,
 }
 
 impl UploadRefusal {
     /// Its status and code, read from one table.
-    const fn describe(self) -> (StatusCode, &'static str) {
-        use StatusCode as S;
+    const fn describe(self) -> (u16, &'static str) {
         match self {
-            Self::Malformed => (S::BAD_REQUEST, "upload.malformed"),
-            Self::NoFiles => (S::BAD_REQUEST, "upload.no_files"),
-            Self::TooManyFiles => (S::BAD_REQUEST, "upload.too_many_files"),
-            Self::UnsupportedFormat => (S::BAD_REQUEST, "upload.unsupported_format"),
-            Self::FilenameTooLong => (S::BAD_REQUEST, "upload.filename_too_long"),
-            Self::FileTooLarge => (S::PAYLOAD_TOO_LARGE, "upload.file_too_large"),
-            Self::RequestTooLarge => (S::PAYLOAD_TOO_LARGE, "upload.request_too_large"),
-            Self::Timeout => (S::REQUEST_TIMEOUT, "upload.timeout"),
-            Self::StorageUnavailable => (S::INTERNAL_SERVER_ERROR, "upload.storage_unavailable"),
+            Self::Malformed => (400, "upload.malformed"),
+            Self::NoFiles => (400, "upload.no_files"),
+            Self::TooManyFiles => (400, "upload.too_many_files"),
+            Self::UnsupportedFormat => (400, "upload.unsupported_format"),
+            Self::FilenameTooLong => (400, "upload.filename_too_long"),
+            Self::FileTooLarge => (413, "upload.file_too_large"),
+            Self::RequestTooLarge => (413, "upload.request_too_large"),
+            Self::Timeout => (408, "upload.timeout"),
+            Self::StorageUnavailable => (500, "upload.storage_unavailable"),
+            Self::TusVersion => (412, "upload.tus_version_unsupported"),
+            Self::ContentType => (415, "upload.content_type_unsupported"),
+            Self::LengthRequired => (400, "upload.length_required"),
+            Self::OffsetMismatch => (409, "upload.offset_mismatch"),
+            Self::LengthExceeded => (413, "upload.length_exceeded"),
+            Self::ChecksumAlgorithm => (400, "upload.checksum_algorithm_unsupported"),
+            // tus's own status for it: the checksum extension's 460.
+            Self::ChecksumMismatch => (460, "upload.checksum_mismatch"),
+            Self::Gone => (410, "upload.gone"),
+            Self::BatchFull => (409, "upload.batch_full"),
+            Self::BatchEnded => (409, "upload.batch_ended"),
         }
     }
 
     /// The HTTP status.
-    pub const fn status(self) -> StatusCode {
-        self.describe().0
+    pub fn status(self) -> StatusCode {
+        StatusCode::from_u16(self.describe().0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     /// The error code.

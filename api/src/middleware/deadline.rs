@@ -52,6 +52,14 @@ impl RequestDeadlines {
         if route.ends_with("/progress/{operation_id}") {
             return None;
         }
+        // A resumable upload's bytes take as long as the link needs; a
+        // silent client is let go after the idle limit, its bytes kept.
+        if matches!(
+            (method, route),
+            (&Method::POST, "/api/v1/uploads") | (&Method::PATCH, "/api/v1/uploads/{upload_id}")
+        ) {
+            return None;
+        }
         Some(match (method, route) {
             (&Method::POST, "/api/v1/users") => self.user_creation,
             (&Method::POST, "/api/v1/media/upload" | "/api/v1/listings/{listing_number}/media") => {

@@ -55,13 +55,13 @@ impl DocumentedQueries {
         let Some(query) = query.filter(|query| !query.is_empty()) else {
             return Ok(());
         };
-        // HEAD is served by GET.
-        let method = if method == Method::HEAD {
-            &Method::GET
-        } else {
-            method
-        };
-        let Some(declared) = self.0.get(&(method.clone(), route.to_owned())) else {
+        // HEAD is served by GET, unless the document declares it.
+        let declared = self.0.get(&(method.clone(), route.to_owned())).or_else(|| {
+            (method == Method::HEAD)
+                .then(|| self.0.get(&(Method::GET, route.to_owned())))
+                .flatten()
+        });
+        let Some(declared) = declared else {
             return Ok(());
         };
         for (name, _) in form_urlencoded::parse(query.as_bytes()) {

@@ -52,6 +52,11 @@ pub enum Access {
     /// An API key, or the session of an agency administrator with its CSRF
     /// token on every change: the webhook routes the portal manages.
     KeyOrAdministratorSession(&'static Endpoint),
+    /// As `KeyOrSession`, for the resumable uploads (tus): their clients
+    /// send no `X-Idempotency-Key`, so it is optional; a creation that
+    /// sends one is replayed by it, and bytes are made safe to resend by
+    /// their offset (`idempotency::run_resumable`).
+    Resumable(&'static Endpoint),
     /// The signed token of a progress URL (a browser's `EventSource` sends
     /// no headers), or an API key.
     KeyOrProgressToken(&'static Endpoint),
@@ -65,7 +70,7 @@ impl Access {
     /// PATCH, honoured on PUT and DELETE): every route a key may call; the
     /// developer settings' session routes and open routes never took one.
     pub fn idempotent(self) -> bool {
-        !matches!(self, Self::Session(_) | Self::Open)
+        !matches!(self, Self::Session(_) | Self::Open | Self::Resumable(_))
     }
 
     /// The API endpoint's policy, for every access a key may open.
@@ -73,6 +78,7 @@ impl Access {
         match self {
             Self::Key(endpoint)
             | Self::KeyOrSession(endpoint)
+            | Self::Resumable(endpoint)
             | Self::KeyOrAdministratorSession(endpoint)
             | Self::KeyOrProgressToken(endpoint) => Some(endpoint),
             Self::Session(_) | Self::Open => None,
@@ -146,7 +152,7 @@ pub async fn guard(
     let query = request.uri().query();
     if matches!(
         guard.access,
-        Access::KeyOrSession(_) | Access::KeyOrAdministratorSession(_)
+        Access::KeyOrSession(_) | Access::Resumable(_) | Access::KeyOrAdministratorSession(_)
     ) {
         // The document declares the switch on these routes: a value outside
         // it is refused whatever the credential (a key ignores a valid one).
@@ -163,6 +169,7 @@ pub async fn guard(
         (
             Access::Key(endpoint)
             | Access::KeyOrSession(endpoint)
+            | Access::Resumable(endpoint)
             | Access::KeyOrAdministratorSession(endpoint)
             | Access::KeyOrProgressToken(endpoint),
             Some(console_key),
@@ -178,7 +185,7 @@ pub async fn guard(
                 let wants_csrf = endpoint.wants_csrf(request.method());
                 Box::pin(session(state, headers, endpoint, wants_csrf)).await?
             }
-            Access::KeyOrSession(endpoint) => {
+            Access::KeyOrSession(endpoint) | Access::Resumable(endpoint) => {
                 if has_key(headers) || session_cookie(headers).is_none() {
                     key(state, headers, query, endpoint).await?
                 } else {
@@ -271,7 +278,16 @@ pub async fn guard(
         Credential::ProgressToken(_) => {}
     }
     request.extensions_mut().insert(credential);
-    let mut response = if idempotent {
+    let mut response = if matches!(guard.access, Access::Resumable(_)) {
+        idempotency::run_resumable(
+            state.store(),
+            &tenant.agency_id,
+            tenant.environment,
+            request,
+            next,
+        )
+        .await
+    } else if idempotent {
         idempotency::run(
             state.store(),
             &tenant.agency_id,

@@ -270,6 +270,7 @@ async fn record(
             status: status.as_u16(),
             headers: [header::CONTENT_TYPE, header::LOCATION]
                 .iter()
+                .chain(crate::routes::media::resumable::protocol::REPLAYED_HEADERS.iter())
                 .filter_map(|name| {
                     let value = parts.headers.get(name)?.to_str().ok()?;
                     Some((name.as_str().to_owned(), value.to_owned()))
@@ -310,6 +311,14 @@ fn is_multipart(request: &Request) -> bool {
 }
 
 /// The path the client sent (routers nested under /api/v1 see a stripped one).
+/// [`sent_path`] of a whole request.
+fn sent_path_of(request: &Request) -> String {
+    request.extensions().get::<OriginalUri>().map_or_else(
+        || request.uri().path().to_owned(),
+        |uri| uri.path().to_owned(),
+    )
+}
+
 fn sent_path(parts: &axum::http::request::Parts) -> String {
     parts
         .extensions
@@ -433,6 +442,104 @@ pub async fn run(
         Ok(Some(key)) => Box::pin(run_keyed(store, agency, environment, key, request, next)).await,
         Ok(None) => next.run(request).await,
         Err(err) => err.into_response(),
+    }
+}
+
+/// Runs a request of the resumable uploads (tus), whose clients send no
+/// key: a key is optional on every method and its form checked when sent.
+/// A creation (`POST`) with one reserves it over its method, path,
+/// environment and creation headers (`Upload-Length`, `Upload-Metadata`),
+/// its bytes streaming through unread, so a retried creation answers the
+/// same upload (`Location`) and a different one under the key is a
+/// conflict. Bytes (`PATCH`) need no record: a resent request names an
+/// offset the upload has passed and is refused, so it never lands twice.
+pub async fn run_resumable(
+    store: &Store,
+    agency: &AgencyId,
+    environment: Environment,
+    request: Request,
+    next: Next,
+) -> Response {
+    let key = match request.headers().get(HEADER) {
+        None => None,
+        Some(value) => match value.to_str().map(str::trim) {
+            Ok(key) if !key.is_empty() && key.len() <= MAX_KEY_LEN => Some(key.to_owned()),
+            _ => {
+                return ApiError::InvalidHeader {
+                    name: "X-Idempotency-Key",
+                    reason: format!("must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+                }
+                .into_response();
+            }
+        },
+    };
+    // A creation the protocol refuses (no version, no length) does nothing:
+    // it is answered without touching the key, as a validation error is.
+    let creation = *request.method() == Method::POST
+        && request
+            .headers()
+            .get("tus-resumable")
+            .is_some_and(|version| version == "1.0.0")
+        && request
+            .headers()
+            .get("upload-length")
+            .and_then(|length| length.to_str().ok())
+            .is_some_and(|length| length.parse::<u64>().is_ok());
+    match key {
+        Some(key) if creation => {
+            Box::pin(run_keyed_creation(
+                store,
+                agency,
+                environment,
+                key,
+                request,
+                next,
+            ))
+            .await
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// A resumable upload's creation under `key`.
+async fn run_keyed_creation(
+    store: &Store,
+    agency: &AgencyId,
+    environment: Environment,
+    key: String,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let mut described = Vec::new();
+    for name in ["upload-length", "upload-metadata", "upload-defer-length"] {
+        described.extend_from_slice(name.as_bytes());
+        described.push(b'=');
+        if let Some(value) = request.headers().get(name) {
+            described.extend_from_slice(value.as_bytes());
+        }
+        described.push(b'\n');
+    }
+    let path = sent_path_of(&request);
+    let fingerprint = fingerprint(request.method(), &path, environment.as_str(), &described);
+    match store
+        .idempotency()
+        .reserve(agency, &key, &fingerprint, LEASE)
+        .await
+    {
+        Err(err) => ApiError::from(err).into_response(),
+        Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
+        Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
+        Ok(Reservation::Replay(stored)) => replay(stored),
+        Ok(Reservation::Recorded { .. }) => ApiError::IdempotencyKeyConflict.into_response(),
+        Ok(Reservation::Proceed) => {
+            let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
+            request.extensions_mut().insert(IdempotencyKey(key.clone()));
+            let response =
+                holding_the_lease(store, agency, &key, &mut guard, next.run(request)).await;
+            let response = record(store, agency, &key, None, response).await;
+            guard.armed = false;
+            response
+        }
     }
 }
 

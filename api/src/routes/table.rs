@@ -48,7 +48,9 @@ use crate::middleware::guard::{Access, guard_method, guarded};
 use crate::portal;
 use crate::state::AppState;
 
-use Access::{Key, KeyOrAdministratorSession, KeyOrProgressToken, KeyOrSession, Open, Session};
+use Access::{
+    Key, KeyOrAdministratorSession, KeyOrProgressToken, KeyOrSession, Open, Resumable, Session,
+};
 
 /// The documented routes under `/api/v1`.
 #[rustfmt::skip]
@@ -68,6 +70,13 @@ pub fn api_v1(state: &AppState) -> OpenApiRouter<AppState> {
         .streaming(M::POST, "/media/upload",                              KeyOrSession(&UPLOAD_MEDIA),             routes!(media::upload::upload))
         .streaming(M::POST, "/listings/{listing_number}/media",           KeyOrSession(&UPLOAD_MEDIA),             routes!(media::upload::upload_to_listing))
         .route(M::GET,    "/progress/{operation_id}",                     KeyOrProgressToken(&READ_PROGRESS),      routes!(media::progress::progress))
+        // Resumable uploads (tus 1.0)
+        .route(M::OPTIONS, "/uploads",                                    Open,                                    routes!(media::resumable::create::discover))
+        .streaming(M::POST, "/uploads",                                   Resumable(&CREATE_UPLOAD),               routes!(media::resumable::create::create_upload))
+        .route(M::HEAD,   "/uploads/{upload_id}",                         Resumable(&TRANSFER_UPLOAD),             routes!(media::resumable::transfer::read_offset))
+        .streaming(M::PATCH, "/uploads/{upload_id}",                      Resumable(&TRANSFER_UPLOAD),             routes!(media::resumable::transfer::append_upload))
+        .route(M::DELETE, "/uploads/{upload_id}",                         Resumable(&TRANSFER_UPLOAD),             routes!(media::resumable::transfer::terminate_upload))
+        .route(M::POST,   "/upload-batches",                              KeyOrSession(&CREATE_UPLOAD_BATCH),      routes!(media::resumable::batches::create_upload_batch))
         .route(M::POST,   "/media/archive",                               Key(&ARCHIVE_MEDIA),                     routes!(media::archive::create_archive))
         .route(M::GET,    "/media/archive/{operation_id}",                Key(&ARCHIVE_MEDIA),                     routes!(media::archive::read_archive))
         // Scheduling
@@ -267,12 +276,14 @@ fn check_documented(method: &Method, path: &str, handler: &UtoipaMethodRouter<Ap
 
 /// The methods a path item documents an operation for.
 fn documented_methods(item: &PathItem) -> Vec<Method> {
-    let candidates: [(Method, &Option<Operation>); 5] = [
+    let candidates: [(Method, &Option<Operation>); 7] = [
         (Method::GET, &item.get),
         (Method::POST, &item.post),
         (Method::PUT, &item.put),
         (Method::PATCH, &item.patch),
         (Method::DELETE, &item.delete),
+        (Method::HEAD, &item.head),
+        (Method::OPTIONS, &item.options),
     ];
     candidates
         .into_iter()

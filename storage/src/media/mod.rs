@@ -7,7 +7,8 @@
 //! One file per part: the records (`item`, `operation`, `format`), recording
 //! and reading uploads (`uploads`), processing an item and completing its
 //! upload (`processing`), progress numbers and snapshots (`snapshot`),
-//! archives (`archives`) and operations (`operations`).
+//! archives (`archives`), operations (`operations`) and resumable uploads
+//! with their batches (`resumable`).
 
 mod archives;
 mod format;
@@ -15,12 +16,17 @@ mod item;
 mod operation;
 mod operations;
 mod processing;
+mod resumable;
 mod snapshot;
 mod uploads;
 
 pub use format::MediaType;
 pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
 pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
+pub use resumable::{
+    Batch, BatchChoice, Created, ExpiredUpload, JoinRefusal, NewUpload, Upload, UploadPart,
+    UploadState,
+};
 
 pub use crate::objects::StorageKey;
 

@@ -112,9 +112,34 @@ impl Media<'_> {
         let pending = items
             .iter()
             .any(|item| matches!(item.status, MediaStatus::Queued | MediaStatus::Processing));
-        if pending || items.is_empty() {
+        if pending {
             return Ok(None);
         }
+        // A batch of resumable uploads is done once every upload it
+        // announced was created and has ended; an upload in one request
+        // (no announced count) once its items are.
+        let uploads: (Option<i64>, i64, i64) = on_pool!(self.store.db(), pool => {
+            sqlx::query_as(
+                "select o.expected_items,
+                        (select count(*) from uploads u where u.operation_id = o.id),
+                        (select count(*) from uploads u where u.operation_id = o.id and u.state = 'receiving')
+                 from media_operations o where o.agency_id = $1 and o.is_sandbox = $2 and o.id = $3",
+            )
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(operation_id)
+            .fetch_optional(pool)
+            .await?
+            .unwrap_or((None, 0, 0))
+        });
+        match uploads {
+            (Some(expected), created, receiving) if created < expected || receiving > 0 => {
+                return Ok(None);
+            }
+            (None, _, _) if items.is_empty() => return Ok(None),
+            _ => {}
+        }
+        // Every item failed, or (a batch whose uploads all ended unfinished) none exists.
         let all_failed = items.iter().all(|item| item.status == MediaStatus::Failed);
         let status = if all_failed { "failed" } else { "completed" };
         let now = self.store.clock().now();

@@ -5,6 +5,7 @@
 //! <agency>/<environment>/<media id>/original.<ext>
 //! <agency>/<environment>/<media id>/<variant>.<ext>
 //! <agency>/<environment>/archives/<operation id>/<name>.zip
+//! <agency>/<environment>/uploads/<upload id>/<start offset>-<part id>
 //! ```
 //!
 //! Every key starts with the tenant, so one agency's objects never share a
@@ -15,7 +16,7 @@ use std::fmt;
 use object_store::path::Path as ObjectPath;
 
 use crate::Tenant;
-use crate::ids::{MediaId, OperationId};
+use crate::ids::{MediaId, OperationId, UploadId};
 
 /// An object's key in the media store.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, sqlx::Type)]
@@ -46,6 +47,22 @@ impl StorageKey {
             "{}/archives/{operation}/{name}.zip",
             Self::tenant_prefix(tenant)
         ))
+    }
+
+    /// One part of a resumable upload: the bytes one request added from
+    /// `start` (zero-padded, so the parts list in order), told apart from a
+    /// racing request's by `part`.
+    pub fn upload_part(tenant: &Tenant, upload: &UploadId, start: u64, part: &str) -> Self {
+        Self(format!(
+            "{}/{start:020}-{part}",
+            Self::upload_prefix(tenant, upload).as_str()
+        ))
+    }
+
+    /// Everything a resumable upload holds before it completes (its parts,
+    /// and any a crashed request left uncommitted).
+    pub fn upload_prefix(tenant: &Tenant, upload: &UploadId) -> Self {
+        Self(format!("{}/uploads/{upload}", Self::tenant_prefix(tenant)))
     }
 
     fn tenant_prefix(tenant: &Tenant) -> String {

@@ -18,6 +18,7 @@ async fn each_streaming_limit_refuses_the_request_and_removes_what_it_stored() {
         max_file_bytes: 1024 * 1024,
         max_request_bytes: 2 * 1024 * 1024 + 512 * 1024,
         timeout: Duration::from_secs(2),
+        ..Default::default()
     };
     let app = TestApp::builder(tests::Backend::Sqlite)
         .upload_limits(limits)

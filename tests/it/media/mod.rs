@@ -18,6 +18,7 @@ mod progress_access;
 mod property_page;
 mod recovery;
 mod refusals;
+mod resumable;
 mod resume;
 mod session_uploads;
 mod strategies;

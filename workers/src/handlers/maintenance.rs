@@ -48,6 +48,9 @@ pub enum Maintenance {
     /// Index the text of the jobs pushed since the last run, for the
     /// console's searches of done jobs (embedded queue).
     IndexJobText,
+    /// End resumable uploads abandoned past their expiry and delete their
+    /// bytes; forget ended uploads past their keeping.
+    ExpireUploads,
 }
 
 /// A delivery attempt this far past due is pushed again by the sweep.
@@ -71,7 +74,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 13] = [
+    pub const ALL: [Maintenance; 14] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -85,6 +88,7 @@ impl Maintenance {
         Self::RemovalNotices,
         Self::RollUpJobHistory,
         Self::IndexJobText,
+        Self::ExpireUploads,
     ];
 
     /// Its stable name (metrics, tick claims).
@@ -103,6 +107,7 @@ impl Maintenance {
             Self::RemovalNotices => "route_removal_notices",
             Self::RollUpJobHistory => "job_history_rollup",
             Self::IndexJobText => "job_text_index",
+            Self::ExpireUploads => "upload_expiry",
         }
     }
 
@@ -122,6 +127,7 @@ impl Maintenance {
             Self::RemovalNotices => "5 17 * * * *",
             Self::RollUpJobHistory => "3 * * * * *",
             Self::IndexJobText => "7/15 * * * * *",
+            Self::ExpireUploads => "37 * * * * *",
         }
     }
 
@@ -219,6 +225,7 @@ impl Maintenance {
                 }
                 count
             }
+            Self::ExpireUploads => expire_uploads(platform, now).await?,
             Self::RollUpJobHistory => {
                 let written = store.job_history().roll_up(now).await?;
                 if now.as_unix_seconds() % 3_600 < 60 {
@@ -312,6 +319,70 @@ impl Maintenance {
             }
         })
     }
+}
+
+/// How long an ended resumable upload's row stays, so its URL answers
+/// 410 (ended) rather than 404 to a client that comes back late.
+pub const ENDED_UPLOAD_KEPT_SECONDS: i64 = 86_400;
+
+/// Ends the resumable uploads abandoned past their expiry (a batch whose
+/// last open upload this was may complete), deletes their bytes, and
+/// forgets ended uploads past their keeping (deleting any bytes left).
+/// Returns the uploads expired and forgotten.
+async fn expire_uploads(platform: &Platform, now: Timestamp) -> Result<u64, JobError> {
+    let media = platform.store.media();
+    let expired = media.expired_uploads(now, SWEEP_BATCH).await?;
+    let mut count = 0;
+    for upload in &expired {
+        // Every byte arrived, but the request that sent the last ones
+        // stopped before it completed the upload: complete it now.
+        let current = media.resumable(&upload.tenant, &upload.id).await?;
+        if current.offset == current.length {
+            if let Err(err) =
+                platform::resumable::complete(platform, &upload.tenant, &current).await
+            {
+                tracing::warn!(%err, upload = %upload.id, "a fully received upload could not be completed");
+            } else {
+                continue;
+            }
+        }
+        let ended = media
+            .end_resumable(
+                &upload.tenant,
+                &upload.id,
+                storage::media::UploadState::Expired,
+                now.plus_seconds(ENDED_UPLOAD_KEPT_SECONDS),
+            )
+            .await?;
+        if !ended {
+            continue;
+        }
+        count += 1;
+        if let Some(stores) = &platform.media {
+            stores
+                .delete_upload_parts(&upload.tenant, &upload.id)
+                .await
+                .map_err(|err| JobError(format!("deleting an expired upload's bytes: {err}")))?;
+        }
+        media
+            .complete_upload_if_done(&upload.tenant, &upload.operation_id)
+            .await?;
+    }
+    if count > 0 {
+        tracing::info!(count, "abandoned uploads expired and their bytes deleted");
+    }
+    let forgettable = media.forgettable_uploads(now, SWEEP_BATCH).await?;
+    if let Some(stores) = &platform.media {
+        for upload in &forgettable {
+            stores
+                .delete_upload_parts(&upload.tenant, &upload.id)
+                .await
+                .map_err(|err| JobError(format!("deleting an ended upload's bytes: {err}")))?;
+        }
+    }
+    let ids: Vec<_> = forgettable.into_iter().map(|upload| upload.id).collect();
+    count += media.forget_uploads(&ids).await?;
+    Ok(count)
 }
 
 /// Rows one purge transaction deletes at most. Within it the batch is

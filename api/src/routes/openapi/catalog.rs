@@ -32,6 +32,10 @@ pub(super) fn declare_tags(doc: &mut Value) {
             "Webhook endpoints, deliveries, replays, test fires and the event catalog",
         ),
         ("scheduling", "Shoot availability"),
+        (
+            "uploads",
+            "Resumable uploads (tus 1.0) and the batches that group a shoot's uploads",
+        ),
     ];
     let mut used: Vec<String> = Vec::new();
     for item in doc["paths"].as_object().into_iter().flat_map(Map::values) {

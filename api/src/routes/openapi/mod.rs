@@ -37,7 +37,11 @@ use crate::state::PublicUrls;
             Every error is the envelope {error: {code, message, request_id, details}}.",
         version = "2026-05-29"
     ),
-    components(schemas(ErrorEnvelope, ErrorObject)),
+    components(schemas(
+        ErrorEnvelope,
+        ErrorObject,
+        crate::routes::media::resumable::protocol::TusResumable
+    )),
     modifiers(&SecuritySchemes),
     tags(
         (name = "listings", description = "Listings (tours): lifecycle, cancellation, sections, orders"),
@@ -163,11 +167,17 @@ fn add_error(operation: &mut Operation, status: &str, description: &str) {
 /// the `X-Idempotency-Key` header (required on POST and PATCH, honoured on PUT
 /// and DELETE) with its 400 and 409 outcomes, and the 429 of the rate limits.
 pub fn with_request_guarantees(mut doc: OpenApi) -> OpenApi {
-    for item in doc.paths.paths.values_mut() {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        // The resumable uploads' clients (tus) send no key: optional there.
+        let writes = if path.starts_with("/api/v1/uploads") {
+            Required::False
+        } else {
+            Required::True
+        };
         let operations = [
             (&mut item.get, None),
-            (&mut item.post, Some(Required::True)),
-            (&mut item.patch, Some(Required::True)),
+            (&mut item.post, Some(writes.clone())),
+            (&mut item.patch, Some(writes)),
             (&mut item.put, Some(Required::False)),
             (&mut item.delete, Some(Required::False)),
         ];

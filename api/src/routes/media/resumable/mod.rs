@@ -1,0 +1,110 @@
+//! Resumable uploads: tus 1.0 at `/api/v1/uploads` (core, creation,
+//! creation-with-upload, termination, expiration, checksum), and the batches
+//! that group a shoot's uploads under one operation's progress.
+//!
+//! - `OPTIONS /uploads` says what the server speaks (no credential).
+//! - `POST /uploads` creates an upload from `Upload-Length` and
+//!   `Upload-Metadata` (and, with a body, takes its first bytes);
+//!   `Location` is its URL.
+//! - `HEAD /uploads/{upload_id}` tells its offset; `PATCH` adds bytes from
+//!   it; `DELETE` ends it and deletes its bytes.
+//! - `POST /upload-batches` opens a batch for a number of files; each
+//!   upload names it in its metadata (`batch_id`), and the batch's
+//!   `progress_url` follows them all.
+//!
+//! Bytes arrive in parts (`part`), kept in the object store every replica
+//! reads, with the offset in the database, so an upload resumes through any
+//! replica and after a restart. Once every byte is there the upload
+//! becomes a media item exactly as a file of `POST /media/upload` does
+//! (`platform::resumable`). Abandoned uploads expire (`UPLOAD_EXPIRY_HOURS`,
+//! 24 by default) and the workers' `upload_expiry` task deletes their bytes.
+
+pub mod batches;
+pub mod create;
+mod part;
+pub mod protocol;
+pub mod transfer;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use platform::resumable::CompletionError;
+use storage::Tenant;
+use storage::ids::UploadId;
+use storage::media::{MediaItem, Upload, UploadState};
+
+use crate::error::{ApiError, UploadRefusal};
+use crate::state::AppState;
+
+/// The URL of an upload.
+pub fn upload_url(state: &AppState, id: &UploadId) -> String {
+    format!("{}/api/v1/uploads/{id}", state.urls().base_url)
+}
+
+/// One of the caller's uploads by the id in its URL: anything else
+/// (another agency's, a malformed id) is 404.
+pub async fn find(state: &AppState, tenant: &Tenant, id: &str) -> Result<Upload, ApiError> {
+    let id = UploadId::parse(id).ok_or(ApiError::NotFound(crate::error::Resource::Upload))?;
+    Ok(state.store().media().resumable(tenant, &id).await?)
+}
+
+/// Completes an upload whose every byte arrived. Content of no accepted
+/// format ends the upload (it never could complete) and deletes its bytes.
+pub async fn complete(
+    state: &AppState,
+    tenant: &Tenant,
+    upload: &Upload,
+) -> Result<MediaItem, ApiError> {
+    match platform::resumable::complete(state.platform(), tenant, upload).await {
+        Ok(item) => Ok(item),
+        Err(CompletionError::UnsupportedFormat) => {
+            end(state, tenant, upload, UploadState::Terminated).await?;
+            Err(part::unsupported(upload))
+        }
+        Err(CompletionError::Storage(err)) => Err(err.into()),
+        Err(err) => {
+            tracing::error!(%err, upload = %upload.id, "an upload could not be completed");
+            Err(ApiError::Upload {
+                refusal: UploadRefusal::StorageUnavailable,
+                message: "The upload could not be completed yet; ask for its offset (HEAD) to complete it again.".to_owned(),
+            })
+        }
+    }
+}
+
+/// Ends a receiving upload (terminated or refused): its bytes deleted, and
+/// its batch completed if this was its last open upload.
+pub async fn end(
+    state: &AppState,
+    tenant: &Tenant,
+    upload: &Upload,
+    as_state: UploadState,
+) -> Result<bool, ApiError> {
+    let media = state.store().media();
+    let forget_at = state
+        .store()
+        .clock()
+        .now()
+        .plus_seconds(platform::resumable::COMPLETED_UPLOAD_KEPT_SECONDS);
+    let ended = media
+        .end_resumable(tenant, &upload.id, as_state, forget_at)
+        .await?;
+    if let Some(stores) = &state.platform().media
+        && let Err(err) = stores.delete_upload_parts(tenant, &upload.id).await
+    {
+        // The expiry task deletes them when it forgets the upload.
+        tracing::warn!(%err, upload = %upload.id, "an ended upload's bytes were not deleted yet");
+    }
+    if ended {
+        media
+            .complete_upload_if_done(tenant, &upload.operation_id)
+            .await?;
+    }
+    Ok(ended)
+}
+
+/// `204` with the upload's offset.
+pub fn offset_answer(upload_offset: i64) -> Response {
+    let mut response = protocol::answer(StatusCode::NO_CONTENT);
+    protocol::set_number(&mut response, protocol::UPLOAD_OFFSET, upload_offset);
+    response
+}
