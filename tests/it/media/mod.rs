@@ -19,6 +19,7 @@ mod property_page;
 mod recovery;
 mod refusals;
 mod resumable;
+mod resumable_clients;
 mod resume;
 mod session_uploads;
 mod strategies;

@@ -320,11 +320,7 @@ async fn create(
         }
     }
     let mut response = protocol::answer(StatusCode::CREATED);
-    protocol::set_text(
-        &mut response,
-        header::LOCATION,
-        &upload_url(state, &upload.id),
-    );
+    protocol::set_text(&mut response, header::LOCATION, &upload_url(&upload.id));
     protocol::set_number(&mut response, protocol::UPLOAD_OFFSET, upload.offset);
     protocol::set_expires(&mut response, upload.expires_at);
     protocol::set_text(

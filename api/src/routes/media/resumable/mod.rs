@@ -35,9 +35,11 @@ use storage::media::{MediaItem, Upload, UploadState};
 use crate::error::{ApiError, UploadRefusal};
 use crate::state::AppState;
 
-/// The URL of an upload.
-pub fn upload_url(state: &AppState, id: &UploadId) -> String {
-    format!("{}/api/v1/uploads/{id}", state.urls().base_url)
+/// The URL of an upload, as `Location` gives it: relative, so a client
+/// resolves it against the address its creation reached (through whatever
+/// proxy or alias host), as tus clients do.
+pub fn upload_url(id: &UploadId) -> String {
+    format!("/api/v1/uploads/{id}")
 }
 
 /// One of the caller's uploads by the id in its URL: anything else
