@@ -27,13 +27,13 @@ pub struct ApiAccess {
     /// The API's base URL, e.g. `https://api.example.com` (no `/api/v1`).
     #[arg(long, env = "LISTING_API_URL")]
     pub api_url: String,
-    /// An API key with webhooks:read (listen) or webhooks:write (trigger).
+    /// An API key: webhooks:read (listen), webhooks:write (trigger), media:write (upload).
     #[arg(long, env = "LISTING_API_KEY", hide_env_values = true)]
     pub key: String,
 }
 
 impl ApiAccess {
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.api_url.trim_end_matches('/'))
     }
 }

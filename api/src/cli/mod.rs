@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod listen;
 pub mod serve;
+pub mod upload;
 
 use std::process::ExitCode;
 
@@ -43,6 +44,8 @@ pub enum Command {
     Listen(listen::Listen),
     /// Emit an event type's catalog sample into the sandbox.
     Trigger(listen::Trigger),
+    /// Upload a shoot's folder to a listing, resumably (run again to resume).
+    Upload(upload::Upload),
     /// The job console: queues, jobs by filter, retry, discard, pause and
     /// resume, against the database and queue directly (the API may be down).
     Ops {
@@ -96,6 +99,10 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Trigger(args) => {
             telemetry::init(cli.log_format, "warn");
             report(listen::trigger(args).await)
+        }
+        Command::Upload(args) => {
+            telemetry::init(cli.log_format, "warn");
+            report(upload::upload(args).await)
         }
         Command::Ops { command } => {
             telemetry::init(cli.log_format, "warn");

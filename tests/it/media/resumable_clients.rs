@@ -304,3 +304,128 @@ async fn tus_js_client_uploads_a_shoot_through_a_link_that_drops() {
     })
     .await;
 }
+
+/// `api upload DIR --listing N`, through a link that drops: a first run is
+/// interrupted (SIGINT, as Ctrl-C) midway, the same command run again
+/// resumes every file from the server's offset, and the listing's media
+/// end ready with a one-line summary. What crossed the link is the files'
+/// bytes plus at most one chunk per drop and per interruption.
+#[tokio::test]
+async fn api_upload_resumes_a_folder_after_ctrl_c_and_a_dropping_link() {
+    let media = Media::new(tests::Backend::Sqlite).await;
+    let number = media.ctx.listing().await;
+    let folder = tempfile::tempdir().unwrap();
+    let photos = shoot(folder.path());
+    std::fs::write(folder.path().join("notes.txt"), "not a photo: skipped").unwrap();
+    let upstream: SocketAddr = media
+        .ctx
+        .app
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let link = LinkThatDrops::start(upstream).await;
+    let command = || {
+        let mut command = tokio::process::Command::new(tests::binaries::binary("api"));
+        command
+            .arg("upload")
+            .arg(folder.path())
+            .args([
+                "--listing",
+                &number,
+                "--api-url",
+                &link.url(""),
+                "--key",
+                &media.key,
+            ])
+            .args(["--chunk-mb", "1", "--parallel", "2"])
+            .env("RUST_LOG", "api=debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    };
+
+    // The first run, interrupted once half the shoot went through.
+    let files: u64 = photos.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+    let began = std::time::Instant::now();
+    let first = command().spawn().unwrap();
+    while link.sent.load(Ordering::SeqCst) < files / 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = first.id().unwrap().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    eprintln!("interrupting at {:?}", began.elapsed());
+    let first = first.wait_with_output().await.unwrap();
+    eprintln!(
+        "first run ended at {:?}: {}",
+        began.elapsed(),
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert!(!first.status.success(), "{said}");
+    assert!(said.contains("Run the same command again"), "{said}");
+    assert!(folder.path().join(".api-upload.json").is_file());
+
+    // The same command again: it resumes and waits for the media.
+    let second = command().output().await.unwrap();
+    eprintln!(
+        "second run ended at {:?}: {}",
+        began.elapsed(),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let summary = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        second.status.success(),
+        "{summary}\n{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let line = summary.lines().last().unwrap_or_default();
+    assert!(line.starts_with("3 files ("), "{line}");
+    assert!(line.contains(&format!("uploaded to {number}")), "{line}");
+    assert!(line.contains("resumed from an earlier run"), "{line}");
+    assert!(line.ends_with("3 ready, 0 failed"), "{line}");
+
+    let items = listing_media(&media, &number).await;
+    assert_eq!(items.len(), photos.len(), "{items:?}");
+    let tenant = media.ctx.live();
+    for (path, bytes) in &photos {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let item = items.iter().find(|item| item["filename"] == name).unwrap();
+        assert_eq!(item["status"], "ready", "{item}");
+        let id =
+            MediaId::parse(item["id"].as_str().or(item["media_id"].as_str()).unwrap()).unwrap();
+        let stored = media
+            .ctx
+            .app
+            .store
+            .media()
+            .item(&tenant, &id)
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.content_sha256,
+            hex::encode(Sha256::digest(bytes)),
+            "{name}"
+        );
+    }
+    let drops = link.drops.load(Ordering::SeqCst);
+    let sent = link.sent.load(Ordering::SeqCst);
+    let requests = link.requests.load(Ordering::SeqCst);
+    let chunk = 1024 * 1024;
+    eprintln!(
+        "api upload: {files} bytes of files, {sent} sent in {requests} requests, {drops} drops"
+    );
+    assert!(drops >= 2, "the link dropped {drops} times");
+    // Two files were in flight when the run was interrupted.
+    assert!(
+        sent <= files + (drops + 2) * chunk + requests * HEADERS,
+        "{sent} bytes sent for {files} bytes of files, {drops} drops, {requests} requests"
+    );
+}
