@@ -235,6 +235,21 @@ impl Browser {
         .await;
     }
 
+    /// Chooses files in a file input, as a person picking them does.
+    pub async fn choose_files(&self, element: &str, paths: &[&std::path::Path]) {
+        let text = paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{element}/value"),
+            json!({ "text": text }),
+        )
+        .await;
+    }
+
     /// Runs `script` in the page and returns its result.
     pub async fn run(&self, script: &str, args: Value) -> Value {
         self.call(

@@ -12,6 +12,7 @@ pub(crate) mod chart;
 pub(crate) mod console;
 pub(crate) mod keys;
 pub(crate) mod public;
+pub(crate) mod uploads;
 pub(crate) mod usage;
 pub(crate) mod webhooks;
 
@@ -37,6 +38,22 @@ pub(crate) async fn script() -> Response {
     asset(
         "text/javascript; charset=utf-8",
         include_str!("../../assets/portal.js"),
+    )
+}
+
+/// The upload page's script.
+pub(crate) async fn uploads_script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/uploads.js"),
+    )
+}
+
+/// tus-js-client's browser bundle, vendored unmodified (its licence heads it).
+pub(crate) async fn tus_client() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/vendor/tus.min.js"),
     )
 }
 
@@ -154,9 +171,10 @@ impl Chrome {
     }
 
     /// The navigation: (entry, label, path).
-    pub fn nav(&self) -> [(&'static str, &'static str, &'static str); 6] {
+    pub fn nav(&self) -> [(&'static str, &'static str, &'static str); 7] {
         [
             ("keys", "API keys", "/settings/keys"),
+            ("uploads", "Upload media", "/settings/uploads"),
             ("webhooks", "Webhooks", "/settings/webhooks"),
             ("events", "Event catalog", "/settings/events"),
             ("console", "Test console", "/settings/console"),

@@ -152,10 +152,13 @@ pub fn outside_the_document(state: &AppState, document: Arc<str>) -> Router<AppS
         // The developer portal (`/settings`) and the public pages
         .route("/assets/portal.css",                           get(portal::stylesheet))
         .route("/assets/portal.js",                            get(portal::script))
+        .route("/assets/uploads.js",                           get(portal::uploads_script))
+        .route("/assets/tus.min.js",                           get(portal::tus_client))
         .route("/settings",                                    get(|| async { Redirect::to("/settings/keys") }))
         .route("/settings/sign-in",                            get(portal::account::sign_in_page).post(portal::account::sign_in))
         .route("/set-password",                                get(portal::account::set_password_page))
         .route("/settings/keys",                               get(portal::keys::page_handler))
+        .route("/settings/uploads",                            get(portal::uploads::uploads_page))
         .route("/settings/webhooks",                           get(portal::webhooks::endpoints_page))
         .route("/settings/webhooks/{endpoint_id}",             get(portal::webhooks::endpoint_page))
         .route("/settings/events",                             get(portal::webhooks::catalog_page))

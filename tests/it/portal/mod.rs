@@ -6,6 +6,7 @@ mod browser;
 mod console;
 mod session_webhooks;
 mod sign_in_page;
+mod uploads;
 
 use std::time::Duration;
 
