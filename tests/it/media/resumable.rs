@@ -478,3 +478,77 @@ backend_tests! {
         assert_eq!(resent.status(), StatusCode::CONFLICT);
     }
 }
+
+backend_tests! {
+    /// An upload's offset lives in the database and its bytes in the store
+    /// every replica reads: its bytes go through one `api serve`, then
+    /// another beside it, then the first again after a restart, and it
+    /// completes. On PostgreSQL the replicas run the distributed profile
+    /// (queue and fan-out in Redis).
+    async fn an_upload_goes_on_through_another_replica_and_after_a_restart(backend) {
+        use std::time::Duration;
+        use tests::deployment::{Deployment, serve};
+
+        let deployment = match backend {
+            tests::Backend::Sqlite => Deployment::new(backend).await,
+            tests::Backend::Postgres => Deployment::with_redis(backend).await,
+        };
+        let client = tests::app::base_client().build().unwrap();
+        let agency = deployment.admin_ok(&["create-agency", "--name", "Replica Media"]);
+        let agency_id = agency["agency_id"].as_str().unwrap().to_owned();
+        let key = deployment.admin_ok(&["create-key", "--agency", &agency_id, "--name", "uploader", "--scopes", "media:write"]);
+        let key = key["key"].as_str().unwrap().to_owned();
+        let mut first = serve(&deployment, &["--no-workers"], &client, "http").await;
+        let second = serve(&deployment, &["--no-workers"], &client, "http").await;
+        let tus = |method: reqwest::Method, url: String| {
+            client
+                .request(method, url)
+                .header("X-API-Key", &key)
+                .header("Tus-Resumable", TUS)
+        };
+        let photo = jpeg(600, 400);
+        let third = photo.len() / 3;
+        let created = tus(reqwest::Method::POST, format!("{}/api/v1/uploads", first.base_url))
+            .header("Upload-Length", photo.len().to_string())
+            .header("Upload-Metadata", metadata(&[("filename", "hall.jpg")]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), StatusCode::CREATED);
+        let location = header(&created, "location");
+        let send = |base: String, from: usize, to: usize| {
+            tus(reqwest::Method::PATCH, format!("{base}{location}"))
+                .header("Upload-Offset", from.to_string())
+                .header("Content-Type", "application/offset+octet-stream")
+                .body(photo[from..to].to_vec())
+                .send()
+        };
+        let sent = send(first.base_url.clone(), 0, third).await.unwrap();
+        assert_eq!(sent.status(), StatusCode::NO_CONTENT);
+        // The other replica knows the offset and takes the next bytes.
+        let head = tus(reqwest::Method::HEAD, format!("{}{location}", second.base_url)).send().await.unwrap();
+        assert_eq!(header(&head, "upload-offset"), third.to_string());
+        let sent = send(second.base_url.clone(), third, 2 * third).await.unwrap();
+        assert_eq!(sent.status(), StatusCode::NO_CONTENT);
+        // The first, restarted, goes on from there.
+        assert!(first.process.terminate(Duration::from_secs(30)).success());
+        let restarted = serve(&deployment, &["--no-workers"], &client, "http").await;
+        let head = tus(reqwest::Method::HEAD, format!("{}{location}", restarted.base_url)).send().await.unwrap();
+        assert_eq!(header(&head, "upload-offset"), (2 * third).to_string());
+        let sent = send(restarted.base_url.clone(), 2 * third, photo.len()).await.unwrap();
+        assert_eq!(sent.status(), StatusCode::NO_CONTENT);
+        let media_id = header(&sent, "upload-media-id");
+        let store = deployment.store().await;
+        let tenant = storage::Tenant::new(
+            storage::ids::AgencyId::parse(&agency_id).unwrap(),
+            storage::Environment::Live,
+        );
+        let item = store
+            .media()
+            .item(&tenant, &storage::ids::MediaId::parse(&media_id).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(item.content_sha256, hex::encode(Sha256::digest(&photo)));
+        assert_eq!(item.filename, "hall.jpg");
+    }
+}
