@@ -51,12 +51,24 @@ pub async fn find(state: &AppState, tenant: &Tenant, id: &str) -> Result<Upload,
 
 /// Completes an upload whose every byte arrived. Content of no accepted
 /// format ends the upload (it never could complete) and deletes its bytes.
+/// The work runs in a task of its own: a request stopped meanwhile (its
+/// client gone, its deadline passed) does not leave the original half
+/// written.
 pub async fn complete(
     state: &AppState,
     tenant: &Tenant,
     upload: &Upload,
 ) -> Result<MediaItem, ApiError> {
-    match platform::resumable::complete(state.platform(), tenant, upload).await {
+    let task = {
+        let (platform, tenant, upload) = (state.platform().clone(), tenant.clone(), upload.clone());
+        tokio::spawn(
+            async move { platform::resumable::complete(&platform, &tenant, &upload).await },
+        )
+    };
+    let completed = task
+        .await
+        .map_err(|err| ApiError::internal(format!("an upload's completion failed: {err}")))?;
+    match completed {
         Ok(item) => Ok(item),
         Err(CompletionError::UnsupportedFormat) => {
             end(state, tenant, upload, UploadState::Terminated).await?;
