@@ -11,6 +11,7 @@ mod purge;
 mod scale;
 mod scenarios;
 mod servers;
+mod uploads;
 mod webhooks;
 mod webhooks_svix;
 mod wrk;
@@ -69,6 +70,8 @@ enum Command {
     Webhooks(webhooks::WebhookArgs),
     /// Webhook delivery side by side with Svix server 1.99: four workloads, both queue profiles.
     WebhooksSvix(webhooks_svix::Args),
+    /// A 1 GB shoot through tus to the API and to @tus/server with @tus/file-store; memory; a dropping link.
+    Uploads(uploads::UploadArgs),
     /// (child) A loopback HTTPS webhook receiver recording arrivals.
     WebhookReceiver {
         /// Where to write its certificate (PEM).
@@ -194,6 +197,7 @@ fn main() -> ExitCode {
                 tokio::task::spawn_blocking(move || webhooks::compare(args)).await?
             }
             Command::WebhooksSvix(args) => webhooks_svix::compare(args).await,
+            Command::Uploads(args) => uploads::compare(args).await,
             Command::WebhookReceiver {
                 cert_out,
                 fail_every,
