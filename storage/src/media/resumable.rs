@@ -593,25 +593,7 @@ impl Media<'_> {
 
     /// Receiving uploads whose expiry passed, oldest first, across tenants.
     pub async fn expired_uploads(&self, now: Timestamp, limit: u32) -> Result<Vec<ExpiredUpload>> {
-        let rows: Vec<(AgencyId, bool, UploadId, OperationId)> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as(
-                "select agency_id, is_sandbox, id, operation_id from uploads
-                 where state = 'receiving' and expires_at <= $1
-                 order by expires_at limit $2",
-            )
-            .bind(now)
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(rows
-            .into_iter()
-            .map(|(agency, is_sandbox, id, operation_id)| ExpiredUpload {
-                tenant: Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox)),
-                id,
-                operation_id,
-            })
-            .collect())
+        self.uploads_due("state = 'receiving'", now, limit).await
     }
 
     /// Ended uploads whose keeping ended by `now`, oldest first, across tenants.
@@ -620,16 +602,31 @@ impl Media<'_> {
         now: Timestamp,
         limit: u32,
     ) -> Result<Vec<ExpiredUpload>> {
+        self.uploads_due(
+            "state in ('completed', 'terminated', 'expired')",
+            now,
+            limit,
+        )
+        .await
+    }
+
+    /// Uploads in `states` whose `expires_at` passed by `now`, oldest first.
+    async fn uploads_due(
+        &self,
+        states: &'static str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<ExpiredUpload>> {
+        let sql = format!(
+            "select agency_id, is_sandbox, id, operation_id from uploads
+             where {states} and expires_at <= $1 order by expires_at limit $2"
+        );
         let rows: Vec<(AgencyId, bool, UploadId, OperationId)> = on_pool!(self.store.db(), pool => {
-            sqlx::query_as(
-                "select agency_id, is_sandbox, id, operation_id from uploads
-                 where state in ('completed', 'terminated', 'expired') and expires_at <= $1
-                 order by expires_at limit $2",
-            )
-            .bind(now)
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await?
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?
         });
         Ok(rows
             .into_iter()

@@ -305,6 +305,73 @@ backend_tests! {
         assert_eq!(media.head(&url).await.status(), StatusCode::GONE);
     }
 
+    async fn the_creations_other_refusals(backend) {
+        let media = Media::on(TestApp::builder(backend).spawn().await).await;
+        let number = media.ctx.listing().await;
+        let deferred = media
+            .tus(reqwest::Method::POST, "/api/v1/uploads")
+            .header("Upload-Defer-Length", "1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deferred.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(code(deferred).await, "upload.length_required");
+        let concatenated = media
+            .tus(reqwest::Method::POST, "/api/v1/uploads")
+            .header("Upload-Length", "10")
+            .header("Upload-Concat", "partial")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(code(concatenated).await, "upload.malformed");
+        let bad_key = media
+            .tus(reqwest::Method::POST, "/api/v1/uploads")
+            .header("Upload-Length", "10")
+            .header("X-Idempotency-Key", "k".repeat(129))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad_key.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(code(bad_key).await, "validation.failed");
+        let strategy = media.create_upload(10, &[("storage_strategy", "tape")]).await;
+        assert_eq!(code(strategy).await, "validation.failed");
+        let no_batch = media
+            .create_upload(10, &[("batch_id", "op_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")])
+            .await;
+        assert_eq!(no_batch.status(), StatusCode::NOT_FOUND);
+        assert_eq!(code(no_batch).await, "operation_not_found");
+
+        // A batch of the listing refuses an upload naming another listing,
+        // and once its one upload ended, any more.
+        let batch = media.batch(1, Some(&number)).await;
+        let batch_id = batch["batch_id"].as_str().unwrap().to_owned();
+        let other = media.ctx.listing().await;
+        let elsewhere = media
+            .create_upload(10, &[("batch_id", &batch_id), ("listing_number", &other)])
+            .await;
+        assert_eq!(elsewhere.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(code(elsewhere).await, "validation.failed");
+        let url = header(&media.create_upload(10, &[("batch_id", &batch_id)]).await, "location");
+        let ended = media.tus(reqwest::Method::DELETE, &url).send().await.unwrap();
+        assert_eq!(ended.status(), StatusCode::NO_CONTENT);
+        let late = media.create_upload(10, &[("batch_id", &batch_id)]).await;
+        assert_eq!(late.status(), StatusCode::CONFLICT);
+        assert_eq!(code(late).await, "upload.batch_ended");
+        let batches = media
+            .ctx
+            .app
+            .client
+            .post(media.ctx.app.url("/api/v1/upload-batches"))
+            .header("X-API-Key", &media.key)
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .json(&json!({"file_count": 0}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(batches.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(code(batches).await, "validation.failed");
+    }
+
     async fn another_agencys_upload_is_not_found(backend) {
         let media = Media::on(TestApp::builder(backend).spawn().await).await;
         let url = header(&media.create_upload(100, &[]).await, "location");
