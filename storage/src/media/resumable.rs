@@ -8,6 +8,7 @@
 //! the offset the part started at: of two requests racing for the same
 //! bytes, one commits and the other is told it lost.
 
+use super::uploads::insert_item;
 use super::{Media, MediaItem, NewMediaItem, StorageStrategy, UploadOptions};
 use crate::db::{in_transaction, on_pool};
 use crate::ids::{AgencyId, ListingId, MediaId, OperationId, UploadId};
@@ -517,31 +518,22 @@ impl Media<'_> {
                     .bind(&upload.id)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(
-                    "insert into media_items (id, operation_id, agency_id, is_sandbox, listing_id, position,
-                         filename, size_bytes, media_type, content_sha256, object_key, storage_strategy,
-                         enable_optimization, related_entity_type, related_entity_id, status, created_at,
-                         updated_at)
-                     values ($1, $2, $3, $4, $5,
-                         (select count(*) from media_items where operation_id = $2),
-                         $6, $7, $8, $9, $10, $11, $12, $13, $14, 'queued', $15, $15)",
+                let options = UploadOptions {
+                    listing_id: upload.listing_id.clone(),
+                    storage_strategy: upload.storage_strategy,
+                    enable_optimization: upload.enable_optimization,
+                    related_entity_type: upload.related_entity_type.clone(),
+                    related_entity_id: upload.related_entity_id.clone(),
+                };
+                insert_item(
+                    &mut *tx,
+                    tenant,
+                    &upload.operation_id,
+                    None,
+                    item,
+                    &options,
+                    now,
                 )
-                .bind(&item.id)
-                .bind(&upload.operation_id)
-                .bind(&tenant.agency_id)
-                .bind(tenant.environment.is_sandbox())
-                .bind(&upload.listing_id)
-                .bind(&item.filename)
-                .bind(item.size_bytes)
-                .bind(item.media_type.as_str())
-                .bind(&item.content_sha256)
-                .bind(&item.object_key)
-                .bind(upload.storage_strategy.as_str())
-                .bind(upload.enable_optimization)
-                .bind(&upload.related_entity_type)
-                .bind(&upload.related_entity_id)
-                .bind(now)
-                .execute(&mut *tx)
                 .await?;
             }
             changed == 1

@@ -3,9 +3,53 @@
 
 use super::item::{ITEM_COLUMNS, ItemRow};
 use super::{Media, MediaItem, NewMediaItem, QueuedItem, UploadOptions, Variant};
-use crate::db::{in_transaction, on_pool};
+use crate::db::{Tx, in_transaction, on_pool, on_tx};
 use crate::ids::{ListingId, MediaId, OperationId};
 use crate::{Entity, Environment, Result, StorageError, Tenant, Timestamp};
+
+/// Writes one queued item of `operation_id` in the caller's transaction, at
+/// `position`, or after the operation's items so far when `None` (a
+/// resumable upload's item, which its batch gains when it completes).
+pub(super) async fn insert_item<'c>(
+    tx: impl Into<Tx<'c>>,
+    tenant: &Tenant,
+    operation_id: &OperationId,
+    position: Option<i32>,
+    item: &NewMediaItem,
+    options: &UploadOptions,
+    now: Timestamp,
+) -> Result<()> {
+    on_tx!(tx.into(), conn => {
+        sqlx::query(
+            "insert into media_items (id, operation_id, agency_id, is_sandbox, listing_id, position,
+                 filename, size_bytes, media_type, content_sha256, object_key, storage_strategy,
+                 enable_optimization, related_entity_type, related_entity_id, status, created_at,
+                 updated_at)
+             values ($1, $2, $3, $4, $5,
+                 coalesce($6, (select count(*) from media_items where operation_id = $2)),
+                 $7, $8, $9, $10, $11, $12, $13, $14, $15, 'queued', $16, $16)",
+        )
+        .bind(&item.id)
+        .bind(operation_id)
+        .bind(&tenant.agency_id)
+        .bind(tenant.environment.is_sandbox())
+        .bind(&options.listing_id)
+        .bind(position)
+        .bind(&item.filename)
+        .bind(item.size_bytes)
+        .bind(item.media_type.as_str())
+        .bind(&item.content_sha256)
+        .bind(&item.object_key)
+        .bind(options.storage_strategy.as_str())
+        .bind(options.enable_optimization)
+        .bind(&options.related_entity_type)
+        .bind(&options.related_entity_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    });
+    Ok(())
+}
 
 impl Media<'_> {
     /// Records an upload whose files are all stored: the operation and one
@@ -31,30 +75,16 @@ impl Media<'_> {
             .execute(&mut *tx)
             .await?;
             for (position, item) in items.iter().enumerate() {
-                sqlx::query(
-                    "insert into media_items (id, operation_id, agency_id, is_sandbox, listing_id, position,
-                         filename, size_bytes, media_type, content_sha256, object_key, storage_strategy,
-                         enable_optimization, related_entity_type, related_entity_id, status, created_at,
-                         updated_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'queued', $16, $16)",
+                let position = i32::try_from(position).unwrap_or(i32::MAX);
+                insert_item(
+                    &mut *tx,
+                    tenant,
+                    operation_id,
+                    Some(position),
+                    item,
+                    options,
+                    now,
                 )
-                .bind(&item.id)
-                .bind(operation_id)
-                .bind(&tenant.agency_id)
-                .bind(tenant.environment.is_sandbox())
-                .bind(&options.listing_id)
-                .bind(i32::try_from(position).unwrap_or(i32::MAX))
-                .bind(&item.filename)
-                .bind(item.size_bytes)
-                .bind(item.media_type.as_str())
-                .bind(&item.content_sha256)
-                .bind(&item.object_key)
-                .bind(options.storage_strategy.as_str())
-                .bind(options.enable_optimization)
-                .bind(&options.related_entity_type)
-                .bind(&options.related_entity_id)
-                .bind(now)
-                .execute(&mut *tx)
                 .await?;
             }
         });
