@@ -129,6 +129,10 @@ key_endpoints! {
     CREATE_UPLOAD = "create_upload", MediaWrite, [RESUMABLE_UPLOADS], 600;
     /// `HEAD`, `PATCH` and `DELETE /uploads/{upload_id}`: a resumable upload's bytes.
     TRANSFER_UPLOAD = "transfer_upload", MediaWrite, [RESUMABLE_UPLOADS], 3000;
+    /// `POST /direct-uploads`: a direct upload's part URLs (the S3 profile).
+    CREATE_DIRECT_UPLOAD = "create_direct_upload", MediaWrite, [UPLOADS], 600;
+    /// `GET`, `DELETE /direct-uploads/{upload_id}` and its `complete`.
+    DIRECT_UPLOAD = "direct_upload", MediaWrite, [UPLOADS], 1200;
     /// `POST /upload-batches`: a shoot's batch of resumable uploads.
     CREATE_UPLOAD_BATCH = "create_upload_batch", MediaWrite, [UPLOADS], 60;
     /// `POST /media/archive` and `GET /media/archive/{operation_id}`.

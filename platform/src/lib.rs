@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod batched;
 pub mod config;
+pub mod direct_upload;
 pub mod dispatch;
 pub mod kinds;
 pub mod mail;

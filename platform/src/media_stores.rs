@@ -92,14 +92,31 @@ impl MediaStores {
         self.cloud.store().clone()
     }
 
+    /// The configured store, with what it can sign.
+    pub fn cloud(&self) -> &MediaObjects {
+        &self.cloud
+    }
+
     /// Deletes every object a resumable upload holds (its parts, and any a
-    /// crashed request left uncommitted). Nothing there is no error.
+    /// crashed request left uncommitted) and, for a direct upload that did
+    /// not complete (`multipart`, its store upload id), the parts the store
+    /// holds. Nothing there is no error. A multipart upload the store could
+    /// not abort is only logged: the sweep that forgets the upload tries
+    /// again, and the bucket's lifecycle rule for incomplete multipart
+    /// uploads is the last resort (README).
     pub async fn delete_upload_parts(
         &self,
         tenant: &Tenant,
         upload: &UploadId,
+        multipart: Option<&str>,
     ) -> Result<u64, object_store::Error> {
         use futures::TryStreamExt;
+        if let Some(multipart) = multipart {
+            let assembled = StorageKey::direct_upload(tenant, upload).to_path();
+            if let Err(err) = self.cloud.abort_direct_upload(&assembled, multipart).await {
+                tracing::warn!(%err, %upload, "a direct upload's parts were not aborted in the store");
+            }
+        }
         let store = self.parts();
         let prefix = StorageKey::upload_prefix(tenant, upload).to_path();
         let listed: Vec<_> = store

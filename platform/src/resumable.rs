@@ -95,7 +95,7 @@ pub async fn complete(
     let Some(item) = recorded else {
         return Ok(media.item(tenant, &upload.media_id).await?);
     };
-    if let Err(err) = stores.delete_upload_parts(tenant, &upload.id).await {
+    if let Err(err) = stores.delete_upload_parts(tenant, &upload.id, None).await {
         // The expiry sweep deletes them when it forgets the upload.
         tracing::warn!(%err, upload = %upload.id, "a completed upload's parts were not deleted");
     }
@@ -105,7 +105,12 @@ pub async fn complete(
 
 /// Announces the item and pushes its job. A failed push is retried in the
 /// background; should this process stop first, the media sweep pushes it.
-async fn queue_processing(platform: &Platform, tenant: &Tenant, upload: &Upload, item: &MediaItem) {
+pub(crate) async fn queue_processing(
+    platform: &Platform,
+    tenant: &Tenant,
+    upload: &Upload,
+    item: &MediaItem,
+) {
     let queued = platform
         .progress
         .publish_step(tenant, &upload.operation_id, MediaStep::Queued)

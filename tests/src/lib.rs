@@ -20,6 +20,12 @@ pub fn idempotency_key() -> String {
     format!("it-{}", ulid::Ulid::generate())
 }
 
+/// The sha256 of `bytes` in hex, as a media item records its content's.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
 /// Defines one test per backend: `name::sqlite` and `name::postgres`, each an
 /// async test whose body sees `backend`.
 #[macro_export]

@@ -49,6 +49,12 @@ pub enum UploadRefusal {
     BatchFull,
     /// 409 `upload.batch_ended`: the batch's uploads all ended.
     BatchEnded,
+    /// 409 `upload.direct_unavailable`: a direct upload where media are
+    /// kept in local files, which no client reaches.
+    DirectUnavailable,
+    /// 409 `upload.parts_refused`: the object store does not hold the parts
+    /// a direct upload's completion named (missing, or another ETag).
+    PartsRefused,
 }
 
 impl UploadRefusal {
@@ -75,6 +81,8 @@ impl UploadRefusal {
             Self::Gone => (410, "upload.gone"),
             Self::BatchFull => (409, "upload.batch_full"),
             Self::BatchEnded => (409, "upload.batch_ended"),
+            Self::DirectUnavailable => (409, "upload.direct_unavailable"),
+            Self::PartsRefused => (409, "upload.parts_refused"),
         }
     }
 

@@ -175,3 +175,15 @@ fn list_sizes_and_page_sizes_are_the_validations() {
         assert_eq!(limit["minimum"], Value::from(1), "{limit}");
     }
 }
+
+#[test]
+fn upload_sizes_are_the_validations() {
+    use super::media::resumable::direct::{DirectUploadIn, MIN_PART_BYTES};
+    let max_file_bytes = crate::config::UploadLimits::default().max_file_bytes;
+    let size = property::<DirectUploadIn>("size_bytes");
+    assert_eq!(size["maximum"], Value::from(max_file_bytes), "{size}");
+    assert_eq!(size["minimum"], Value::from(1), "{size}");
+    let part = property::<DirectUploadIn>("part_size");
+    assert_eq!(part["minimum"], Value::from(MIN_PART_BYTES), "{part}");
+    assert_eq!(part["maximum"], Value::from(max_file_bytes), "{part}");
+}

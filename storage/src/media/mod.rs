@@ -24,8 +24,8 @@ pub use format::MediaType;
 pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
 pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
 pub use resumable::{
-    Batch, BatchChoice, Created, ExpiredUpload, JoinRefusal, NewUpload, Upload, UploadPart,
-    UploadState,
+    Batch, BatchChoice, Created, DirectPlan, ExpiredUpload, JoinRefusal, NewUpload, Upload,
+    UploadPart, UploadState,
 };
 
 pub use crate::objects::StorageKey;

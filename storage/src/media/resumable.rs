@@ -51,6 +51,29 @@ impl UploadState {
     }
 }
 
+/// A direct upload's multipart upload in the object store: the client
+/// sends its parts there by pre-signed URLs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectPlan {
+    /// The store's multipart upload id.
+    pub store_upload_id: String,
+    /// The size of every part but the last.
+    pub part_size: i64,
+    /// The sha256 (hex) the client declared for the whole file.
+    pub declared_sha256: String,
+}
+
+impl DirectPlan {
+    /// How many parts a file of `length` bytes is sent in (at least one).
+    pub fn part_count(&self, length: i64) -> i64 {
+        if length <= 0 || self.part_size <= 0 {
+            1
+        } else {
+            (length + self.part_size - 1) / self.part_size
+        }
+    }
+}
+
 /// An upload to create.
 #[derive(Clone, Debug)]
 pub struct NewUpload {
@@ -70,6 +93,8 @@ pub struct NewUpload {
     pub metadata: String,
     /// When it is abandoned unless bytes arrive.
     pub expires_at: Timestamp,
+    /// For a direct upload, its multipart upload in the store; `None` for tus.
+    pub direct: Option<DirectPlan>,
 }
 
 /// Which batch an upload joins.
@@ -116,6 +141,9 @@ pub struct Upload {
     pub created_at: Timestamp,
     /// When it is abandoned (receiving) or forgotten (ended).
     pub expires_at: Timestamp,
+    /// For a direct upload, its multipart upload in the store; `None` for a
+    /// tus upload, whose bytes come through the API.
+    pub direct: Option<DirectPlan>,
 }
 
 /// The bytes one request added.
@@ -176,69 +204,70 @@ pub struct ExpiredUpload {
     pub id: UploadId,
     /// Its batch.
     pub operation_id: OperationId,
+    /// A direct upload's multipart upload in the store, unless it completed
+    /// (then the store has made it the object and holds no parts).
+    pub store_upload_id: Option<String>,
 }
 
-type UploadRow = (
-    UploadId,
-    OperationId,
-    MediaId,
-    Option<ListingId>,
-    i64,
-    i64,
-    String,
-    Option<String>,
-    String,
-    bool,
-    Option<String>,
-    Option<String>,
-    String,
-    String,
-    Timestamp,
-    Timestamp,
-);
+#[derive(sqlx::FromRow)]
+struct UploadRow {
+    id: UploadId,
+    operation_id: OperationId,
+    media_id: MediaId,
+    listing_id: Option<ListingId>,
+    upload_length: i64,
+    upload_offset: i64,
+    filename: String,
+    filetype: Option<String>,
+    storage_strategy: String,
+    enable_optimization: bool,
+    related_entity_type: Option<String>,
+    related_entity_id: Option<String>,
+    metadata: String,
+    state: String,
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    store_upload_id: Option<String>,
+    part_size: Option<i64>,
+    declared_sha256: Option<String>,
+}
 
 const UPLOAD_COLUMNS: &str = "id, operation_id, media_id, listing_id, upload_length, upload_offset,
      filename, filetype, storage_strategy, enable_optimization, related_entity_type,
-     related_entity_id, metadata, state, created_at, expires_at";
+     related_entity_id, metadata, state, created_at, expires_at, store_upload_id, part_size,
+     declared_sha256";
 
 fn upload_of(row: UploadRow) -> Result<Upload> {
-    let (
-        id,
-        operation_id,
-        media_id,
-        listing_id,
-        length,
-        offset,
-        filename,
-        filetype,
-        strategy,
-        enable_optimization,
-        related_entity_type,
-        related_entity_id,
-        metadata,
-        state,
-        created_at,
-        expires_at,
-    ) = row;
+    let strategy = row.storage_strategy;
+    let state = row.state;
+    let direct = match (row.store_upload_id, row.part_size, row.declared_sha256) {
+        (Some(store_upload_id), Some(part_size), Some(declared_sha256)) => Some(DirectPlan {
+            store_upload_id,
+            part_size,
+            declared_sha256,
+        }),
+        _ => None,
+    };
     Ok(Upload {
         storage_strategy: StorageStrategy::parse(&strategy)
             .ok_or_else(|| StorageError::Corrupt(format!("storage strategy {strategy}")))?,
         state: UploadState::parse(&state)
             .ok_or_else(|| StorageError::Corrupt(format!("upload state {state}")))?,
-        id,
-        operation_id,
-        media_id,
-        listing_id,
-        length,
-        offset,
-        filename,
-        filetype,
-        enable_optimization,
-        related_entity_type,
-        related_entity_id,
-        metadata,
-        created_at,
-        expires_at,
+        id: row.id,
+        operation_id: row.operation_id,
+        media_id: row.media_id,
+        listing_id: row.listing_id,
+        length: row.upload_length,
+        offset: row.upload_offset,
+        filename: row.filename,
+        filetype: row.filetype,
+        enable_optimization: row.enable_optimization,
+        related_entity_type: row.related_entity_type,
+        related_entity_id: row.related_entity_id,
+        metadata: row.metadata,
+        created_at: row.created_at,
+        expires_at: row.expires_at,
+        direct,
     })
 }
 
@@ -309,11 +338,12 @@ impl Media<'_> {
         upload: &NewUpload,
     ) -> Result<Created> {
         let now = self.store.clock().now();
-        let refused = in_transaction!(self.store.db(), |tx| {
-            let operation_id = match batch {
-                BatchChoice::Own => {
-                    let id = OperationId::generate();
-                    sqlx::query(
+        let refused =
+            in_transaction!(self.store.db(), |tx| {
+                let operation_id = match batch {
+                    BatchChoice::Own => {
+                        let id = OperationId::generate();
+                        sqlx::query(
                         "insert into media_operations (id, agency_id, is_sandbox, kind, listing_id,
                              status, created_at, expected_items)
                          values ($1, $2, $3, 'upload', $4, 'processing', $5, 1)",
@@ -325,52 +355,55 @@ impl Media<'_> {
                     .bind(now)
                     .execute(&mut *tx)
                     .await?;
-                    Ok(id)
-                }
-                BatchChoice::Join(id) => {
-                    // Taking the batch's row first serialises racing joins.
-                    let row: Option<(Option<ListingId>, Option<i64>, String)> = sqlx::query_as(
-                        "update media_operations set status = status
+                        Ok(id)
+                    }
+                    BatchChoice::Join(id) => {
+                        // Taking the batch's row first serialises racing joins.
+                        let row: Option<(Option<ListingId>, Option<i64>, String)> = sqlx::query_as(
+                            "update media_operations set status = status
                          where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'upload'
                          returning listing_id, expected_items, status",
-                    )
-                    .bind(&tenant.agency_id)
-                    .bind(tenant.environment.is_sandbox())
-                    .bind(id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some((listing_id, Some(expected), status)) = row else {
-                        return Err(StorageError::NotFound(Entity::Operation));
-                    };
-                    let created: i64 =
-                        sqlx::query_scalar("select count(*) from uploads where operation_id = $1")
-                            .bind(id)
-                            .fetch_one(&mut *tx)
-                            .await?;
-                    if status != "processing" {
-                        Err(JoinRefusal::Ended)
-                    } else if created >= expected {
-                        Err(JoinRefusal::Full { expected })
-                    } else if upload.options.listing_id.is_some()
-                        && upload.options.listing_id != listing_id
-                    {
-                        Err(JoinRefusal::OtherListing)
-                    } else {
-                        Ok(id.clone())
+                        )
+                        .bind(&tenant.agency_id)
+                        .bind(tenant.environment.is_sandbox())
+                        .bind(id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                        let Some((listing_id, Some(expected), status)) = row else {
+                            return Err(StorageError::NotFound(Entity::Operation));
+                        };
+                        let created: i64 = sqlx::query_scalar(
+                            "select count(*) from uploads where operation_id = $1",
+                        )
+                        .bind(id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        if status != "processing" {
+                            Err(JoinRefusal::Ended)
+                        } else if created >= expected {
+                            Err(JoinRefusal::Full { expected })
+                        } else if upload.options.listing_id.is_some()
+                            && upload.options.listing_id != listing_id
+                        {
+                            Err(JoinRefusal::OtherListing)
+                        } else {
+                            Ok(id.clone())
+                        }
                     }
-                }
-            };
-            match operation_id {
-                Err(refusal) => Some(refusal),
-                Ok(operation_id) => {
-                    sqlx::query(
+                };
+                match operation_id {
+                    Err(refusal) => Some(refusal),
+                    Ok(operation_id) => {
+                        sqlx::query(
                         "insert into uploads (id, agency_id, is_sandbox, operation_id, media_id,
                              listing_id, upload_length, upload_offset, filename, filetype,
                              storage_strategy, enable_optimization, related_entity_type,
-                             related_entity_id, metadata, state, created_at, expires_at)
+                             related_entity_id, metadata, state, created_at, expires_at,
+                             transport, store_upload_id, part_size, declared_sha256)
                          values ($1, $2, $3, $4, $5,
                              coalesce($6, (select listing_id from media_operations where id = $4)),
-                             $7, 0, $8, $9, $10, $11, $12, $13, $14, 'receiving', $15, $16)",
+                             $7, 0, $8, $9, $10, $11, $12, $13, $14, 'receiving', $15, $16,
+                             $17, $18, $19, $20)",
                     )
                     .bind(&upload.id)
                     .bind(&tenant.agency_id)
@@ -388,12 +421,16 @@ impl Media<'_> {
                     .bind(&upload.metadata)
                     .bind(now)
                     .bind(upload.expires_at)
+                    .bind(if upload.direct.is_some() { "direct" } else { "tus" })
+                    .bind(upload.direct.as_ref().map(|plan| &plan.store_upload_id))
+                    .bind(upload.direct.as_ref().map(|plan| plan.part_size))
+                    .bind(upload.direct.as_ref().map(|plan| &plan.declared_sha256))
                     .execute(&mut *tx)
                     .await?;
-                    None
+                        None
+                    }
                 }
-            }
-        });
+            });
         match refused {
             Some(refusal) => Ok(Created::Refused(refusal)),
             None => Ok(Created::Upload(Box::new(
@@ -501,9 +538,10 @@ impl Media<'_> {
         let now = self.store.clock().now();
         let completed = in_transaction!(self.store.db(), |tx| {
             let changed = sqlx::query(
-                "update uploads set state = 'completed', ended_at = $4, expires_at = $5
+                "update uploads set state = 'completed', ended_at = $4, expires_at = $5,
+                     upload_offset = upload_length
                  where agency_id = $1 and is_sandbox = $2 and id = $3 and state = 'receiving'
-                   and upload_offset = upload_length",
+                   and (upload_offset = upload_length or transport = 'direct')",
             )
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())
@@ -610,10 +648,12 @@ impl Media<'_> {
         limit: u32,
     ) -> Result<Vec<ExpiredUpload>> {
         let sql = format!(
-            "select agency_id, is_sandbox, id, operation_id from uploads
+            "select agency_id, is_sandbox, id, operation_id,
+                    case when state <> 'completed' then store_upload_id end
+             from uploads
              where {states} and expires_at <= $1 order by expires_at limit $2"
         );
-        let rows: Vec<(AgencyId, bool, UploadId, OperationId)> = on_pool!(self.store.db(), pool => {
+        let rows: Vec<(AgencyId, bool, UploadId, OperationId, Option<String>)> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(now)
                 .bind(i64::from(limit))
@@ -622,11 +662,14 @@ impl Media<'_> {
         });
         Ok(rows
             .into_iter()
-            .map(|(agency, is_sandbox, id, operation_id)| ExpiredUpload {
-                tenant: Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox)),
-                id,
-                operation_id,
-            })
+            .map(
+                |(agency, is_sandbox, id, operation_id, store_upload_id)| ExpiredUpload {
+                    tenant: Tenant::new(agency, Environment::from_sandbox_flag(is_sandbox)),
+                    id,
+                    operation_id,
+                    store_upload_id,
+                },
+            )
             .collect())
     }
 

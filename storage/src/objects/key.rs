@@ -6,6 +6,7 @@
 //! <agency>/<environment>/<media id>/<variant>.<ext>
 //! <agency>/<environment>/archives/<operation id>/<name>.zip
 //! <agency>/<environment>/uploads/<upload id>/<start offset>-<part id>
+//! <agency>/<environment>/uploads/<upload id>/assembled
 //! ```
 //!
 //! Every key starts with the tenant, so one agency's objects never share a
@@ -55,6 +56,16 @@ impl StorageKey {
     pub fn upload_part(tenant: &Tenant, upload: &UploadId, start: u64, part: &str) -> Self {
         Self(format!(
             "{}/{start:020}-{part}",
+            Self::upload_prefix(tenant, upload).as_str()
+        ))
+    }
+
+    /// The object a direct upload's parts are assembled into by the store,
+    /// under the upload's prefix until its format is known and it is copied
+    /// to its item's original.
+    pub fn direct_upload(tenant: &Tenant, upload: &UploadId) -> Self {
+        Self(format!(
+            "{}/assembled",
             Self::upload_prefix(tenant, upload).as_str()
         ))
     }

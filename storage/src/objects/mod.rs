@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
 use object_store::local::LocalFileSystem;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as ObjectPath;
 use object_store::prefix::PrefixStore;
-use object_store::signer::{Method, Signer};
+use object_store::signer::{Method, SignedUrlOptions, Signer};
 use object_store::{ObjectStore, StaticCredentialProvider};
 
 mod key;
@@ -184,7 +185,11 @@ impl ObjectStoreTarget {
                 };
                 Ok(MediaObjects {
                     store,
-                    kind: Kind::S3 { client, prefix },
+                    kind: Kind::S3 {
+                        client,
+                        prefix,
+                        http: reqwest::Client::new(),
+                    },
                 })
             }
         }
@@ -215,6 +220,9 @@ enum Kind {
         /// The bucket's client, which signs URLs for keys under `prefix`.
         client: Arc<AmazonS3>,
         prefix: ObjectPath,
+        /// For the one request `object_store` does not make (ListParts),
+        /// sent to a URL the client signs.
+        http: reqwest::Client,
     },
 }
 
@@ -248,14 +256,190 @@ impl MediaObjects {
         path: &ObjectPath,
         expires_in: Duration,
     ) -> Result<Option<url::Url>, object_store::Error> {
+        match self.s3(path) {
+            None => Ok(None),
+            Some((client, key)) => Ok(Some(
+                client.signed_url(Method::GET, &key, expires_in).await?,
+            )),
+        }
+    }
+}
+
+/// A part of a multipart upload, as the store lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredPart {
+    /// From 1.
+    pub part_number: i64,
+    /// Its bytes.
+    pub size: i64,
+}
+
+/// S3's ListParts answer, the fields read of it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListPartsResult {
+    #[serde(rename = "Part", default)]
+    parts: Vec<ListedPart>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListedPart {
+    part_number: i64,
+    size: i64,
+}
+
+/// The S3 side of direct uploads: a multipart upload the client sends its
+/// parts to by pre-signed URLs. Each call names the object by its path
+/// under the configured prefix, as the rest of the media code does.
+impl MediaObjects {
+    fn s3(&self, path: &ObjectPath) -> Option<(&Arc<AmazonS3>, ObjectPath)> {
         match &self.kind {
-            Kind::Local => Ok(None),
-            Kind::S3 { client, prefix } => {
-                let key: ObjectPath = prefix.parts().chain(path.parts()).collect();
-                Ok(Some(
-                    client.signed_url(Method::GET, &key, expires_in).await?,
-                ))
+            Kind::Local => None,
+            Kind::S3 { client, prefix, .. } => {
+                Some((client, prefix.parts().chain(path.parts()).collect()))
             }
+        }
+    }
+
+    /// Whether clients can send objects straight to the store (S3 only).
+    pub fn takes_direct_uploads(&self) -> bool {
+        !self.is_local()
+    }
+
+    /// Starts a multipart upload of the object at `path` and returns its id;
+    /// `None` when the store is local files, which no client reaches.
+    pub async fn start_direct_upload(
+        &self,
+        path: &ObjectPath,
+    ) -> Result<Option<String>, object_store::Error> {
+        match self.s3(path) {
+            None => Ok(None),
+            Some((client, key)) => Ok(Some(client.create_multipart(&key).await?)),
+        }
+    }
+
+    /// A pre-signed URL that lets its holder `PUT` part `part_number` (one
+    /// for the first) of the multipart upload `upload_id` of `path` for
+    /// `expires_in`. Signing is offline. `None` for local files.
+    pub async fn signed_part_url(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+        part_number: i64,
+        expires_in: Duration,
+    ) -> Result<Option<url::Url>, object_store::Error> {
+        let Some((client, key)) = self.s3(path) else {
+            return Ok(None);
+        };
+        let options = SignedUrlOptions::new().with_query([
+            ("partNumber", part_number.to_string()),
+            ("uploadId", upload_id.to_owned()),
+        ]);
+        Ok(Some(
+            client
+                .signed_url_opts(Method::PUT, &key, expires_in, &options)
+                .await?,
+        ))
+    }
+
+    /// The parts the store holds of the multipart upload `upload_id` of
+    /// `path`, by part number (S3's ListParts; a direct upload has at most a
+    /// few dozen, under the 1,000 one answer lists). `NotFound` when the
+    /// store has no such upload (completed or aborted).
+    pub async fn direct_upload_parts(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+    ) -> Result<Vec<StoredPart>, object_store::Error> {
+        let Kind::S3 { http, .. } = &self.kind else {
+            return Ok(Vec::new());
+        };
+        let Some((client, key)) = self.s3(path) else {
+            return Ok(Vec::new());
+        };
+        let failed =
+            |source: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+                store: "S3",
+                source,
+            };
+        let options = SignedUrlOptions::new().with_query([("uploadId", upload_id)]);
+        let url = client
+            .signed_url_opts(Method::GET, &key, Duration::from_secs(60), &options)
+            .await?;
+        let response = http
+            .get(url)
+            .send()
+            .await
+            .map_err(|err| failed(Box::new(err)))?;
+        let status = response.status();
+        let body = response.text().await.map_err(|err| failed(Box::new(err)))?;
+        if status == reqwest::StatusCode::NOT_FOUND || body.contains("<Code>NoSuchUpload</Code>") {
+            return Err(object_store::Error::NotFound {
+                path: key.to_string(),
+                source: format!("no multipart upload {upload_id}").into(),
+            });
+        }
+        if !status.is_success() {
+            return Err(failed(
+                format!(
+                    "ListParts answered {status}: {}",
+                    body.chars().take(300).collect::<String>()
+                )
+                .into(),
+            ));
+        }
+        let listed: ListPartsResult =
+            quick_xml::de::from_str(&body).map_err(|err| failed(Box::new(err)))?;
+        let mut parts: Vec<StoredPart> = listed
+            .parts
+            .into_iter()
+            .map(|part| StoredPart {
+                part_number: part.part_number,
+                size: part.size,
+            })
+            .collect();
+        parts.sort_by_key(|part| part.part_number);
+        Ok(parts)
+    }
+
+    /// Completes the multipart upload `upload_id` of `path` from its parts'
+    /// ETags, in part order (part 1 first), as the store answered each `PUT`.
+    pub async fn complete_direct_upload(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+        etags: Vec<String>,
+    ) -> Result<(), object_store::Error> {
+        let Some((client, key)) = self.s3(path) else {
+            return Err(object_store::Error::NotImplemented {
+                operation: "complete a direct upload".to_owned(),
+                implementer: "local files".to_owned(),
+            });
+        };
+        let parts = etags
+            .into_iter()
+            .map(|content_id| PartId { content_id })
+            .collect();
+        client
+            .complete_multipart(&key, &upload_id.to_owned(), parts)
+            .await?;
+        Ok(())
+    }
+
+    /// Aborts the multipart upload `upload_id` of `path`: the store drops
+    /// the parts it holds. An upload already gone is no error.
+    pub async fn abort_direct_upload(
+        &self,
+        path: &ObjectPath,
+        upload_id: &str,
+    ) -> Result<(), object_store::Error> {
+        let Some((client, key)) = self.s3(path) else {
+            return Ok(());
+        };
+        match client.abort_multipart(&key, &upload_id.to_owned()).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(err) => Err(err),
         }
     }
 }

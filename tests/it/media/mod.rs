@@ -7,6 +7,7 @@
 mod archives;
 mod bucket;
 mod context;
+mod direct_uploads;
 mod downloads;
 mod fixtures;
 mod formats;

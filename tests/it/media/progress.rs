@@ -27,7 +27,8 @@ async fn recorded_upload(
     );
     let path = app.db.data_dir().join("media").join(key.as_str());
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, jpeg(200, 100)).unwrap();
+    let original = jpeg(200, 100);
+    std::fs::write(&path, &original).unwrap();
     let operation = storage::ids::OperationId::generate();
     let options = storage::media::UploadOptions {
         listing_id: None,
@@ -39,9 +40,9 @@ async fn recorded_upload(
     let item = storage::media::NewMediaItem {
         id: id.clone(),
         filename: "front.jpg".into(),
-        size_bytes: 1,
+        size_bytes: original.len() as i64,
         media_type: storage::media::MediaType::Jpeg,
-        content_sha256: String::new(),
+        content_sha256: tests::sha256_hex(&original),
         object_key: key,
     };
     app.store

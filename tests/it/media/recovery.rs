@@ -30,7 +30,8 @@ async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
     );
     let dir = app.db.data_dir().join("media");
     std::fs::create_dir_all(dir.join(key.as_str()).parent().unwrap()).unwrap();
-    std::fs::write(dir.join(key.as_str()), jpeg(200, 100)).unwrap();
+    let original = jpeg(200, 100);
+    std::fs::write(dir.join(key.as_str()), &original).unwrap();
     let operation = storage::ids::OperationId::generate();
     let options = storage::media::UploadOptions {
         listing_id: None,
@@ -42,9 +43,9 @@ async fn an_item_whose_job_was_lost_is_pushed_again_by_the_sweep() {
     let item = storage::media::NewMediaItem {
         id: id.clone(),
         filename: "lost.jpg".into(),
-        size_bytes: 1,
+        size_bytes: original.len() as i64,
         media_type: storage::media::MediaType::Jpeg,
-        content_sha256: String::new(),
+        content_sha256: tests::sha256_hex(&original),
         object_key: key,
     };
     app.store

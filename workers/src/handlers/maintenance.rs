@@ -360,7 +360,11 @@ async fn expire_uploads(platform: &Platform, now: Timestamp) -> Result<u64, JobE
         count += 1;
         if let Some(stores) = &platform.media {
             stores
-                .delete_upload_parts(&upload.tenant, &upload.id)
+                .delete_upload_parts(
+                    &upload.tenant,
+                    &upload.id,
+                    upload.store_upload_id.as_deref(),
+                )
                 .await
                 .map_err(|err| JobError(format!("deleting an expired upload's bytes: {err}")))?;
         }
@@ -375,7 +379,11 @@ async fn expire_uploads(platform: &Platform, now: Timestamp) -> Result<u64, JobE
     if let Some(stores) = &platform.media {
         for upload in &forgettable {
             stores
-                .delete_upload_parts(&upload.tenant, &upload.id)
+                .delete_upload_parts(
+                    &upload.tenant,
+                    &upload.id,
+                    upload.store_upload_id.as_deref(),
+                )
                 .await
                 .map_err(|err| JobError(format!("deleting an ended upload's bytes: {err}")))?;
         }

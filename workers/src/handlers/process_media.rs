@@ -253,6 +253,7 @@ async fn make_item_variants(
     let original = read_original(stores.primary(item.storage_strategy), &path)
         .await
         .map_err(|err| ItemError::Storage(format!("the stored original cannot be read: {err}")))?;
+    check_content(item, &original)?;
     let (image, duration) = source_image(item, original).await?;
     tracing::debug!(media_id = %item.id, bytes = image.len(), "making variants");
     if !item.enable_optimization {
@@ -310,6 +311,23 @@ async fn make_item_variants(
         });
     }
     Ok((variants, duration))
+}
+
+/// Checks the original's bytes against the sha256 its item records before
+/// anything is derived from them. An upload through the API hashed the
+/// bytes it stored; a direct upload's client declared the hash of bytes it
+/// sent to the store itself, and this is where the two are compared.
+fn check_content(item: &MediaItem, original: &[u8]) -> Result<(), Unprocessable> {
+    use sha2::{Digest, Sha256};
+    let stored = hex::encode(Sha256::digest(original));
+    if stored.eq_ignore_ascii_case(&item.content_sha256) {
+        Ok(())
+    } else {
+        Err(Unprocessable(format!(
+            "the stored file's sha256 is {stored}, not the {} its upload declared; upload the file again",
+            item.content_sha256
+        )))
+    }
 }
 
 async fn read_original(

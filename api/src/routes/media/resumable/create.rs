@@ -10,8 +10,8 @@ use axum::response::Response;
 use storage::Tenant;
 use storage::ids::{MediaId, OperationId, UploadId};
 use storage::media::{
-    BatchChoice, Created, JoinRefusal, MAX_FILENAME_BYTES, NewUpload, StorageStrategy,
-    UploadOptions,
+    BatchChoice, Created, DirectPlan, JoinRefusal, MAX_FILENAME_BYTES, NewUpload, StorageStrategy,
+    Upload, UploadOptions,
 };
 
 use super::part::{PartRequest, Received, receive};
@@ -22,7 +22,7 @@ use crate::principal::Credential;
 use crate::routes::media::progress::progress_url;
 use crate::state::AppState;
 
-fn refused(refusal: UploadRefusal, message: impl Into<String>) -> ApiError {
+pub(super) fn refused(refusal: UploadRefusal, message: impl Into<String>) -> ApiError {
     ApiError::Upload {
         refusal,
         message: message.into(),
@@ -61,23 +61,23 @@ pub async fn discover(State(state): State<AppState>) -> Response {
     response
 }
 
-/// What `Upload-Metadata` asks for, checked.
-struct Requested {
-    filename: String,
-    filetype: Option<String>,
-    listing_number: Option<String>,
-    batch: BatchChoice,
-    storage_strategy: StorageStrategy,
-    enable_optimization: bool,
-    related_entity_type: Option<String>,
-    related_entity_id: Option<String>,
+/// What `Upload-Metadata` (or a direct upload's body) asks for, checked.
+pub(super) struct Requested {
+    pub(super) filename: String,
+    pub(super) filetype: Option<String>,
+    pub(super) listing_number: Option<String>,
+    pub(super) batch: BatchChoice,
+    pub(super) storage_strategy: StorageStrategy,
+    pub(super) enable_optimization: bool,
+    pub(super) related_entity_type: Option<String>,
+    pub(super) related_entity_id: Option<String>,
 }
 
 /// Reads the metadata the upload form carries: `filename` (or `name`),
 /// `filetype` (or `type`), `listing_number`, `batch_id`, `storage_strategy`,
 /// `enable_optimization`, `related_entity_type`, `related_entity_id`.
 /// Other keys (clients add their own) are kept as sent and not read.
-fn requested(pairs: &BTreeMap<String, String>) -> Result<Requested, ApiError> {
+pub(super) fn requested(pairs: &BTreeMap<String, String>) -> Result<Requested, ApiError> {
     let text = |keys: &[&str]| {
         keys.iter()
             .find_map(|key| pairs.get(*key))
@@ -220,64 +220,16 @@ async fn create(
     let checksum = Checksum::parse(headers)?;
     let (raw_metadata, pairs) = protocol::metadata(headers)?;
     let requested = requested(&pairs)?;
-    if let Some(reason) = state
-        .platform()
-        .media
-        .as_ref()
-        .ok_or_else(|| ApiError::internal("no object store is configured"))?
-        .refusal(requested.storage_strategy)
-    {
-        return Err(ApiError::field("storage_strategy", reason));
-    }
-    let listing_id = match &requested.listing_number {
-        Some(number) => Some(state.store().listings().get(tenant, number).await?.id),
-        None => None,
-    };
-    let now = state.store().clock().now();
-    let new = NewUpload {
-        id: UploadId::generate(),
-        media_id: MediaId::generate(),
+    let mut upload = open(
+        state,
+        tenant,
+        requested,
+        UploadId::generate(),
         length,
-        filename: requested.filename,
-        filetype: requested.filetype,
-        options: UploadOptions {
-            listing_id,
-            storage_strategy: requested.storage_strategy,
-            enable_optimization: requested.enable_optimization,
-            related_entity_type: requested.related_entity_type,
-            related_entity_id: requested.related_entity_id,
-        },
-        metadata: raw_metadata,
-        expires_at: now.plus_seconds(limits.resumable_expiry.as_secs() as i64),
-    };
-    let created = state
-        .store()
-        .media()
-        .create_resumable(tenant, &requested.batch, &new)
-        .await?;
-    let mut upload = match created {
-        Created::Upload(upload) => *upload,
-        Created::Refused(JoinRefusal::Full { expected }) => {
-            return Err(refused(
-                UploadRefusal::BatchFull,
-                format!(
-                    "The batch announced {expected} files and has an upload for each; open another batch."
-                ),
-            ));
-        }
-        Created::Refused(JoinRefusal::Ended) => {
-            return Err(refused(
-                UploadRefusal::BatchEnded,
-                "The batch's uploads all ended; open another batch.",
-            ));
-        }
-        Created::Refused(JoinRefusal::OtherListing) => {
-            return Err(ApiError::field(
-                "listing_number",
-                "differs from the listing of the batch",
-            ));
-        }
-    };
+        raw_metadata,
+        None,
+    )
+    .await?;
     let mut media_id = None;
     if carries_bytes || length == 0 {
         let received = if carries_bytes {
@@ -337,4 +289,72 @@ async fn create(
         protocol::set_text(&mut response, protocol::UPLOAD_MEDIA_ID, media_id.as_str());
     }
     Ok(response)
+}
+
+/// Opens upload `id` of `length` bytes as `requested`, in its batch: checks
+/// its storage strategy and listing, then records it (its expiry from now;
+/// `direct` the store's multipart upload of a direct upload). A full or
+/// ended batch, or one of another listing, refuses it.
+pub(super) async fn open(
+    state: &AppState,
+    tenant: &Tenant,
+    requested: Requested,
+    id: UploadId,
+    length: i64,
+    metadata: String,
+    direct: Option<DirectPlan>,
+) -> Result<Upload, ApiError> {
+    if let Some(reason) = state
+        .platform()
+        .media
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("no object store is configured"))?
+        .refusal(requested.storage_strategy)
+    {
+        return Err(ApiError::field("storage_strategy", reason));
+    }
+    let listing_id = match &requested.listing_number {
+        Some(number) => Some(state.store().listings().get(tenant, number).await?.id),
+        None => None,
+    };
+    let now = state.store().clock().now();
+    let new = NewUpload {
+        id,
+        media_id: MediaId::generate(),
+        length,
+        filename: requested.filename,
+        filetype: requested.filetype,
+        options: UploadOptions {
+            listing_id,
+            storage_strategy: requested.storage_strategy,
+            enable_optimization: requested.enable_optimization,
+            related_entity_type: requested.related_entity_type,
+            related_entity_id: requested.related_entity_id,
+        },
+        metadata,
+        expires_at: now.plus_seconds(state.upload_limits().resumable_expiry.as_secs() as i64),
+        direct,
+    };
+    let created = state
+        .store()
+        .media()
+        .create_resumable(tenant, &requested.batch, &new)
+        .await?;
+    match created {
+        Created::Upload(upload) => Ok(*upload),
+        Created::Refused(JoinRefusal::Full { expected }) => Err(refused(
+            UploadRefusal::BatchFull,
+            format!(
+                "The batch announced {expected} files and has an upload for each; open another batch."
+            ),
+        )),
+        Created::Refused(JoinRefusal::Ended) => Err(refused(
+            UploadRefusal::BatchEnded,
+            "The batch's uploads all ended; open another batch.",
+        )),
+        Created::Refused(JoinRefusal::OtherListing) => Err(ApiError::field(
+            "listing_number",
+            "differs from the listing of the batch",
+        )),
+    }
 }

@@ -12,6 +12,11 @@
 //!   upload names it in its metadata (`batch_id`), and the batch's
 //!   `progress_url` follows them all.
 //!
+//! - `POST /direct-uploads` (the S3 profile) hands out pre-signed part URLs
+//!   of a multipart upload in the object store; the client sends the parts
+//!   there and completes the upload here (`direct`): two doors to one
+//!   pipeline.
+//!
 //! Bytes arrive in parts (`part`), kept in the object store every replica
 //! reads, with the offset in the database, so an upload resumes through any
 //! replica and after a restart. Once every byte is there the upload
@@ -21,6 +26,7 @@
 
 pub mod batches;
 pub mod create;
+pub mod direct;
 mod part;
 pub mod protocol;
 pub mod transfer;
@@ -42,11 +48,28 @@ pub fn upload_url(id: &UploadId) -> String {
     format!("/api/v1/uploads/{id}")
 }
 
-/// One of the caller's uploads by the id in its URL: anything else
-/// (another agency's, a malformed id) is 404.
+/// One of the caller's tus uploads by the id in its URL: anything else
+/// (another agency's, a malformed id, a direct upload) is 404.
 pub async fn find(state: &AppState, tenant: &Tenant, id: &str) -> Result<Upload, ApiError> {
-    let id = UploadId::parse(id).ok_or(ApiError::NotFound(crate::error::Resource::Upload))?;
-    Ok(state.store().media().resumable(tenant, &id).await?)
+    find_by_door(state, tenant, id, false).await
+}
+
+/// One of the caller's uploads by the id in its URL, if it came in through
+/// the door asked for (`direct`, or tus); 404 otherwise.
+async fn find_by_door(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &str,
+    direct: bool,
+) -> Result<Upload, ApiError> {
+    let not_found = || ApiError::NotFound(crate::error::Resource::Upload);
+    let id = UploadId::parse(id).ok_or_else(not_found)?;
+    let upload = state.store().media().resumable(tenant, &id).await?;
+    if upload.direct.is_some() == direct {
+        Ok(upload)
+    } else {
+        Err(not_found())
+    }
 }
 
 /// Completes an upload whose every byte arrived. Content of no accepted
@@ -103,7 +126,16 @@ pub async fn end(
         .end_resumable(tenant, &upload.id, as_state, forget_at)
         .await?;
     if let Some(stores) = &state.platform().media
-        && let Err(err) = stores.delete_upload_parts(tenant, &upload.id).await
+        && let Err(err) = stores
+            .delete_upload_parts(
+                tenant,
+                &upload.id,
+                upload
+                    .direct
+                    .as_ref()
+                    .map(|plan| plan.store_upload_id.as_str()),
+            )
+            .await
     {
         // The expiry task deletes them when it forgets the upload.
         tracing::warn!(%err, upload = %upload.id, "an ended upload's bytes were not deleted yet");
