@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod direct_uploads;
 mod figures;
 mod fixture;
 mod job_platform;
@@ -72,6 +73,8 @@ enum Command {
     WebhooksSvix(webhooks_svix::Args),
     /// A 1 GB shoot through tus to the API and to @tus/server with @tus/file-store; memory; a dropping link.
     Uploads(uploads::UploadArgs),
+    /// A 1 GB shoot by the API's two doors on the S3 profile (s3s-fs): tus, and direct to the bucket; the API's traffic per GB.
+    DirectUploads(direct_uploads::DirectArgs),
     /// (child) A loopback HTTPS webhook receiver recording arrivals.
     WebhookReceiver {
         /// Where to write its certificate (PEM).
@@ -198,6 +201,7 @@ fn main() -> ExitCode {
             }
             Command::WebhooksSvix(args) => webhooks_svix::compare(args).await,
             Command::Uploads(args) => uploads::compare(args).await,
+            Command::DirectUploads(args) => direct_uploads::compare(args).await,
             Command::WebhookReceiver {
                 cert_out,
                 fail_every,

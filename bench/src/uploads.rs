@@ -47,10 +47,10 @@ pub struct UploadArgs {
 }
 
 /// A server under test, killed when dropped.
-struct Server {
-    child: Child,
-    endpoint: String,
-    headers: Vec<(String, String)>,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) endpoint: String,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Drop for Server {
@@ -60,7 +60,7 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -68,7 +68,7 @@ fn free_port() -> anyhow::Result<u16> {
 
 /// The shoot: files that open as JPEG (the API judges formats by content)
 /// and go on with noise, which neither server can compress.
-fn shoot(dir: &Path, files: usize, bytes: u64) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn shoot(dir: &Path, files: usize, bytes: u64) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     for index in 0..files {
@@ -123,11 +123,17 @@ fn admin(api: &Path, data_dir: &Path, args: &[&str]) -> anyhow::Result<serde_jso
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
-/// Starts `api serve --no-workers` on core 0 with an agency and a key.
-async fn start_api(client: &Client, data_dir: &Path) -> anyhow::Result<Server> {
+/// Starts `api serve --no-workers` on core 0 with an agency and a key, its
+/// environment `env` added (an object store's, say).
+pub(crate) async fn start_api(
+    client: &Client,
+    data_dir: &Path,
+    env: &[(String, String)],
+) -> anyhow::Result<Server> {
     let api = api_binary()?;
     std::fs::create_dir_all(data_dir)?;
     let migrate = Command::new(&api)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .arg("migrate")
         .arg("--data-dir")
         .arg(data_dir)
@@ -170,6 +176,7 @@ async fn start_api(client: &Client, data_dir: &Path) -> anyhow::Result<Server> {
     .chain([data_dir.display().to_string()])
     .collect();
     let child = pinned(0, &api.to_string_lossy(), &args)
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -242,7 +249,7 @@ fn start_reference(data_dir: &Path) -> anyhow::Result<Server> {
 }
 
 /// The server's address, for the dropping link.
-fn address_of(endpoint: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) fn address_of(endpoint: &str) -> anyhow::Result<SocketAddr> {
     let url = reqwest::Url::parse(endpoint)?;
     Ok(format!(
         "{}:{}",
@@ -253,7 +260,7 @@ fn address_of(endpoint: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// The same endpoint through `link`.
-fn through(endpoint: &str, link: SocketAddr) -> anyhow::Result<String> {
+pub(crate) fn through(endpoint: &str, link: SocketAddr) -> anyhow::Result<String> {
     let mut url = reqwest::Url::parse(endpoint)?;
     url.set_port(Some(link.port()))
         .map_err(|()| anyhow!("port"))?;
@@ -342,7 +349,7 @@ async fn send_file(
     Ok(())
 }
 
-async fn send_shoot(
+pub(crate) async fn send_shoot(
     client: &Client,
     server: &Server,
     endpoint: &str,
@@ -357,7 +364,7 @@ async fn send_shoot(
 }
 
 /// Kilobytes of resident memory of `pid` now and at its peak.
-fn memory(pid: u32) -> (u64, u64) {
+pub(crate) fn memory(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -369,19 +376,26 @@ fn memory(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// A TCP link that drops the connection carrying the client's bytes each
-/// time `every` more of them went through; counts what it carried.
-async fn dropping_link(
-    upstream: SocketAddr,
-    every: u64,
-) -> anyhow::Result<(SocketAddr, Arc<AtomicU64>)> {
+/// A TCP link to `upstream` that counts the bytes each way and, with
+/// `drop_every`, drops the connection carrying the client's bytes each time
+/// that many more have gone up.
+pub(crate) struct Link {
+    pub(crate) address: SocketAddr,
+    /// Bytes from the client to the server.
+    pub(crate) up: Arc<AtomicU64>,
+    /// Bytes from the server to the client.
+    pub(crate) down: Arc<AtomicU64>,
+}
+
+pub(crate) async fn link(upstream: SocketAddr, drop_every: Option<u64>) -> anyhow::Result<Link> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
-    let sent = Arc::new(AtomicU64::new(0));
-    let counted = sent.clone();
+    let (up, down) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counters = (up.clone(), down.clone());
+    let every = drop_every.unwrap_or(u64::MAX);
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            let sent = counted.clone();
+            let (sent, received) = counters.clone();
             tokio::spawn(async move {
                 let Ok(server) = TcpStream::connect(upstream).await else {
                     return;
@@ -398,7 +412,7 @@ async fn dropping_link(
                             return;
                         }
                         let before = sent.load(Ordering::SeqCst);
-                        let next_drop = (before / every + 1) * every;
+                        let next_drop = (before / every).saturating_add(1).saturating_mul(every);
                         let allowed = (next_drop - before).min(read as u64) as usize;
                         if server_write.write_all(&buffer[..allowed]).await.is_err() {
                             return;
@@ -410,7 +424,16 @@ async fn dropping_link(
                     }
                 };
                 let downward = async {
-                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    loop {
+                        let Ok(read) = server_read.read(&mut buffer).await else {
+                            return;
+                        };
+                        if read == 0 || client_write.write_all(&buffer[..read]).await.is_err() {
+                            return;
+                        }
+                        received.fetch_add(read as u64, Ordering::SeqCst);
+                    }
                 };
                 tokio::select! {
                     () = upward => {}
@@ -419,10 +442,10 @@ async fn dropping_link(
             });
         }
     });
-    Ok((address, sent))
+    Ok(Link { address, up, down })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
@@ -439,7 +462,7 @@ pub async fn compare(args: UploadArgs) -> anyhow::Result<()> {
     let files = shoot(work.path(), args.files, file_bytes)?;
     let total = file_bytes * args.files as u64;
     let client = Client::builder().build()?;
-    let api = start_api(&client, &work.path().join("api")).await?;
+    let api = start_api(&client, &work.path().join("api"), &[]).await?;
     let reference = start_reference(&work.path().join("reference"))?;
     let api_pid = api.child.id();
     let (rss_before, _) = memory(api_pid);
@@ -461,14 +484,14 @@ pub async fn compare(args: UploadArgs) -> anyhow::Result<()> {
     let (rss_after, rss_peak) = memory(api_pid);
     let mut resent = Vec::new();
     for server in [&api, &reference] {
-        let (link, sent) = dropping_link(
+        let link = link(
             address_of(&server.endpoint)?,
-            args.cut_every_mb * 1024 * 1024,
+            Some(args.cut_every_mb * 1024 * 1024),
         )
         .await?;
-        let endpoint = through(&server.endpoint, link)?;
+        let endpoint = through(&server.endpoint, link.address)?;
         send_shoot(&client, server, &endpoint, &files, chunk).await?;
-        resent.push(sent.load(Ordering::SeqCst) as f64 / total as f64);
+        resent.push(link.up.load(Ordering::SeqCst) as f64 / total as f64);
     }
     let (ours, theirs) = (median(ours), median(theirs));
     println!("| figure | API | @tus/server 2.4.5 + @tus/file-store 2.1.1 | ratio |");
