@@ -92,6 +92,21 @@ impl MediaStores {
         self.cloud.store().clone()
     }
 
+    /// The file `key` is written to when an upload of `strategy` writes it
+    /// to one store only and that store is this host's files (the embedded
+    /// profile); `None` otherwise.
+    pub fn only_local_file(
+        &self,
+        strategy: StorageStrategy,
+        key: &StorageKey,
+    ) -> Option<std::path::PathBuf> {
+        if self.cloud_is_local || strategy == StorageStrategy::Cloud {
+            self.cloud.local_file(&key.to_path())
+        } else {
+            None
+        }
+    }
+
     /// The configured store, with what it can sign.
     pub fn cloud(&self) -> &MediaObjects {
         &self.cloud

@@ -22,6 +22,7 @@ use storage::media::{
 };
 
 use crate::kinds::ProcessMedia;
+use crate::media_stores::MediaStores;
 use crate::progress::MediaStep;
 use crate::{Platform, PushOptions};
 
@@ -31,6 +32,36 @@ pub const COMPLETED_UPLOAD_KEPT_SECONDS: i64 = 86_400;
 
 /// Parts of the original the object store writes at once.
 const STORE_CONCURRENCY: usize = 4;
+
+/// The running sha256 of a tus upload's bytes, carried from one request to
+/// the next as the hash's serialized state, so the completion knows the
+/// file's digest without reading the file back.
+pub mod running_digest {
+    use sha2::digest::common::hazmat::{SerializableState, SerializedState};
+    use sha2::{Digest, Sha256};
+
+    /// The hash to go on with from `offset`: a fresh one at the start, the
+    /// carried state after it; `None` when no state was carried (the
+    /// completion then reads the file to hash it).
+    pub fn resume(state: Option<&[u8]>, offset: i64) -> Option<Sha256> {
+        if offset == 0 {
+            return Some(Sha256::new());
+        }
+        let state = SerializedState::<Sha256>::try_from(state?).ok()?;
+        Sha256::deserialize(&state).ok()
+    }
+
+    /// The state to carry on.
+    pub fn save(hash: &Sha256) -> Vec<u8> {
+        hash.serialize().to_vec()
+    }
+
+    /// The digest (hex) of a carried state.
+    pub fn finish(state: &[u8]) -> Option<String> {
+        let state = SerializedState::<Sha256>::try_from(state).ok()?;
+        Some(hex::encode(Sha256::deserialize(&state).ok()?.finalize()))
+    }
+}
 
 /// Why an upload could not be completed.
 #[derive(Debug, thiserror::Error)]
@@ -63,16 +94,15 @@ pub async fn complete(
     if upload.state == UploadState::Completed {
         return Ok(media.item(tenant, &upload.media_id).await?);
     }
+    // As it stands now: the caller's copy may predate the last part's
+    // commit, and with it the running digest over every byte.
+    let upload = &media.resumable(tenant, &upload.id).await?;
+    if upload.state == UploadState::Completed {
+        return Ok(media.item(tenant, &upload.media_id).await?);
+    }
     let stores = platform.media.as_ref().ok_or(CompletionError::NoStore)?;
     let parts = media.upload_parts(tenant, &upload.id).await?;
-    let composed = compose(
-        &stores.parts(),
-        &stores.targets(upload.storage_strategy),
-        tenant,
-        upload,
-        &parts,
-    )
-    .await;
+    let composed = compose(stores, tenant, upload, &parts).await;
     let new_item = match composed {
         Ok(item) => item,
         Err(err) => {
@@ -131,10 +161,13 @@ pub(crate) async fn queue_processing(
     }
 }
 
-/// Reads the parts in order into the original on every target store.
+/// Makes the original of the upload from its parts: on this host's files,
+/// when the running hash was carried to the end, by concatenating the part
+/// files into it (the kernel copies; nothing is read back); otherwise by
+/// reading the parts in order into the original on every target store,
+/// hashing them on the way.
 async fn compose(
-    parts_store: &Arc<dyn ObjectStore>,
-    targets: &[Arc<dyn ObjectStore>],
+    stores: &MediaStores,
     tenant: &Tenant,
     upload: &Upload,
     parts: &[UploadPart],
@@ -149,8 +182,80 @@ async fn compose(
     if expected != upload.length {
         return Err(CompletionError::Incomplete);
     }
+    let parts_store = &stores.parts();
     let media_type = sniff(parts_store, parts).await?;
     let key = StorageKey::original(tenant, &upload.media_id, media_type.extension());
+    let digest = upload
+        .sha256_state
+        .as_deref()
+        .and_then(running_digest::finish);
+    let files = stores
+        .only_local_file(upload.storage_strategy, &key)
+        .and_then(|original| {
+            let part_files: Option<Vec<_>> = parts
+                .iter()
+                .map(|part| stores.cloud().local_file(&part.object_key.to_path()))
+                .collect();
+            Some((part_files?, original))
+        });
+    if let (Some(digest), Some((part_files, original))) = (&digest, files) {
+        tokio::task::spawn_blocking(move || concatenate(&part_files, &original))
+            .await
+            .map_err(|err| std::io::Error::other(err.to_string()))
+            .and_then(|done| done)
+            .map_err(|err| {
+                CompletionError::Store(object_store::Error::Generic {
+                    store: "LocalFileSystem",
+                    source: Box::new(err),
+                })
+            })?;
+        return Ok(NewMediaItem {
+            id: upload.media_id.clone(),
+            filename: upload.filename.clone(),
+            size_bytes: upload.length,
+            media_type,
+            content_sha256: digest.clone(),
+            object_key: key,
+        });
+    }
+    let targets = stores.targets(upload.storage_strategy);
+    stream_parts(parts_store, &targets, key, media_type, upload, parts).await
+}
+
+/// Concatenates `parts` into `original` (a file of its own beside it first,
+/// then renamed into place, so a racer or a crash never leaves half a file
+/// under the original's name).
+fn concatenate(parts: &[std::path::PathBuf], original: &std::path::Path) -> std::io::Result<()> {
+    if let Some(dir) = original.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let staged = original.with_file_name(format!(".composing-{}", ulid::Ulid::generate()));
+    let written = (|| {
+        let mut out = std::fs::File::create(&staged)?;
+        for part in parts {
+            std::io::copy(&mut std::fs::File::open(part)?, &mut out)?;
+        }
+        Ok(())
+    })();
+    match written.and_then(|()| std::fs::rename(&staged, original)) {
+        Ok(()) => Ok(()),
+        Err(err) => {
+            let _ = std::fs::remove_file(&staged);
+            Err(err)
+        }
+    }
+}
+
+/// Reads the parts in order into the original on every target store,
+/// hashing them.
+async fn stream_parts(
+    parts_store: &Arc<dyn ObjectStore>,
+    targets: &[Arc<dyn ObjectStore>],
+    key: StorageKey,
+    media_type: MediaType,
+    upload: &Upload,
+    parts: &[UploadPart],
+) -> Result<NewMediaItem, CompletionError> {
     let mut writers = Vec::with_capacity(targets.len());
     for store in targets {
         writers.push(WriteMultipart::new(
@@ -211,4 +316,58 @@ async fn sniff(
         head.extend_from_slice(&bytes);
     }
     MediaType::detect(&head).ok_or(CompletionError::UnsupportedFormat)
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use super::{concatenate, running_digest};
+
+    #[test]
+    fn a_digest_carried_across_parts_is_the_files() {
+        let file: Vec<u8> = (0..10_000u32).map(|n| (n % 251) as u8).collect();
+        let mut state: Option<Vec<u8>> = None;
+        let mut offset = 0;
+        for part in file.chunks(3_333) {
+            let mut hash = running_digest::resume(state.as_deref(), offset).unwrap();
+            hash.update(part);
+            state = Some(running_digest::save(&hash));
+            offset += part.len() as i64;
+        }
+        assert_eq!(
+            running_digest::finish(&state.unwrap()).unwrap(),
+            hex::encode(Sha256::digest(&file))
+        );
+        // Past the start, no carried state is no hash (the file is read).
+        assert!(running_digest::resume(None, 10).is_none());
+        assert!(running_digest::resume(Some(b"not a state"), 10).is_none());
+    }
+
+    #[test]
+    fn parts_are_concatenated_into_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts: Vec<_> = ["one ", "two ", "three"]
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                let path = dir.path().join(format!("part-{index}"));
+                std::fs::write(&path, text).unwrap();
+                path
+            })
+            .collect();
+        let original = dir.path().join("media/original.jpg");
+        concatenate(&parts, &original).unwrap();
+        assert_eq!(std::fs::read_to_string(&original).unwrap(), "one two three");
+        // A missing part leaves nothing under the original's name.
+        let missing = dir.path().join("other/original.jpg");
+        assert!(concatenate(&[dir.path().join("nowhere")], &missing).is_err());
+        assert!(!missing.exists());
+        assert_eq!(
+            std::fs::read_dir(missing.parent().unwrap())
+                .unwrap()
+                .count(),
+            0
+        );
+    }
 }

@@ -17,6 +17,7 @@ use crate::background::job_console::search::{EVENTS_OF_LISTING_SQL, deliveries_o
 use crate::background::progress::PURGE_STEPS_SQL;
 use crate::db::{Backend, Database};
 use crate::listings::read::{ListShape, list_sql};
+use crate::media::{UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
 use crate::people::users::{UserListShape, user_count_sql, user_list_sql};
 use crate::requests::idempotency::PURGE_EXPIRED_SQL;
 use crate::webhooks::deliveries::{attempts_of_sql, deliveries_page_sql, recent_deliveries_sql};
@@ -25,8 +26,9 @@ use crate::webhooks::sweeps::PURGE_FINISHED_SQL;
 use crate::{Result, Store};
 
 /// The tables whose rows grow without bound with an agency's activity.
-const GROWING_TABLES: [&str; 8] = [
+const GROWING_TABLES: [&str; 9] = [
     "listings",
+    "uploads",
     "events",
     "media_items",
     "users",
@@ -283,6 +285,20 @@ fn planned(backend: Backend) -> Vec<Planned> {
                 Bind::Number(2_000),
             ],
             seeks: vec![&["agency_id"], &["listing_number"]],
+            sorts_keyed_rows: false,
+        },
+        Planned {
+            name: "uploads expired".to_owned(),
+            sql: uploads_due_sql(UPLOADS_RECEIVING),
+            binds: vec![Bind::Number(1), Bind::Number(100)],
+            seeks: vec![&["state"], &["expires_at"]],
+            sorts_keyed_rows: false,
+        },
+        Planned {
+            name: "uploads forgettable".to_owned(),
+            sql: uploads_due_sql(UPLOADS_ENDED),
+            binds: vec![Bind::Number(1), Bind::Number(100)],
+            seeks: vec![&["expires_at"]],
             sorts_keyed_rows: false,
         },
         Planned {

@@ -29,6 +29,7 @@ pub use resumable::{
 };
 
 pub use crate::objects::StorageKey;
+pub(crate) use resumable::{UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
 
 /// The longest file name an upload may carry, in bytes of UTF-8: what common
 /// file systems allow for one name, and what a listing read repeats for every

@@ -144,6 +144,9 @@ pub struct Upload {
     /// For a direct upload, its multipart upload in the store; `None` for a
     /// tus upload, whose bytes come through the API.
     pub direct: Option<DirectPlan>,
+    /// A tus upload's running sha256 over its first `offset` bytes (the
+    /// hash's serialized state), when every part so far carried it on.
+    pub sha256_state: Option<Vec<u8>>,
 }
 
 /// The bytes one request added.
@@ -230,12 +233,13 @@ struct UploadRow {
     store_upload_id: Option<String>,
     part_size: Option<i64>,
     declared_sha256: Option<String>,
+    sha256_state: Option<Vec<u8>>,
 }
 
 const UPLOAD_COLUMNS: &str = "id, operation_id, media_id, listing_id, upload_length, upload_offset,
      filename, filetype, storage_strategy, enable_optimization, related_entity_type,
      related_entity_id, metadata, state, created_at, expires_at, store_upload_id, part_size,
-     declared_sha256";
+     declared_sha256, sha256_state";
 
 fn upload_of(row: UploadRow) -> Result<Upload> {
     let strategy = row.storage_strategy;
@@ -268,7 +272,26 @@ fn upload_of(row: UploadRow) -> Result<Upload> {
         created_at: row.created_at,
         expires_at: row.expires_at,
         direct,
+        sha256_state: row.sha256_state,
     })
+}
+
+/// The uploads still taking bytes (`uploads_by_expiry` serves their sweep).
+pub(crate) const UPLOADS_RECEIVING: &str = "state = 'receiving'";
+
+/// The uploads that ended (`uploads_ended_by_expiry`, a partial index of
+/// exactly this condition, serves their sweep).
+pub(crate) const UPLOADS_ENDED: &str = "state <> 'receiving'";
+
+/// The expiry sweep's read of uploads in `states` due by `$1`, oldest
+/// first, at most `$2`, across tenants.
+pub(crate) fn uploads_due_sql(states: &str) -> String {
+    format!(
+        "select agency_id, is_sandbox, id, operation_id,
+                case when state <> 'completed' then store_upload_id end
+         from uploads
+         where {states} and expires_at <= $1 order by expires_at limit $2"
+    )
 }
 
 impl Media<'_> {
@@ -460,16 +483,19 @@ impl Media<'_> {
     /// `part.start`. `false` when it is not (another request's part landed
     /// first, or the upload ended): the part's object is then the caller's
     /// to remove.
+    /// `sha256_state` is the running hash over the upload's bytes up to the
+    /// part's end (`None` when it was not carried on).
     pub async fn commit_upload_part(
         &self,
         tenant: &Tenant,
         id: &UploadId,
         part: &UploadPart,
+        sha256_state: Option<&[u8]>,
         expires_at: Timestamp,
     ) -> Result<bool> {
         let committed = in_transaction!(self.store.db(), |tx| {
             let moved = sqlx::query(
-                "update uploads set upload_offset = $4 + $5, expires_at = $6
+                "update uploads set upload_offset = $4 + $5, expires_at = $6, sha256_state = $7
                  where agency_id = $1 and is_sandbox = $2 and id = $3 and state = 'receiving'
                    and upload_offset = $4 and upload_offset + $5 <= upload_length",
             )
@@ -479,6 +505,7 @@ impl Media<'_> {
             .bind(part.start)
             .bind(part.length)
             .bind(expires_at)
+            .bind(sha256_state)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -623,7 +650,7 @@ impl Media<'_> {
 
     /// Receiving uploads whose expiry passed, oldest first, across tenants.
     pub async fn expired_uploads(&self, now: Timestamp, limit: u32) -> Result<Vec<ExpiredUpload>> {
-        self.uploads_due("state = 'receiving'", now, limit).await
+        self.uploads_due(UPLOADS_RECEIVING, now, limit).await
     }
 
     /// Ended uploads whose keeping ended by `now`, oldest first, across tenants.
@@ -632,12 +659,7 @@ impl Media<'_> {
         now: Timestamp,
         limit: u32,
     ) -> Result<Vec<ExpiredUpload>> {
-        self.uploads_due(
-            "state in ('completed', 'terminated', 'expired')",
-            now,
-            limit,
-        )
-        .await
+        self.uploads_due(UPLOADS_ENDED, now, limit).await
     }
 
     /// Uploads in `states` whose `expires_at` passed by `now`, oldest first.
@@ -647,12 +669,7 @@ impl Media<'_> {
         now: Timestamp,
         limit: u32,
     ) -> Result<Vec<ExpiredUpload>> {
-        let sql = format!(
-            "select agency_id, is_sandbox, id, operation_id,
-                    case when state <> 'completed' then store_upload_id end
-             from uploads
-             where {states} and expires_at <= $1 order by expires_at limit $2"
-        );
+        let sql = uploads_due_sql(states);
         let rows: Vec<(AgencyId, bool, UploadId, OperationId, Option<String>)> = on_pool!(self.store.db(), pool => {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(now)

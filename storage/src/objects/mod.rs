@@ -170,9 +170,10 @@ impl ObjectStoreTarget {
                         source,
                     }
                 })?;
+                let files = Arc::new(LocalFileSystem::new_with_prefix(path)?);
                 Ok(MediaObjects {
-                    store: Arc::new(LocalFileSystem::new_with_prefix(path)?),
-                    kind: Kind::Local,
+                    store: files.clone(),
+                    kind: Kind::Local(files),
                 })
             }
             Self::S3 { url, settings } => {
@@ -215,7 +216,8 @@ pub struct MediaObjects {
 
 #[derive(Clone)]
 enum Kind {
-    Local,
+    /// Files under a directory of this host.
+    Local(Arc<LocalFileSystem>),
     S3 {
         /// The bucket's client, which signs URLs for keys under `prefix`.
         client: Arc<AmazonS3>,
@@ -242,9 +244,17 @@ impl MediaObjects {
         &self.store
     }
 
+    /// The file of the object at `path`, when objects are files on this host.
+    pub fn local_file(&self, path: &ObjectPath) -> Option<PathBuf> {
+        match &self.kind {
+            Kind::Local(files) => files.path_to_filesystem(path).ok(),
+            Kind::S3 { .. } => None,
+        }
+    }
+
     /// Whether objects are files on this host (the API then serves them itself).
     pub fn is_local(&self) -> bool {
-        matches!(self.kind, Kind::Local)
+        matches!(self.kind, Kind::Local(_))
     }
 
     /// A pre-signed URL that lets anyone holding it download the object at
@@ -295,7 +305,7 @@ struct ListedPart {
 impl MediaObjects {
     fn s3(&self, path: &ObjectPath) -> Option<(&Arc<AmazonS3>, ObjectPath)> {
         match &self.kind {
-            Kind::Local => None,
+            Kind::Local(_) => None,
             Kind::S3 { client, prefix, .. } => {
                 Some((client, prefix.parts().chain(path.parts()).collect()))
             }

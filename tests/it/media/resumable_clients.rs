@@ -182,6 +182,41 @@ async fn run(mut command: Command) -> Vec<Value> {
 
 /// Uploads the shoot with `client` (given the endpoint, listing and batch)
 /// through a link that drops, then checks the listing's media and the bytes.
+/// The listing holds each photo as a ready item of its name, size and sha256.
+async fn listing_holds_the_photos(
+    media: &Media,
+    number: &str,
+    photos: &[(std::path::PathBuf, Vec<u8>)],
+) {
+    let items = listing_media(media, number).await;
+    assert_eq!(items.len(), photos.len(), "{items:?}");
+    let tenant = media.ctx.live();
+    for (path, bytes) in photos {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let item = items
+            .iter()
+            .find(|item| item["filename"] == name)
+            .unwrap_or_else(|| panic!("{name} in {items:?}"));
+        assert_eq!(item["status"], "ready", "{item}");
+        let id =
+            MediaId::parse(item["id"].as_str().or(item["media_id"].as_str()).unwrap()).unwrap();
+        let stored = media
+            .ctx
+            .app
+            .store
+            .media()
+            .item(&tenant, &id)
+            .await
+            .unwrap();
+        assert_eq!(
+            stored.content_sha256,
+            hex::encode(Sha256::digest(bytes)),
+            "{name}"
+        );
+        assert_eq!(stored.size_bytes, bytes.len() as i64, "{name}");
+    }
+}
+
 async fn shoot_through_a_dropping_link(
     client: impl FnOnce(&str, &str, &str, &str, &[std::path::PathBuf]) -> Client,
 ) {
@@ -229,33 +264,7 @@ async fn shoot_through_a_dropping_link(
 
     let events = read_events(stream).await;
     assert_eq!(events.last().unwrap().0, "completed", "{events:?}");
-    let items = listing_media(&media, &number).await;
-    assert_eq!(items.len(), photos.len(), "{items:?}");
-    let tenant = media.ctx.live();
-    for (path, bytes) in &photos {
-        let name = path.file_name().unwrap().to_str().unwrap();
-        let item = items
-            .iter()
-            .find(|item| item["filename"] == name)
-            .unwrap_or_else(|| panic!("{name} in {items:?}"));
-        assert_eq!(item["status"], "ready", "{item}");
-        let id =
-            MediaId::parse(item["id"].as_str().or(item["media_id"].as_str()).unwrap()).unwrap();
-        let stored = media
-            .ctx
-            .app
-            .store
-            .media()
-            .item(&tenant, &id)
-            .await
-            .unwrap();
-        assert_eq!(
-            stored.content_sha256,
-            hex::encode(Sha256::digest(bytes)),
-            "{name}"
-        );
-        assert_eq!(stored.size_bytes, bytes.len() as i64);
-    }
+    listing_holds_the_photos(&media, &number, &photos).await;
 
     let drops = link.drops.load(Ordering::SeqCst);
     let sent = link.sent.load(Ordering::SeqCst);
@@ -392,29 +401,7 @@ async fn api_upload_resumes_a_folder_after_ctrl_c_and_a_dropping_link() {
     assert!(line.contains("resumed from an earlier run"), "{line}");
     assert!(line.ends_with("3 ready, 0 failed"), "{line}");
 
-    let items = listing_media(&media, &number).await;
-    assert_eq!(items.len(), photos.len(), "{items:?}");
-    let tenant = media.ctx.live();
-    for (path, bytes) in &photos {
-        let name = path.file_name().unwrap().to_str().unwrap();
-        let item = items.iter().find(|item| item["filename"] == name).unwrap();
-        assert_eq!(item["status"], "ready", "{item}");
-        let id =
-            MediaId::parse(item["id"].as_str().or(item["media_id"].as_str()).unwrap()).unwrap();
-        let stored = media
-            .ctx
-            .app
-            .store
-            .media()
-            .item(&tenant, &id)
-            .await
-            .unwrap();
-        assert_eq!(
-            stored.content_sha256,
-            hex::encode(Sha256::digest(bytes)),
-            "{name}"
-        );
-    }
+    listing_holds_the_photos(&media, &number, &photos).await;
     let drops = link.drops.load(Ordering::SeqCst);
     let sent = link.sent.load(Ordering::SeqCst);
     let requests = link.requests.load(Ordering::SeqCst);

@@ -90,8 +90,11 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
         u64::try_from(start).unwrap_or_default(),
         &Ulid::generate().to_string(),
     );
-    let mut writer: Option<WriteMultipart> = None;
+    let local_file = stores.cloud().local_file(&key.to_path());
+    let mut writer: Option<Sink> = None;
     let mut digester = request.checksum.as_ref().map(Checksum::digester);
+    let mut running =
+        platform::resumable::running_digest::resume(upload.sha256_state.as_deref(), start);
     let mut head: Vec<u8> = Vec::new();
     let mut received: i64 = 0;
     let mut cut = false;
@@ -133,20 +136,14 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
             if let Some(digester) = &mut digester {
                 digester.update(&chunk);
             }
+            if let Some(running) = &mut running {
+                sha2::Digest::update(running, &chunk);
+            }
             let writer = match &mut writer {
                 Some(writer) => writer,
-                None => writer.insert(WriteMultipart::new(
-                    store
-                        .put_multipart(&key.to_path())
-                        .await
-                        .map_err(store_failed)?,
-                )),
+                None => writer.insert(Sink::open(&store, &key, local_file.as_deref()).await?),
             };
-            writer
-                .wait_for_capacity(STORE_CONCURRENCY)
-                .await
-                .map_err(store_failed)?;
-            writer.write(&chunk);
+            writer.write(&chunk).await?;
             received += length;
         }
         Ok(())
@@ -173,13 +170,16 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     let Some(writer) = writer else {
         return Ok(Received::Nothing);
     };
-    writer.finish().await.map_err(store_failed)?;
+    writer.finish().await?;
     let part = UploadPart {
         start,
         length: received,
         object_key: key,
     };
-    commit(&request, &store, part).await
+    let carried = running
+        .as_ref()
+        .map(platform::resumable::running_digest::save);
+    commit(&request, &store, part, carried.as_deref()).await
 }
 
 /// The refusal of content that is none of the formats.
@@ -193,19 +193,121 @@ pub fn unsupported(upload: &Upload) -> ApiError {
     )
 }
 
-async fn abort(writer: Option<WriteMultipart>) {
-    if let Some(writer) = writer
-        && let Err(err) = writer.abort().await
-    {
-        tracing::warn!(%err, "could not abort an upload part's object");
+async fn abort(writer: Option<Sink>) {
+    if let Some(writer) = writer {
+        writer.abort().await;
     }
 }
 
-/// Commits the stored part; a part that lost its race is deleted.
+/// Where one part's bytes go as they arrive: on this host's files, a file
+/// written a chunk at a time beside the part's name and renamed to it when
+/// complete (so only a finished part bears its name, and what a crash
+/// leaves lies under the upload's prefix, which the expiry deletes); in an
+/// object store, a multipart write.
+enum Sink {
+    File {
+        file: tokio::fs::File,
+        staged: std::path::PathBuf,
+        path: std::path::PathBuf,
+    },
+    Store(WriteMultipart),
+}
+
+impl Sink {
+    async fn open(
+        store: &Arc<dyn ObjectStore>,
+        key: &StorageKey,
+        local_file: Option<&std::path::Path>,
+    ) -> Result<Self, ApiError> {
+        match local_file {
+            Some(path) => {
+                let staged = path.with_extension("partial");
+                if let Some(dir) = path.parent() {
+                    tokio::fs::create_dir_all(dir).await.map_err(file_failed)?;
+                }
+                let file = tokio::fs::File::create(&staged)
+                    .await
+                    .map_err(file_failed)?;
+                Ok(Self::File {
+                    file,
+                    staged,
+                    path: path.to_owned(),
+                })
+            }
+            None => Ok(Self::Store(WriteMultipart::new(
+                store
+                    .put_multipart(&key.to_path())
+                    .await
+                    .map_err(store_failed)?,
+            ))),
+        }
+    }
+
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        match self {
+            Self::File { file, .. } => tokio::io::AsyncWriteExt::write_all(file, chunk)
+                .await
+                .map_err(file_failed),
+            Self::Store(writer) => {
+                writer
+                    .wait_for_capacity(STORE_CONCURRENCY)
+                    .await
+                    .map_err(store_failed)?;
+                writer.write(chunk);
+                Ok(())
+            }
+        }
+    }
+
+    async fn finish(self) -> Result<(), ApiError> {
+        match self {
+            Self::File {
+                mut file,
+                staged,
+                path,
+            } => {
+                tokio::io::AsyncWriteExt::flush(&mut file)
+                    .await
+                    .map_err(file_failed)?;
+                drop(file);
+                tokio::fs::rename(&staged, &path).await.map_err(file_failed)
+            }
+            Self::Store(writer) => writer.finish().await.map(|_| ()).map_err(store_failed),
+        }
+    }
+
+    async fn abort(self) {
+        match self {
+            Self::File { file, staged, .. } => {
+                drop(file);
+                if let Err(err) = tokio::fs::remove_file(&staged).await {
+                    tracing::warn!(%err, "could not remove an upload part's unfinished file");
+                }
+            }
+            Self::Store(writer) => {
+                if let Err(err) = writer.abort().await {
+                    tracing::warn!(%err, "could not abort an upload part's object");
+                }
+            }
+        }
+    }
+}
+
+fn file_failed(err: std::io::Error) -> ApiError {
+    tracing::error!(%err, "writing an upload's part to its file failed");
+    refused(
+        UploadRefusal::StorageUnavailable,
+        "Storage is unavailable; send the bytes again from the upload's offset (HEAD tells it).",
+    )
+}
+
+/// Commits the stored part (with the running hash up to its end, when it
+/// was carried); a part that lost its race is deleted.
 async fn commit(
     request: &PartRequest,
     store: &Arc<dyn ObjectStore>,
     part: UploadPart,
+    sha256_state: Option<&[u8]>,
 ) -> Result<Received, ApiError> {
     let media = request.platform.store.media();
     let expires_at = request
@@ -215,7 +317,13 @@ async fn commit(
         .now()
         .plus_seconds(i64::try_from(request.expiry.as_secs()).unwrap_or(i64::MAX));
     let committed = media
-        .commit_upload_part(&request.tenant, &request.upload.id, &part, expires_at)
+        .commit_upload_part(
+            &request.tenant,
+            &request.upload.id,
+            &part,
+            sha256_state,
+            expires_at,
+        )
         .await;
     match committed {
         Ok(true) => Ok(Received::Committed(part.start + part.length)),
