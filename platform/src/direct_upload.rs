@@ -19,7 +19,7 @@ use storage::media::{
 use storage::objects::StoredPart;
 
 use crate::Platform;
-use crate::resumable::{COMPLETED_UPLOAD_KEPT_SECONDS, queue_processing};
+use crate::resumable::hand_over;
 
 /// Why a direct upload could not be completed.
 #[derive(Debug, thiserror::Error)]
@@ -174,23 +174,7 @@ pub async fn complete(
         content_sha256: plan.declared_sha256.clone(),
         object_key: key,
     };
-    let forget_at = platform
-        .store
-        .clock()
-        .now()
-        .plus_seconds(COMPLETED_UPLOAD_KEPT_SECONDS);
-    let recorded = media
-        .complete_resumable(tenant, upload, &new_item, forget_at)
-        .await?;
-    let Some(item) = recorded else {
-        return Ok(media.item(tenant, &upload.media_id).await?);
-    };
-    if let Err(err) = store.delete(&assembled).await {
-        // The expiry sweep deletes the upload's prefix when it forgets it.
-        tracing::warn!(%err, upload = %upload.id, "a completed direct upload's assembled object was not deleted");
-    }
-    queue_processing(platform, tenant, upload, &item).await;
-    Ok(item)
+    Ok(hand_over(platform, stores, tenant, upload, &new_item).await?)
 }
 
 #[cfg(test)]

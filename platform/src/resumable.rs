@@ -114,20 +114,36 @@ pub async fn complete(
             return Err(err);
         }
     };
+    Ok(hand_over(platform, stores, tenant, upload, &new_item).await?)
+}
+
+/// Hands a completed upload's original (`new_item`) to the media pipeline,
+/// whichever door its bytes came through: the item recorded queued in its
+/// batch and the upload completed, in one conditional transaction; then the
+/// upload's objects deleted and the item's job pushed. Returns the item
+/// (that of a racer that recorded it first, if one did).
+pub(crate) async fn hand_over(
+    platform: &Platform,
+    stores: &MediaStores,
+    tenant: &Tenant,
+    upload: &Upload,
+    new_item: &NewMediaItem,
+) -> Result<MediaItem, storage::StorageError> {
+    let media = platform.store.media();
     let forget_at = platform
         .store
         .clock()
         .now()
         .plus_seconds(COMPLETED_UPLOAD_KEPT_SECONDS);
     let recorded = media
-        .complete_resumable(tenant, upload, &new_item, forget_at)
+        .complete_resumable(tenant, upload, new_item, forget_at)
         .await?;
     let Some(item) = recorded else {
-        return Ok(media.item(tenant, &upload.media_id).await?);
+        return media.item(tenant, &upload.media_id).await;
     };
     if let Err(err) = stores.delete_upload_parts(tenant, &upload.id, None).await {
         // The expiry sweep deletes them when it forgets the upload.
-        tracing::warn!(%err, upload = %upload.id, "a completed upload's parts were not deleted");
+        tracing::warn!(%err, upload = %upload.id, "a completed upload's objects were not deleted");
     }
     queue_processing(platform, tenant, upload, &item).await;
     Ok(item)
@@ -135,12 +151,7 @@ pub async fn complete(
 
 /// Announces the item and pushes its job. A failed push is retried in the
 /// background; should this process stop first, the media sweep pushes it.
-pub(crate) async fn queue_processing(
-    platform: &Platform,
-    tenant: &Tenant,
-    upload: &Upload,
-    item: &MediaItem,
-) {
+async fn queue_processing(platform: &Platform, tenant: &Tenant, upload: &Upload, item: &MediaItem) {
     let queued = platform
         .progress
         .publish_step(tenant, &upload.operation_id, MediaStep::Queued)

@@ -458,20 +458,11 @@ async fn an_ended_upload_has_the_store_drop_its_parts() {
     let interrupted = media.direct_created(&body).await;
     let first = send_part(&interrupted, 1, &photo).await;
     let second = send_part(&interrupted, 2, &photo).await;
-    let (tenant, id) = (media.ctx.live(), upload_id(&interrupted));
-    let row = media
-        .ctx
-        .app
-        .store
-        .media()
-        .resumable(&tenant, &id)
-        .await
-        .unwrap();
-    let assembled = storage::media::StorageKey::direct_upload(&tenant, &id);
+    let (assembled, store_upload_id) = in_the_store(&media, &interrupted).await;
     s3.media()
         .complete_direct_upload(
-            &format!("{PREFIX}/{assembled}").into(),
-            &row.direct.unwrap().store_upload_id,
+            &assembled,
+            &store_upload_id,
             vec![first.1.clone(), second.1.clone()],
         )
         .await
@@ -486,21 +477,9 @@ async fn an_ended_upload_has_the_store_drop_its_parts() {
     // ends the upload with 410), and the client is told what is missing.
     let orphan = media.direct_created(&body).await;
     let first = send_part(&orphan, 1, &photo).await;
-    let id = upload_id(&orphan);
-    let row = media
-        .ctx
-        .app
-        .store
-        .media()
-        .resumable(&tenant, &id)
-        .await
-        .unwrap();
-    let assembled = storage::media::StorageKey::direct_upload(&tenant, &id);
+    let (assembled, store_upload_id) = in_the_store(&media, &orphan).await;
     s3.media()
-        .abort_direct_upload(
-            &format!("{PREFIX}/{assembled}").into(),
-            &row.direct.unwrap().store_upload_id,
-        )
+        .abort_direct_upload(&assembled, &store_upload_id)
         .await
         .unwrap();
     let refused = media
@@ -515,8 +494,28 @@ async fn an_ended_upload_has_the_store_drop_its_parts() {
     assert_eq!(upload_keys(&s3).await, Vec::<String>::new());
 }
 
-fn upload_id(upload: &Value) -> storage::ids::UploadId {
-    storage::ids::UploadId::parse(upload["upload_id"].as_str().unwrap()).unwrap()
+/// Where the store keeps `upload` (its assembled object's key, from the
+/// bucket's root) and the store's multipart upload id: what a test needs to
+/// act on the store behind the API's back.
+async fn in_the_store(
+    media: &Media,
+    upload: &Value,
+) -> (storage::objects::object_store::path::Path, String) {
+    let tenant = media.ctx.live();
+    let id = storage::ids::UploadId::parse(upload["upload_id"].as_str().unwrap()).unwrap();
+    let row = media
+        .ctx
+        .app
+        .store
+        .media()
+        .resumable(&tenant, &id)
+        .await
+        .unwrap();
+    let assembled = storage::media::StorageKey::direct_upload(&tenant, &id);
+    (
+        format!("{PREFIX}/{assembled}").into(),
+        row.direct.unwrap().store_upload_id,
+    )
 }
 
 #[tokio::test]
