@@ -496,15 +496,12 @@ pub async fn complete_direct_upload(
     let completed = task
         .await
         .map_err(|err| ApiError::internal(format!("a direct upload's completion failed: {err}")))?;
-    let current = |state: &AppState, tenant: &Tenant| {
-        let (state, tenant, id) = (state.clone(), tenant.clone(), upload.id.clone());
-        async move { Ok::<_, ApiError>(state.store().media().resumable(&tenant, &id).await?) }
-    };
+    let media = state.store().media();
     match completed {
         Ok(_) => {}
         Err(DirectCompletionError::PartsRefused(reason)) => {
             // A racer may have completed it (and dropped the assembled object).
-            let now = current(&state, &tenant).await?;
+            let now = media.resumable(&tenant, &upload.id).await?;
             if now.state != UploadState::Completed {
                 return Err(refused(
                     UploadRefusal::PartsRefused,
@@ -534,14 +531,14 @@ pub async fn complete_direct_upload(
         }
         Err(DirectCompletionError::PartsGone) => {
             end(&state, &tenant, &upload, UploadState::Terminated).await?;
-            let now = current(&state, &tenant).await?;
+            let now = media.resumable(&tenant, &upload.id).await?;
             return Err(gone(&now));
         }
         Err(DirectCompletionError::Store(err)) => return Err(store_failed(err)),
         Err(DirectCompletionError::Storage(err)) => return Err(err.into()),
         Err(DirectCompletionError::NotDirect) => return Err(unavailable()),
     }
-    let now = current(&state, &tenant).await?;
+    let now = media.resumable(&tenant, &upload.id).await?;
     Ok(Json(out(&state, &tenant, &now).await?))
 }
 
