@@ -173,10 +173,12 @@ async fn queue_processing(platform: &Platform, tenant: &Tenant, upload: &Upload,
 }
 
 /// Makes the original of the upload from its parts: on this host's files,
-/// when the running hash was carried to the end, by concatenating the part
-/// files into it (the kernel copies; nothing is read back); otherwise by
-/// reading the parts in order into the original on every target store,
-/// hashing them on the way.
+/// when the running hash was carried to the end, by giving the upload's one
+/// file the original's name too (a hard link: nothing is copied), or by
+/// concatenating part files into it where the upload has parts of their
+/// own (the kernel copies; nothing is read back); otherwise by reading the
+/// parts in order into the original on every target store, hashing them on
+/// the way.
 async fn compose(
     stores: &MediaStores,
     tenant: &Tenant,
@@ -194,7 +196,8 @@ async fn compose(
         return Err(CompletionError::Incomplete);
     }
     let parts_store = &stores.parts();
-    let media_type = sniff(parts_store, parts).await?;
+    let file = StorageKey::upload_file(tenant, &upload.id);
+    let media_type = sniff(parts_store, parts, &file).await?;
     let key = StorageKey::original(tenant, &upload.media_id, media_type.extension());
     let digest = upload
         .sha256_state
@@ -205,21 +208,31 @@ async fn compose(
         .and_then(|original| {
             let part_files: Option<Vec<_>> = parts
                 .iter()
-                .map(|part| stores.cloud().local_file(&part.object_key.to_path()))
+                .map(|part| {
+                    let path = stores.cloud().local_file(&part.object_key.to_path())?;
+                    Some((path, part.range_in_object(&file)))
+                })
                 .collect();
             Some((part_files?, original))
         });
     if let (Some(digest), Some((part_files, original))) = (&digest, files) {
-        tokio::task::spawn_blocking(move || concatenate(&part_files, &original))
-            .await
-            .map_err(|err| std::io::Error::other(err.to_string()))
-            .and_then(|done| done)
-            .map_err(|err| {
-                CompletionError::Store(object_store::Error::Generic {
-                    store: "LocalFileSystem",
-                    source: Box::new(err),
-                })
-            })?;
+        let whole_file = parts.iter().all(|part| part.object_key == file);
+        tokio::task::spawn_blocking(move || {
+            if whole_file {
+                name_original(&part_files[0].0, upload_length(&part_files), &original)
+            } else {
+                concatenate(&part_files, &original)
+            }
+        })
+        .await
+        .map_err(|err| std::io::Error::other(err.to_string()))
+        .and_then(|done| done)
+        .map_err(|err| {
+            CompletionError::Store(object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(err),
+            })
+        })?;
         return Ok(NewMediaItem {
             id: upload.media_id.clone(),
             filename: upload.filename.clone(),
@@ -230,25 +243,92 @@ async fn compose(
         });
     }
     let targets = stores.targets(upload.storage_strategy);
-    stream_parts(parts_store, &targets, key, media_type, upload, parts).await
+    stream_parts(parts_store, &targets, key, media_type, upload, parts, &file).await
 }
 
-/// Concatenates `parts` into `original` (a file of its own beside it first,
-/// then renamed into place, so a racer or a crash never leaves half a file
-/// under the original's name).
-fn concatenate(parts: &[std::path::PathBuf], original: &std::path::Path) -> std::io::Result<()> {
+/// The upload's length, from the end of its last part.
+fn upload_length(parts: &[(std::path::PathBuf, std::ops::Range<u64>)]) -> u64 {
+    parts.last().map_or(0, |(_, range)| range.end)
+}
+
+/// Gives the upload's one file the original's name as well (a hard link,
+/// so nothing is copied; the upload's name goes with its prefix once the
+/// item is recorded). The file was synced by every request that wrote to
+/// it; the link is synced here. A second completion finds the link made.
+/// Where the two names cannot share the file (another file system), the
+/// file is copied instead.
+fn name_original(
+    file: &std::path::Path,
+    length: u64,
+    original: &std::path::Path,
+) -> std::io::Result<()> {
+    if std::fs::metadata(file)?.len() != length {
+        return Err(std::io::Error::other(format!(
+            "{} does not hold the upload's {length} bytes",
+            file.display()
+        )));
+    }
+    let dir = original.parent();
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::hard_link(file, original) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::metadata(original)?.len() != length {
+                std::fs::remove_file(original)?;
+                std::fs::hard_link(file, original)?;
+            }
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::CrossesDevices => {
+            return concatenate(&[(file.to_owned(), 0..length)], original);
+        }
+        Err(err) => return Err(err),
+    }
+    match dir {
+        Some(dir) => std::fs::File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
+}
+
+/// Concatenates the bytes of `parts` (each a file and where in it they
+/// lie) into `original` (a file of its own beside it first, then renamed
+/// into place, so a racer or a crash never leaves half a file under the
+/// original's name).
+fn concatenate(
+    parts: &[(std::path::PathBuf, std::ops::Range<u64>)],
+    original: &std::path::Path,
+) -> std::io::Result<()> {
+    use std::io::{Read, Seek};
     if let Some(dir) = original.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let staged = original.with_file_name(format!(".composing-{}", ulid::Ulid::generate()));
     let written = (|| {
         let mut out = std::fs::File::create(&staged)?;
-        for part in parts {
-            std::io::copy(&mut std::fs::File::open(part)?, &mut out)?;
+        for (path, range) in parts {
+            let mut file = std::fs::File::open(path)?;
+            file.seek(std::io::SeekFrom::Start(range.start))?;
+            let copied = std::io::copy(&mut file.take(range.end - range.start), &mut out)?;
+            if copied != range.end - range.start {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("{} ends before the upload's bytes do", path.display()),
+                ));
+            }
         }
-        Ok(())
+        // The parts are deleted once the item is recorded: the original
+        // must be on disk before it takes its name.
+        out.sync_data()
     })();
-    match written.and_then(|()| std::fs::rename(&staged, original)) {
+    let named = written.and_then(|()| {
+        std::fs::rename(&staged, original)?;
+        match original.parent() {
+            Some(dir) => std::fs::File::open(dir)?.sync_all(),
+            None => Ok(()),
+        }
+    });
+    match named {
         Ok(()) => Ok(()),
         Err(err) => {
             let _ = std::fs::remove_file(&staged);
@@ -266,6 +346,7 @@ async fn stream_parts(
     media_type: MediaType,
     upload: &Upload,
     parts: &[UploadPart],
+    file: &StorageKey,
 ) -> Result<NewMediaItem, CompletionError> {
     let mut writers = Vec::with_capacity(targets.len());
     for store in targets {
@@ -276,8 +357,12 @@ async fn stream_parts(
     let mut hasher = Sha256::new();
     let written: Result<(), CompletionError> = async {
         for part in parts {
+            let options = object_store::GetOptions {
+                range: Some(part.range_in_object(file).into()),
+                ..Default::default()
+            };
             let mut stream = parts_store
-                .get(&part.object_key.to_path())
+                .get_opts(&part.object_key.to_path(), options)
                 .await?
                 .into_stream();
             while let Some(chunk) = stream.try_next().await? {
@@ -314,6 +399,7 @@ async fn stream_parts(
 async fn sniff(
     parts_store: &Arc<dyn ObjectStore>,
     parts: &[UploadPart],
+    file: &StorageKey,
 ) -> Result<MediaType, CompletionError> {
     let mut head = Vec::with_capacity(MediaType::SNIFF_LEN);
     for part in parts {
@@ -321,8 +407,9 @@ async fn sniff(
             break;
         }
         let wanted = (MediaType::SNIFF_LEN - head.len()).min(part.length as usize) as u64;
+        let start = part.range_in_object(file).start;
         let bytes = parts_store
-            .get_range(&part.object_key.to_path(), 0..wanted)
+            .get_range(&part.object_key.to_path(), start..start + wanted)
             .await?;
         head.extend_from_slice(&bytes);
     }
@@ -333,7 +420,7 @@ async fn sniff(
 mod tests {
     use sha2::{Digest, Sha256};
 
-    use super::{concatenate, running_digest};
+    use super::{concatenate, name_original, running_digest};
 
     #[test]
     fn a_digest_carried_across_parts_is_the_files() {
@@ -358,21 +445,29 @@ mod tests {
     #[test]
     fn parts_are_concatenated_into_place() {
         let dir = tempfile::tempdir().unwrap();
-        let parts: Vec<_> = ["one ", "two ", "three"]
+        let mut parts: Vec<_> = ["one ", "two "]
             .iter()
             .enumerate()
             .map(|(index, text)| {
                 let path = dir.path().join(format!("part-{index}"));
                 std::fs::write(&path, text).unwrap();
-                path
+                (path, 0..text.len() as u64)
             })
             .collect();
+        // An upload that went on in its one file: its bytes from offset 8.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "\0\0\0\0\0\0\0\0three").unwrap();
+        parts.push((file, 8..13));
         let original = dir.path().join("media/original.jpg");
         concatenate(&parts, &original).unwrap();
         assert_eq!(std::fs::read_to_string(&original).unwrap(), "one two three");
-        // A missing part leaves nothing under the original's name.
+        // A part whose file ends early, or is missing, leaves nothing under
+        // the original's name.
+        let short = dir.path().join("short/original.jpg");
+        assert!(concatenate(&[(dir.path().join("part-0"), 0..9)], &short).is_err());
+        assert!(!short.exists());
         let missing = dir.path().join("other/original.jpg");
-        assert!(concatenate(&[dir.path().join("nowhere")], &missing).is_err());
+        assert!(concatenate(&[(dir.path().join("nowhere"), 0..4)], &missing).is_err());
         assert!(!missing.exists());
         assert_eq!(
             std::fs::read_dir(missing.parent().unwrap())
@@ -380,5 +475,29 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn the_uploads_file_becomes_the_original_without_a_copy() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("uploads/u/file");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "one two three").unwrap();
+        let original = dir.path().join("media/original.jpg");
+        name_original(&file, 13, &original).unwrap();
+        assert_eq!(std::fs::read_to_string(&original).unwrap(), "one two three");
+        let inode = |path: &std::path::Path| std::fs::metadata(path).unwrap().ino();
+        assert_eq!(inode(&file), inode(&original));
+        // A second completion finds the name given.
+        name_original(&file, 13, &original).unwrap();
+        // The upload's name goes; the original stays.
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(std::fs::read_to_string(&original).unwrap(), "one two three");
+        // A file short of the upload's length is refused.
+        std::fs::write(&file, "one two").unwrap();
+        let other = dir.path().join("media/other.jpg");
+        assert!(name_original(&file, 13, &other).is_err());
+        assert!(!other.exists());
     }
 }

@@ -156,8 +156,23 @@ pub struct UploadPart {
     pub start: i64,
     /// Its length.
     pub length: i64,
-    /// Its object.
+    /// Its object: the upload's one file on this host's disk
+    /// ([`StorageKey::upload_file`]), or an object of its own.
     pub object_key: StorageKey,
+}
+
+impl UploadPart {
+    /// Where its bytes lie in its object: at their offset in the upload's
+    /// one file (`file`), from the start of an object of their own.
+    pub fn range_in_object(&self, file: &StorageKey) -> std::ops::Range<u64> {
+        let length = u64::try_from(self.length).unwrap_or_default();
+        let start = if &self.object_key == file {
+            u64::try_from(self.start).unwrap_or_default()
+        } else {
+            0
+        };
+        start..start + length
+    }
 }
 
 /// A batch as an upload joining it finds it.

@@ -60,6 +60,17 @@ impl StorageKey {
         ))
     }
 
+    /// A resumable upload's one file when its bytes are kept on this host's
+    /// disk: every request writes what it receives into it at its offset,
+    /// so the file is whole, with nothing to concatenate, once the last
+    /// byte arrives.
+    pub fn upload_file(tenant: &Tenant, upload: &UploadId) -> Self {
+        Self(format!(
+            "{}/file",
+            Self::upload_prefix(tenant, upload).as_str()
+        ))
+    }
+
     /// The object a direct upload's parts are assembled into by the store,
     /// under the upload's prefix until its format is known and it is copied
     /// to its item's original.

@@ -155,6 +155,22 @@ backend_tests! {
         let cuts = [0, front.len() / 3, 2 * front.len() / 3, front.len()];
         let mut last = None;
         for window in cuts.windows(2) {
+            // Before the second chunk, other bytes to the file's end that
+            // no checksum matches: kept nowhere, and written over (the
+            // item comes out ready, its sha256 checked by the worker).
+            if window[0] > 0 && window[1] < front.len() {
+                let junk = vec![0x5A; front.len() - window[0]];
+                let refused = media
+                    .tus(reqwest::Method::PATCH, &url)
+                    .header("Upload-Offset", window[0].to_string())
+                    .header("Content-Type", "application/offset+octet-stream")
+                    .header("Upload-Checksum", format!("sha256 {}", STANDARD.encode(Sha256::digest(b"other"))))
+                    .body(junk)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(code(refused).await, "upload.checksum_mismatch");
+            }
             let response = media.patch(&url, window[0], front[window[0]..window[1]].to_vec()).await;
             assert_eq!(response.status(), StatusCode::NO_CONTENT);
             assert_eq!(header(&response, "upload-offset"), window[1].to_string());

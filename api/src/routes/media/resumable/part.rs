@@ -8,8 +8,12 @@
 //! what was in flight. A request that named a checksum keeps nothing unless
 //! every byte arrived and matches.
 
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use axum::body::Body;
 use futures::StreamExt;
@@ -84,13 +88,19 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     let store = stores.parts();
     let upload = &request.upload;
     let start = upload.offset;
-    let key = StorageKey::upload_part(
-        &request.tenant,
-        &upload.id,
-        u64::try_from(start).unwrap_or_default(),
-        &Ulid::generate().to_string(),
-    );
-    let local_file = stores.cloud().local_file(&key.to_path());
+    // On this host's disk the bytes go into the upload's one file; in an
+    // object store, into an object of their own.
+    let file = StorageKey::upload_file(&request.tenant, &upload.id);
+    let local_file = stores.cloud().local_file(&file.to_path());
+    let key = match local_file {
+        Some(_) => file,
+        None => StorageKey::upload_part(
+            &request.tenant,
+            &upload.id,
+            u64::try_from(start).unwrap_or_default(),
+            &Ulid::generate().to_string(),
+        ),
+    };
     let mut writer: Option<Sink> = None;
     let mut digester = request.checksum.as_ref().map(Checksum::digester);
     let mut running =
@@ -141,9 +151,17 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
             }
             let writer = match &mut writer {
                 Some(writer) => writer,
-                None => writer.insert(Sink::open(&store, &key, local_file.as_deref()).await?),
+                None => writer.insert(
+                    Sink::open(
+                        &store,
+                        &key,
+                        local_file.as_deref(),
+                        u64::try_from(start).unwrap_or_default(),
+                    )
+                    .await?,
+                ),
             };
-            writer.write(&chunk).await?;
+            writer.write(chunk).await?;
             received += length;
         }
         Ok(())
@@ -179,7 +197,8 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     let carried = running
         .as_ref()
         .map(platform::resumable::running_digest::save);
-    commit(&request, &store, part, carried.as_deref()).await
+    let shared = local_file.is_some();
+    commit(&request, &store, part, carried.as_deref(), shared).await
 }
 
 /// The refusal of content that is none of the formats.
@@ -199,41 +218,137 @@ async fn abort(writer: Option<Sink>) {
     }
 }
 
-/// Where one part's bytes go as they arrive: on this host's files, a file
-/// written a chunk at a time beside the part's name and renamed to it when
-/// complete (so only a finished part bears its name, and what a crash
-/// leaves lies under the upload's prefix, which the expiry deletes); in an
-/// object store, a multipart write.
+/// Where one request's bytes go as they arrive: on this host's disk, into
+/// the upload's one file at their offset (so the file is whole when the
+/// last byte arrives, and the completion copies nothing); in an object
+/// store, a multipart write of an object of their own.
 enum Sink {
-    File {
-        file: tokio::fs::File,
-        staged: std::path::PathBuf,
-        path: std::path::PathBuf,
-    },
+    File(UploadFile),
     Store(WriteMultipart),
+}
+
+/// The upload's one file, written by a blocking task that the request
+/// hands its chunks to as they arrive (written as received: no copy into a
+/// buffer of the runtime's, no task per write) at their offset. The bytes
+/// reach the disk as they come, every [`SYNC_EVERY`] bytes synced by a
+/// second task while the first goes on writing (so the disk works while
+/// the network does), and all of them before the request commits: the
+/// offset they move is acknowledged to the client and must survive a power
+/// loss as the database's commit does.
+///
+/// Bytes a request wrote past the offset and did not commit (a checksum
+/// that did not match, a racing request that lost) are written over by
+/// the next request; two requests racing from the same offset of the same
+/// file write the same bytes, and a client that sends other bytes there
+/// is caught by the worker's check of the file's sha256.
+struct UploadFile {
+    chunks: tokio::sync::mpsc::Sender<Bytes>,
+    writer: tokio::task::JoinHandle<std::io::Result<()>>,
+    syncer: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Chunks handed to the file's writer before the request waits for it.
+const FILE_CHUNKS_IN_FLIGHT: usize = 4;
+
+/// Bytes written between two syncs of the upload's file.
+const SYNC_EVERY: u64 = 1024 * 1024;
+
+impl UploadFile {
+    async fn open(path: &Path, start: u64) -> Result<Self, ApiError> {
+        let path = path.to_owned();
+        let file = tokio::task::spawn_blocking(move || {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let (file, created) = open_upload_file(&path)?;
+            // A new file's name must survive a power loss too.
+            if created && let Some(dir) = path.parent() {
+                std::fs::File::open(dir)?.sync_all()?;
+            }
+            Ok(file)
+        })
+        .await
+        .map_err(|err| file_failed(std::io::Error::other(err)))?
+        .map_err(file_failed)?;
+        let synced = file.try_clone().map_err(file_failed)?;
+        let (due, sync_due) = std::sync::mpsc::sync_channel::<()>(1);
+        let syncer = tokio::task::spawn_blocking(move || {
+            while sync_due.recv().is_ok() {
+                synced.sync_data()?;
+            }
+            Ok(())
+        });
+        let (chunks, mut arriving) = tokio::sync::mpsc::channel::<Bytes>(FILE_CHUNKS_IN_FLIGHT);
+        let writer = tokio::task::spawn_blocking(move || {
+            let mut position = start;
+            let mut unsynced = 0;
+            while let Some(chunk) = arriving.blocking_recv() {
+                file.write_all_at(&chunk, position)?;
+                position += chunk.len() as u64;
+                unsynced += chunk.len() as u64;
+                // A sync already due covers these bytes too when it runs.
+                if unsynced >= SYNC_EVERY && due.try_send(()).is_ok() {
+                    unsynced = 0;
+                }
+            }
+            drop(due);
+            file.sync_data()
+        });
+        Ok(Self {
+            chunks,
+            writer,
+            syncer,
+        })
+    }
+
+    async fn write(&mut self, chunk: Bytes) -> Result<(), ApiError> {
+        if self.chunks.send(chunk).await.is_ok() {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        Err(file_failed(match (&mut self.writer).await {
+            Ok(Err(err)) => err,
+            Ok(Ok(())) => std::io::Error::other("the upload file's writer stopped early"),
+            Err(err) => std::io::Error::other(err),
+        }))
+    }
+
+    /// Waits for every byte handed over to be written and on disk.
+    async fn finish(self) -> Result<(), ApiError> {
+        drop(self.chunks);
+        for task in [self.writer, self.syncer] {
+            match task.await {
+                Ok(done) => done.map_err(file_failed)?,
+                Err(err) => return Err(file_failed(std::io::Error::other(err))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens the upload's file for writing, creating it if it is new (and
+/// saying so: its directory entry is then synced).
+fn open_upload_file(path: &Path) -> std::io::Result<(std::fs::File, bool)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    match options.clone().create_new(true).open(path) {
+        Ok(file) => Ok((file, true)),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok((options.open(path)?, false))
+        }
+        Err(err) => Err(err),
+    }
 }
 
 impl Sink {
     async fn open(
         store: &Arc<dyn ObjectStore>,
         key: &StorageKey,
-        local_file: Option<&std::path::Path>,
+        local_file: Option<&Path>,
+        start: u64,
     ) -> Result<Self, ApiError> {
         match local_file {
-            Some(path) => {
-                let staged = path.with_extension("partial");
-                if let Some(dir) = path.parent() {
-                    tokio::fs::create_dir_all(dir).await.map_err(file_failed)?;
-                }
-                let file = tokio::fs::File::create(&staged)
-                    .await
-                    .map_err(file_failed)?;
-                Ok(Self::File {
-                    file,
-                    staged,
-                    path: path.to_owned(),
-                })
-            }
+            Some(path) => Ok(Self::File(UploadFile::open(path, start).await?)),
             None => Ok(Self::Store(WriteMultipart::new(
                 store
                     .put_multipart(&key.to_path())
@@ -243,17 +358,15 @@ impl Sink {
         }
     }
 
-    async fn write(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+    async fn write(&mut self, chunk: Bytes) -> Result<(), ApiError> {
         match self {
-            Self::File { file, .. } => tokio::io::AsyncWriteExt::write_all(file, chunk)
-                .await
-                .map_err(file_failed),
+            Self::File(file) => file.write(chunk).await,
             Self::Store(writer) => {
                 writer
                     .wait_for_capacity(STORE_CONCURRENCY)
                     .await
                     .map_err(store_failed)?;
-                writer.write(chunk);
+                writer.put(chunk);
                 Ok(())
             }
         }
@@ -261,27 +374,19 @@ impl Sink {
 
     async fn finish(self) -> Result<(), ApiError> {
         match self {
-            Self::File {
-                mut file,
-                staged,
-                path,
-            } => {
-                tokio::io::AsyncWriteExt::flush(&mut file)
-                    .await
-                    .map_err(file_failed)?;
-                drop(file);
-                tokio::fs::rename(&staged, &path).await.map_err(file_failed)
-            }
+            Self::File(file) => file.finish().await,
             Self::Store(writer) => writer.finish().await.map(|_| ()).map_err(store_failed),
         }
     }
 
+    /// Drops what was received: an object of its own is aborted; bytes in
+    /// the upload's file past its offset are left for the next request to
+    /// write over.
     async fn abort(self) {
         match self {
-            Self::File { file, staged, .. } => {
-                drop(file);
-                if let Err(err) = tokio::fs::remove_file(&staged).await {
-                    tracing::warn!(%err, "could not remove an upload part's unfinished file");
+            Self::File(file) => {
+                if let Err(err) = file.finish().await {
+                    tracing::warn!(?err, "bytes not kept of an upload's file were not written");
                 }
             }
             Self::Store(writer) => {
@@ -302,12 +407,14 @@ fn file_failed(err: std::io::Error) -> ApiError {
 }
 
 /// Commits the stored part (with the running hash up to its end, when it
-/// was carried); a part that lost its race is deleted.
+/// was carried). A part of its own that lost its race is deleted; the
+/// upload's one file (`shared`) only once the upload no longer receives.
 async fn commit(
     request: &PartRequest,
     store: &Arc<dyn ObjectStore>,
     part: UploadPart,
     sha256_state: Option<&[u8]>,
+    shared: bool,
 ) -> Result<Received, ApiError> {
     let media = request.platform.store.media();
     let expires_at = request
@@ -328,10 +435,16 @@ async fn commit(
     match committed {
         Ok(true) => Ok(Received::Committed(part.start + part.length)),
         Ok(false) | Err(_) => {
-            if let Err(err) = store.delete(&part.object_key.to_path()).await {
+            let current = media.resumable(&request.tenant, &request.upload.id).await;
+            let receiving = current
+                .as_ref()
+                .is_ok_and(|current| current.state == UploadState::Receiving);
+            if !(shared && receiving)
+                && let Err(err) = store.delete(&part.object_key.to_path()).await
+            {
                 tracing::warn!(%err, "could not delete an upload part that was not committed");
             }
-            let current = media.resumable(&request.tenant, &request.upload.id).await?;
+            let current = current?;
             committed?;
             Err(conflict(&current))
         }
