@@ -174,6 +174,155 @@ impl S3Server {
     }
 }
 
+/// What [`FaultyStore`] does to the requests it passes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreFault {
+    /// Nothing: every request reaches the server.
+    None,
+    /// Every request about a multipart upload (`?uploadId=`) is answered
+    /// 404 `NoSuchUpload`, as S3 answers once the upload was aborted (by
+    /// a bucket's lifecycle rule, say). `s3s-fs` lists an aborted upload's
+    /// parts as none instead.
+    UploadGone,
+    /// Every request is answered 403 `AccessDenied`, as by a store whose
+    /// credentials were revoked (not retried, unlike a 5xx).
+    Refuse,
+    /// A `HEAD` says the object is one byte longer than it is, as a store
+    /// that assembled an upload's parts wrongly would.
+    MisreportSize,
+}
+
+/// An HTTP relay in front of an S3 server that can be told to answer as a
+/// store in trouble does ([`StoreFault`]). Requests pass on with their
+/// `Host` header, so their signatures still hold. Stops when dropped.
+pub struct FaultyStore {
+    endpoint: String,
+    fault: std::sync::Arc<std::sync::Mutex<StoreFault>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FaultyStore {
+    /// Starts the relay to `upstream` (`http://127.0.0.1:PORT`).
+    pub async fn start(upstream: &str) -> Self {
+        use axum::body::Body;
+        use axum::extract::Request;
+        use axum::response::Response;
+
+        let fault = std::sync::Arc::new(std::sync::Mutex::new(StoreFault::None));
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("HTTP client");
+        let upstream = upstream.to_owned();
+        let state = (fault.clone(), client, upstream);
+        let relay = move |request: Request| {
+            let (fault, client, upstream) = state.clone();
+            async move {
+                let now = *fault.lock().expect("fault");
+                let query = request.uri().query().unwrap_or_default().to_owned();
+                let answer = |status: u16, code: &str| {
+                    Response::builder()
+                        .status(status)
+                        .header("content-type", "application/xml")
+                        .body(Body::from(format!(
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{code}</Message></Error>"
+                        )))
+                        .expect("response")
+                };
+                match now {
+                    StoreFault::Refuse => return answer(403, "AccessDenied"),
+                    StoreFault::UploadGone if query.contains("uploadId=") => {
+                        return answer(404, "NoSuchUpload");
+                    }
+                    _ => {}
+                }
+                let (parts, body) = request.into_parts();
+                let url = format!(
+                    "{upstream}{}",
+                    parts.uri.path_and_query().map_or("/", |path| path.as_str())
+                );
+                let body = axum::body::to_bytes(body, 64 * 1024 * 1024)
+                    .await
+                    .unwrap_or_default();
+                let mut headers = parts.headers.clone();
+                for hop in ["connection", "content-length", "transfer-encoding"] {
+                    headers.remove(hop);
+                }
+                let passed = client
+                    .request(parts.method.clone(), url)
+                    .headers(headers)
+                    .body(body)
+                    .send()
+                    .await;
+                let Ok(passed) = passed else {
+                    return answer(502, "BadGateway");
+                };
+                let head = parts.method == reqwest::Method::HEAD;
+                let mut response = Response::builder().status(passed.status());
+                for (name, value) in passed.headers() {
+                    match name.as_str() {
+                        "connection" | "transfer-encoding" => {}
+                        // A `HEAD` has no body to measure: its length is
+                        // passed on as the server said it (or not).
+                        "content-length" if head && now == StoreFault::MisreportSize => {
+                            let length: u64 = value
+                                .to_str()
+                                .ok()
+                                .and_then(|value| value.parse().ok())
+                                .unwrap_or_default();
+                            response = response.header(name, length + 1);
+                        }
+                        "content-length" if !head => {}
+                        _ => response = response.header(name, value),
+                    }
+                }
+                let bytes = passed.bytes().await.unwrap_or_default();
+                response.body(Body::from(bytes)).expect("response")
+            }
+        };
+        let app = axum::Router::new().fallback(relay);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the relay");
+        let endpoint = format!("http://{}", listener.local_addr().expect("address"));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            endpoint,
+            fault,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`: the endpoint to give the API.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// From now on, `fault`.
+    pub fn set(&self, fault: StoreFault) {
+        *self.fault.lock().expect("fault") = fault;
+    }
+
+    /// The target for `s3://<bucket>/<prefix>` of `server`, reached
+    /// through this relay.
+    pub fn target(&self, server: &S3Server, prefix: &str) -> ObjectStoreTarget {
+        let mut settings = server.settings();
+        settings.endpoint = Some(self.endpoint.clone());
+        ObjectStoreTarget::S3 {
+            url: format!("{}/{prefix}", server.bucket_url()),
+            settings,
+        }
+    }
+}
+
+impl Drop for FaultyStore {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Waits until `port` accepts connections, or the server exits.
 async fn wait_for_port(child: &mut Child, port: u16) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -594,3 +594,90 @@ async fn another_agencys_upload_and_the_other_doors_are_404() {
         .unwrap();
     expect_error(read, StatusCode::NOT_FOUND, "upload_not_found").await;
 }
+
+/// A store that lost an upload's parts (aborted behind the API's back, as
+/// a bucket's lifecycle rule does) is said so: 410 `upload.gone`, the
+/// upload ended. A store that refuses the API is 500
+/// `upload.storage_unavailable`, which says to try again and leaves the
+/// upload as it was: once the store answers, the same completion succeeds.
+/// A store that assembles the parts wrongly ends the upload.
+#[tokio::test]
+async fn a_store_that_lost_the_parts_or_refuses_is_said_so() {
+    use tests::s3::{FaultyStore, StoreFault};
+    let s3 = S3Server::start().await;
+    let relay = FaultyStore::start(s3.endpoint()).await;
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .media_target(relay.target(&s3, PREFIX))
+        .spawn()
+        .await;
+    let media = Media::on(app).await;
+    let photo = jpeg(64, 48);
+    let lost = media.direct_created(&declaration("lost.jpg", &photo)).await;
+    let kept = media.direct_created(&declaration("kept.jpg", &photo)).await;
+    let odd = media.direct_created(&declaration("odd.jpg", &photo)).await;
+    let lost_part = send_part(&lost, 1, &photo).await;
+    let kept_part = send_part(&kept, 1, &photo).await;
+    let odd_part = send_part(&odd, 1, &photo).await;
+
+    // A store that assembles the parts into a file of another size: the
+    // upload ends, its file deleted, and the client is told to start over.
+    relay.set(StoreFault::MisreportSize);
+    let wrong = media.direct_complete(&odd, &[odd_part]).await;
+    let answer = expect_error(
+        wrong,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+    )
+    .await;
+    assert!(
+        answer.to_string().contains("Create a new upload"),
+        "{answer}"
+    );
+    relay.set(StoreFault::None);
+    let read: Value = media.direct_read(&odd).await.json().await.unwrap();
+    assert_eq!(read["status"], "terminated", "{read}");
+    assert!(
+        upload_keys(&s3)
+            .await
+            .iter()
+            .all(|key| !key.contains(odd["upload_id"].as_str().unwrap()))
+    );
+
+    relay.set(StoreFault::UploadGone);
+    let gone = media.direct_complete(&lost, &[lost_part.clone()]).await;
+    let answer = expect_error(gone, StatusCode::GONE, "upload.gone").await;
+    assert!(
+        answer.to_string().contains("Create a new upload"),
+        "{answer}"
+    );
+    relay.set(StoreFault::None);
+    let read: Value = media.direct_read(&lost).await.json().await.unwrap();
+    assert_eq!(read["status"], "terminated", "{read}");
+    assert_eq!(read["parts"], json!([]), "{read}");
+    let again = media.direct_complete(&lost, &[lost_part]).await;
+    expect_error(again, StatusCode::GONE, "upload.gone").await;
+
+    relay.set(StoreFault::Refuse);
+    let created = media.direct(&declaration("later.jpg", &photo)).await;
+    let answer = expect_error(
+        created,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+    )
+    .await;
+    assert!(answer.to_string().contains("try again"), "{answer}");
+    let refused = media.direct_complete(&kept, &[kept_part.clone()]).await;
+    expect_error(
+        refused,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "upload.storage_unavailable",
+    )
+    .await;
+    relay.set(StoreFault::None);
+    let read: Value = media.direct_read(&kept).await.json().await.unwrap();
+    assert_eq!(read["status"], "receiving", "{read}");
+    let completed = media.direct_complete(&kept, &[kept_part]).await;
+    assert_eq!(completed.status(), StatusCode::OK);
+    let item: Value = completed.json().await.unwrap();
+    assert_eq!(item["filename"], "kept.jpg", "{item}");
+}

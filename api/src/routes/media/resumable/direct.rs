@@ -467,7 +467,7 @@ fn etags_in_order(upload: &Upload, parts: Vec<CompletedPartIn>) -> Result<Vec<St
         (status = 410, description = "upload.gone: terminated, expired, or its parts gone from the store", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: parts", body = ErrorEnvelope),
         (status = 429, description = "Rate limited", body = ErrorEnvelope),
-        (status = 500, description = "upload.storage_unavailable: complete again", body = ErrorEnvelope),
+        (status = 500, description = "upload.storage_unavailable: complete again (unless the message says the store assembled the parts wrongly: the upload then ended)", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
@@ -512,12 +512,18 @@ pub async fn complete_direct_upload(
             }
         }
         // The parts were each checked, so only a store that assembled
-        // them wrongly gets here: the upload ends, and the error is ours.
+        // them wrongly gets here: the upload ends, and the fault is the
+        // store's (logged as an error), not the client's.
         Err(err @ DirectCompletionError::SizeMismatch { .. }) => {
+            tracing::error!(%err, upload_id = %upload.id, "the object store assembled a direct upload wrongly");
             end_assembled(&state, &tenant, &upload).await?;
-            return Err(ApiError::internal(format!(
-                "a direct upload's assembled file: {err}"
-            )));
+            return Err(refused(
+                UploadRefusal::StorageUnavailable,
+                format!(
+                    "The object store assembled the parts wrongly ({err}); the upload ended and its file was deleted. Create a new upload to send {} again.",
+                    upload.filename
+                ),
+            ));
         }
         Err(DirectCompletionError::UnsupportedFormat) => {
             end_assembled(&state, &tenant, &upload).await?;
