@@ -507,7 +507,7 @@ async fn run_keyed_creation(
     agency: &AgencyId,
     environment: Environment,
     key: String,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
     let mut described = Vec::new();
@@ -521,22 +521,39 @@ async fn run_keyed_creation(
     }
     let path = sent_path_of(&request);
     let fingerprint = fingerprint(request.method(), &path, environment.as_str(), &described);
+    reserved(store, agency, &key, &fingerprint, request, next).await
+}
+
+/// Reserves `key` for the request of `fingerprint` and answers from the
+/// reservation: the recorded answer replayed, a refusal, or the request
+/// run under the key's lease and its answer recorded.
+async fn reserved(
+    store: &Store,
+    agency: &AgencyId,
+    key: &str,
+    fingerprint: &str,
+    mut request: Request,
+    next: Next,
+) -> Response {
     match store
         .idempotency()
-        .reserve(agency, &key, &fingerprint, LEASE)
+        .reserve(agency, key, fingerprint, LEASE)
         .await
     {
         Err(err) => ApiError::from(err).into_response(),
         Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
         Ok(Reservation::Replay(stored)) => replay(stored),
+        // Only deferred reservations answer this; an ordinary one never does.
         Ok(Reservation::Recorded { .. }) => ApiError::IdempotencyKeyConflict.into_response(),
         Ok(Reservation::Proceed) => {
-            let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
-            request.extensions_mut().insert(IdempotencyKey(key.clone()));
+            let mut guard = ReleaseOnDrop::armed(store, agency, key, &request);
+            request
+                .extensions_mut()
+                .insert(IdempotencyKey(key.to_owned()));
             let response =
-                holding_the_lease(store, agency, &key, &mut guard, next.run(request)).await;
-            let response = record(store, agency, &key, None, response).await;
+                holding_the_lease(store, agency, key, &mut guard, next.run(request)).await;
+            let response = record(store, agency, key, None, response).await;
             guard.armed = false;
             response
         }
@@ -571,28 +588,8 @@ async fn run_keyed(
             }
         });
     }
-    match store
-        .idempotency()
-        .reserve(agency, &key, &fingerprint, LEASE)
-        .await
-    {
-        Err(err) => ApiError::from(err).into_response(),
-        Ok(Reservation::Conflict) => ApiError::IdempotencyKeyConflict.into_response(),
-        Ok(Reservation::InProgress) => ApiError::IdempotencyKeyInProgress.into_response(),
-        Ok(Reservation::Replay(stored)) => replay(stored),
-        // Only deferred reservations answer this; an ordinary one never does.
-        Ok(Reservation::Recorded { .. }) => ApiError::IdempotencyKeyConflict.into_response(),
-        Ok(Reservation::Proceed) => {
-            let mut request = Request::from_parts(parts, Body::from(bytes));
-            let mut guard = ReleaseOnDrop::armed(store, agency, &key, &request);
-            request.extensions_mut().insert(IdempotencyKey(key.clone()));
-            let response =
-                holding_the_lease(store, agency, &key, &mut guard, next.run(request)).await;
-            let response = record(store, agency, &key, None, response).await;
-            guard.armed = false;
-            response
-        }
-    }
+    let request = Request::from_parts(parts, Body::from(bytes));
+    reserved(store, agency, &key, &fingerprint, request, next).await
 }
 
 #[cfg(test)]
