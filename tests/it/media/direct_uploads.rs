@@ -644,7 +644,9 @@ async fn a_store_that_lost_the_parts_or_refuses_is_said_so() {
     );
 
     relay.set(StoreFault::UploadGone);
-    let gone = media.direct_complete(&lost, &[lost_part.clone()]).await;
+    let gone = media
+        .direct_complete(&lost, std::slice::from_ref(&lost_part))
+        .await;
     let answer = expect_error(gone, StatusCode::GONE, "upload.gone").await;
     assert!(
         answer.to_string().contains("Create a new upload"),
@@ -666,7 +668,9 @@ async fn a_store_that_lost_the_parts_or_refuses_is_said_so() {
     )
     .await;
     assert!(answer.to_string().contains("try again"), "{answer}");
-    let refused = media.direct_complete(&kept, &[kept_part.clone()]).await;
+    let refused = media
+        .direct_complete(&kept, std::slice::from_ref(&kept_part))
+        .await;
     expect_error(
         refused,
         StatusCode::INTERNAL_SERVER_ERROR,
