@@ -496,8 +496,8 @@ impl Media<'_> {
     /// Commits a stored part: the offset moves from `part.start` to its end
     /// and the expiry to `expires_at`, if the upload is still receiving at
     /// `part.start`. `false` when it is not (another request's part landed
-    /// first, or the upload ended): the part's object is then the caller's
-    /// to remove.
+    /// first, or the upload ended): the part's object, when it is one of
+    /// its own, is then the caller's to remove.
     /// `sha256_state` is the running hash over the upload's bytes up to the
     /// part's end (`None` when it was not carried on).
     pub async fn commit_upload_part(

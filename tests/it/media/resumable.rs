@@ -518,6 +518,48 @@ backend_tests! {
         assert!(header(&rest, "upload-media-id").starts_with("med_"));
     }
 
+    async fn a_retry_takes_the_upload_from_a_request_that_hangs(backend) {
+        let media = Media::on(TestApp::builder(backend).spawn().await).await;
+        let photo = jpeg(800, 600);
+        let url = header(&media.create_upload(photo.len(), &[("filename", "hang.jpg")]).await, "location");
+        // A request whose client sent 2,000 bytes and then nothing, its
+        // connection still open (a link gone silent).
+        let first = photo[..2000].to_vec();
+        let silent = futures::StreamExt::chain(
+            futures::stream::iter([Ok::<_, std::io::Error>(first)]),
+            futures::stream::pending(),
+        );
+        let hanging = tokio::spawn(
+            media
+                .tus(reqwest::Method::PATCH, &url)
+                .header("Upload-Offset", "0")
+                .header("Content-Type", "application/offset+octet-stream")
+                .body(reqwest::Body::wrap_stream(silent))
+                .send(),
+        );
+        let file = || {
+            upload_objects(&media)
+                .into_iter()
+                .find(|path| path.file_name().is_some_and(|name| name == "file"))
+        };
+        for _ in 0..400 {
+            if file().is_some_and(|path| std::fs::metadata(path).is_ok_and(|meta| meta.len() >= 2000)) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        // The client's retry from the offset it knew: the hanging request
+        // is asked to let go, keeps its 2,000 bytes, and the retry is told
+        // the offset moved, without waiting out the idle limit.
+        let retry = media.patch(&url, 0, photo.clone()).await;
+        assert_eq!(code(retry).await, "upload.offset_mismatch");
+        assert_eq!(header(&media.head(&url).await, "upload-offset"), "2000");
+        let rest = media.patch(&url, 2000, photo[2000..].to_vec()).await;
+        assert_eq!(rest.status(), StatusCode::NO_CONTENT);
+        assert!(header(&rest, "upload-media-id").starts_with("med_"));
+        hanging.abort();
+    }
+
     async fn a_creations_idempotency_key_answers_the_same_upload(backend) {
         let media = Media::on(TestApp::builder(backend).spawn().await).await;
         let create = |key: &'static str, length: usize| {

@@ -30,6 +30,7 @@ pub mod direct;
 mod part;
 pub mod protocol;
 pub mod transfer;
+mod writers;
 
 use axum::http::StatusCode;
 use axum::response::Response;

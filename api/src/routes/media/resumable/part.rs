@@ -1,6 +1,8 @@
-//! Receiving one request's bytes of a resumable upload: streamed into an
-//! object of their own (a part), checked against the request's
-//! `Upload-Checksum`, and committed, which moves the upload's offset.
+//! Receiving one request's bytes of a resumable upload: streamed into the
+//! upload's one file at their offset (on this host's disk) or into an
+//! object of their own (in an object store), checked against the request's
+//! `Upload-Checksum`, and committed as a part, which moves the upload's
+//! offset.
 //!
 //! The work runs in a task of its own, so a request whose client hangs up
 //! (or goes silent past the idle limit) still keeps and commits the bytes
@@ -92,6 +94,21 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     // object store, into an object of their own.
     let file = StorageKey::upload_file(&request.tenant, &upload.id);
     let local_file = stores.cloud().local_file(&file.to_path());
+    // One request at a time writes the file (`writers`); whoever held it
+    // may have moved the offset meanwhile.
+    let mut lease = None;
+    if local_file.is_some() {
+        lease = Some(super::writers::take(&upload.id).await);
+        let current = request
+            .platform
+            .store
+            .media()
+            .resumable(&request.tenant, &upload.id)
+            .await?;
+        if current.state != UploadState::Receiving || current.offset != start {
+            return Err(conflict(&current));
+        }
+    }
     let key = match local_file {
         Some(_) => file,
         None => StorageKey::upload_part(
@@ -111,11 +128,18 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     let mut stream = body.into_data_stream();
     let outcome: Result<(), ApiError> = async {
         loop {
-            let chunk = match tokio::time::timeout(request.idle, stream.next()).await {
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(None) => break,
-                // The client hung up, or went silent: keep what arrived.
-                Ok(Some(Err(_))) | Err(_) => {
+            // `None` once the client went silent, or another request asked
+            // for the upload.
+            let next = tokio::select! {
+                next = tokio::time::timeout(request.idle, stream.next()) => next.ok(),
+                () = asked_to_let_go(lease.as_mut()) => None,
+            };
+            let chunk = match next {
+                Some(Some(Ok(chunk))) => chunk,
+                Some(None) => break,
+                // The client hung up, or went silent, or another request
+                // asked for the upload: keep what arrived.
+                Some(Some(Err(_))) | None => {
                     cut = true;
                     break;
                 }
@@ -201,6 +225,14 @@ async fn receive_in_task(request: PartRequest, body: Body) -> Result<Received, A
     commit(&request, &store, part, carried.as_deref(), shared).await
 }
 
+/// Resolves once another request asks for the upload (never without a lease).
+async fn asked_to_let_go(lease: Option<&mut super::writers::Lease>) {
+    match lease {
+        Some(lease) => lease.asked_to_let_go().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The refusal of content that is none of the formats.
 pub fn unsupported(upload: &Upload) -> ApiError {
     refused(
@@ -227,28 +259,26 @@ enum Sink {
     Store(WriteMultipart),
 }
 
-/// The upload's one file, written by a blocking task that the request
-/// hands its chunks to as they arrive (written as received: no copy into a
-/// buffer of the runtime's, no task per write) at their offset. The bytes
-/// reach the disk as they come, every [`SYNC_EVERY`] bytes synced by a
-/// second task while the first goes on writing (so the disk works while
-/// the network does), and all of them before the request commits: the
-/// offset they move is acknowledged to the client and must survive a power
-/// loss as the database's commit does.
+/// The upload's one file, written at the request's offsets as its chunks
+/// arrive: each chunk by a short task of the blocking pool that takes the
+/// chunk as received (no copy into a buffer of the runtime's) and holds no
+/// thread between chunks, so a slow client ties up none. The bytes reach
+/// the disk as they come: every [`SYNC_EVERY`] bytes a sync starts in a
+/// task of its own while the writing goes on (one at a time), and the
+/// request waits for the last one before it commits, because the offset it
+/// moves is acknowledged to the client and must survive a power loss as
+/// the database's commit does.
 ///
 /// Bytes a request wrote past the offset and did not commit (a checksum
 /// that did not match, a racing request that lost) are written over by
 /// the next request; two requests racing from the same offset of the same
-/// file write the same bytes, and a client that sends other bytes there
-/// is caught by the worker's check of the file's sha256.
+/// upload carry the same bytes of the same file.
 struct UploadFile {
-    chunks: tokio::sync::mpsc::Sender<Bytes>,
-    writer: tokio::task::JoinHandle<std::io::Result<()>>,
-    syncer: tokio::task::JoinHandle<std::io::Result<()>>,
+    file: Arc<std::fs::File>,
+    position: u64,
+    unsynced: u64,
+    syncing: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
-
-/// Chunks handed to the file's writer before the request waits for it.
-const FILE_CHUNKS_IN_FLIGHT: usize = 4;
 
 /// Bytes written between two syncs of the upload's file.
 const SYNC_EVERY: u64 = 1024 * 1024;
@@ -256,7 +286,7 @@ const SYNC_EVERY: u64 = 1024 * 1024;
 impl UploadFile {
     async fn open(path: &Path, start: u64) -> Result<Self, ApiError> {
         let path = path.to_owned();
-        let file = tokio::task::spawn_blocking(move || {
+        let file = blocking(move || {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
@@ -267,62 +297,58 @@ impl UploadFile {
             }
             Ok(file)
         })
-        .await
-        .map_err(|err| file_failed(std::io::Error::other(err)))?
-        .map_err(file_failed)?;
-        let synced = file.try_clone().map_err(file_failed)?;
-        let (due, sync_due) = std::sync::mpsc::sync_channel::<()>(1);
-        let syncer = tokio::task::spawn_blocking(move || {
-            while sync_due.recv().is_ok() {
-                synced.sync_data()?;
-            }
-            Ok(())
-        });
-        let (chunks, mut arriving) = tokio::sync::mpsc::channel::<Bytes>(FILE_CHUNKS_IN_FLIGHT);
-        let writer = tokio::task::spawn_blocking(move || {
-            let mut position = start;
-            let mut unsynced = 0;
-            while let Some(chunk) = arriving.blocking_recv() {
-                file.write_all_at(&chunk, position)?;
-                position += chunk.len() as u64;
-                unsynced += chunk.len() as u64;
-                // A sync already due covers these bytes too when it runs.
-                if unsynced >= SYNC_EVERY && due.try_send(()).is_ok() {
-                    unsynced = 0;
-                }
-            }
-            drop(due);
-            file.sync_data()
-        });
+        .await?;
         Ok(Self {
-            chunks,
-            writer,
-            syncer,
+            file: Arc::new(file),
+            position: start,
+            unsynced: 0,
+            syncing: None,
         })
     }
 
     async fn write(&mut self, chunk: Bytes) -> Result<(), ApiError> {
-        if self.chunks.send(chunk).await.is_ok() {
-            return Ok(());
-        }
-        // The writer stopped: its error says why.
-        Err(file_failed(match (&mut self.writer).await {
-            Ok(Err(err)) => err,
-            Ok(Ok(())) => std::io::Error::other("the upload file's writer stopped early"),
-            Err(err) => std::io::Error::other(err),
-        }))
-    }
-
-    /// Waits for every byte handed over to be written and on disk.
-    async fn finish(self) -> Result<(), ApiError> {
-        drop(self.chunks);
-        for task in [self.writer, self.syncer] {
-            match task.await {
-                Ok(done) => done.map_err(file_failed)?,
-                Err(err) => return Err(file_failed(std::io::Error::other(err))),
+        let file = self.file.clone();
+        let position = self.position;
+        let length = chunk.len() as u64;
+        blocking(move || file.write_all_at(&chunk, position)).await?;
+        self.position += length;
+        self.unsynced += length;
+        let idle = self
+            .syncing
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished);
+        if self.unsynced >= SYNC_EVERY && idle {
+            if let Some(done) = self.syncing.take() {
+                joined(done).await?;
             }
+            let file = self.file.clone();
+            self.syncing = Some(tokio::task::spawn_blocking(move || file.sync_data()));
+            self.unsynced = 0;
         }
         Ok(())
+    }
+
+    /// Waits until every byte written is on disk.
+    async fn finish(mut self) -> Result<(), ApiError> {
+        if let Some(done) = self.syncing.take() {
+            joined(done).await?;
+        }
+        let file = self.file.clone();
+        blocking(move || file.sync_data()).await
+    }
+}
+
+/// Runs `work` on the blocking pool; its failure is the storage's.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    joined(tokio::task::spawn_blocking(work)).await
+}
+
+async fn joined<T>(task: tokio::task::JoinHandle<std::io::Result<T>>) -> Result<T, ApiError> {
+    match task.await {
+        Ok(done) => done.map_err(file_failed),
+        Err(err) => Err(file_failed(std::io::Error::other(err))),
     }
 }
 
@@ -384,11 +410,8 @@ impl Sink {
     /// write over.
     async fn abort(self) {
         match self {
-            Self::File(file) => {
-                if let Err(err) = file.finish().await {
-                    tracing::warn!(?err, "bytes not kept of an upload's file were not written");
-                }
-            }
+            // Its sync, if one runs, ends by itself.
+            Self::File(_) => {}
             Self::Store(writer) => {
                 if let Err(err) = writer.abort().await {
                     tracing::warn!(%err, "could not abort an upload part's object");
@@ -408,7 +431,8 @@ fn file_failed(err: std::io::Error) -> ApiError {
 
 /// Commits the stored part (with the running hash up to its end, when it
 /// was carried). A part of its own that lost its race is deleted; the
-/// upload's one file (`shared`) only once the upload no longer receives.
+/// upload's one file (`shared`) only once the upload is known to have
+/// ended.
 async fn commit(
     request: &PartRequest,
     store: &Arc<dyn ObjectStore>,
@@ -436,10 +460,13 @@ async fn commit(
         Ok(true) => Ok(Received::Committed(part.start + part.length)),
         Ok(false) | Err(_) => {
             let current = media.resumable(&request.tenant, &request.upload.id).await;
-            let receiving = current
+            // The upload's one file holds every committed byte: it goes only
+            // once the upload is known to have ended (never on an error; the
+            // expiry deletes it with the upload's prefix in any case).
+            let ended = current
                 .as_ref()
-                .is_ok_and(|current| current.state == UploadState::Receiving);
-            if !(shared && receiving)
+                .is_ok_and(|current| current.state != UploadState::Receiving);
+            if (!shared || ended)
                 && let Err(err) = store.delete(&part.object_key.to_path()).await
             {
                 tracing::warn!(%err, "could not delete an upload part that was not committed");
