@@ -274,8 +274,11 @@ fn name_original(
     }
     match std::fs::hard_link(file, original) {
         Ok(()) => {}
+        // Made by an earlier completion, unless it is another file.
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            if std::fs::metadata(original)?.len() != length {
+            use std::os::unix::fs::MetadataExt;
+            let (ours, there) = (std::fs::metadata(file)?, std::fs::metadata(original)?);
+            if (ours.dev(), ours.ino()) != (there.dev(), there.ino()) {
                 std::fs::remove_file(original)?;
                 std::fs::hard_link(file, original)?;
             }
@@ -491,6 +494,16 @@ mod tests {
         assert_eq!(inode(&file), inode(&original));
         // A second completion finds the name given.
         name_original(&file, 13, &original).unwrap();
+        assert_eq!(inode(&file), inode(&original));
+        // Another file under the original's name is replaced by the link.
+        let stray = dir.path().join("media/stray.jpg");
+        std::fs::write(&stray, "one two three").unwrap();
+        name_original(&file, 13, &stray).unwrap();
+        assert_eq!(inode(&file), inode(&stray));
+        std::fs::remove_file(&stray).unwrap();
+        std::fs::write(&stray, "another file!").unwrap();
+        name_original(&file, 13, &stray).unwrap();
+        assert_eq!(std::fs::read_to_string(&stray).unwrap(), "one two three");
         // The upload's name goes; the original stays.
         std::fs::remove_file(&file).unwrap();
         assert_eq!(std::fs::read_to_string(&original).unwrap(), "one two three");
