@@ -55,6 +55,10 @@ pub enum UploadRefusal {
     /// 409 `upload.parts_refused`: the object store does not hold the parts
     /// a direct upload's completion named (missing, or another ETag).
     PartsRefused,
+    /// 502 `upload.assembly_failed`: the object store assembled a direct
+    /// upload's checked parts into a file of another size; the upload
+    /// ended, and the client starts a new one.
+    AssemblyFailed,
 }
 
 impl UploadRefusal {
@@ -83,6 +87,9 @@ impl UploadRefusal {
             Self::BatchEnded => (409, "upload.batch_ended"),
             Self::DirectUnavailable => (409, "upload.direct_unavailable"),
             Self::PartsRefused => (409, "upload.parts_refused"),
+            // The store, upstream of the API, answered wrongly; unlike
+            // `storage_unavailable` (500), completing again cannot help.
+            Self::AssemblyFailed => (502, "upload.assembly_failed"),
         }
     }
 

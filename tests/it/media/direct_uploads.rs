@@ -623,12 +623,7 @@ async fn a_store_that_lost_the_parts_or_refuses_is_said_so() {
     // upload ends, its file deleted, and the client is told to start over.
     relay.set(StoreFault::MisreportSize);
     let wrong = media.direct_complete(&odd, &[odd_part]).await;
-    let answer = expect_error(
-        wrong,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "upload.storage_unavailable",
-    )
-    .await;
+    let answer = expect_error(wrong, StatusCode::BAD_GATEWAY, "upload.assembly_failed").await;
     assert!(
         answer.to_string().contains("Create a new upload"),
         "{answer}"

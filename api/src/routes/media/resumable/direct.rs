@@ -467,7 +467,8 @@ fn etags_in_order(upload: &Upload, parts: Vec<CompletedPartIn>) -> Result<Vec<St
         (status = 410, description = "upload.gone: terminated, expired, or its parts gone from the store", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: parts", body = ErrorEnvelope),
         (status = 429, description = "Rate limited", body = ErrorEnvelope),
-        (status = 500, description = "upload.storage_unavailable: complete again (unless the message says the store assembled the parts wrongly: the upload then ended)", body = ErrorEnvelope),
+        (status = 500, description = "upload.storage_unavailable: complete again", body = ErrorEnvelope),
+        (status = 502, description = "upload.assembly_failed: the store assembled the parts into a file of another size; the upload ended, create a new one", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
@@ -518,7 +519,7 @@ pub async fn complete_direct_upload(
             tracing::error!(%err, upload_id = %upload.id, "the object store assembled a direct upload wrongly");
             end_assembled(&state, &tenant, &upload).await?;
             return Err(refused(
-                UploadRefusal::StorageUnavailable,
+                UploadRefusal::AssemblyFailed,
                 format!(
                     "The object store assembled the parts wrongly ({err}); the upload ended and its file was deleted. Create a new upload to send {} again.",
                     upload.filename
