@@ -268,8 +268,7 @@ fn name_original(
             file.display()
         )));
     }
-    let dir = original.parent();
-    if let Some(dir) = dir {
+    if let Some(dir) = original.parent() {
         std::fs::create_dir_all(dir)?;
     }
     match std::fs::hard_link(file, original) {
@@ -288,7 +287,13 @@ fn name_original(
         }
         Err(err) => return Err(err),
     }
-    match dir {
+    sync_parent(original)
+}
+
+/// Syncs the directory that holds `path`, so that a name just given to a
+/// file there survives a power loss.
+pub fn sync_parent(path: &std::path::Path) -> std::io::Result<()> {
+    match path.parent() {
         Some(dir) => std::fs::File::open(dir)?.sync_all(),
         None => Ok(()),
     }
@@ -326,10 +331,7 @@ fn concatenate(
     })();
     let named = written.and_then(|()| {
         std::fs::rename(&staged, original)?;
-        match original.parent() {
-            Some(dir) => std::fs::File::open(dir)?.sync_all(),
-            None => Ok(()),
-        }
+        sync_parent(original)
     });
     match named {
         Ok(()) => Ok(()),

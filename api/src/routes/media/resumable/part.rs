@@ -292,8 +292,8 @@ impl UploadFile {
             }
             let (file, created) = open_upload_file(&path)?;
             // A new file's name must survive a power loss too.
-            if created && let Some(dir) = path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
+            if created {
+                platform::resumable::sync_parent(&path)?;
             }
             Ok(file)
         })
