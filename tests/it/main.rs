@@ -9,6 +9,7 @@ mod availability;
 mod cli;
 mod contract;
 mod envelope;
+mod house;
 mod idempotency;
 mod key_lifecycle;
 mod listings;
