@@ -116,6 +116,8 @@ agency_budgets! {
     WEBHOOK_CATALOG = "agency_webhook_catalog", 60;
     /// Webhook endpoint management and delivery reads: 120 per minute per agency.
     WEBHOOK_MANAGEMENT = "agency_webhook_management", 120;
+    /// Delivery profile management: 120 per minute per agency.
+    DELIVERY_PROFILE_MANAGEMENT = "agency_delivery_profiles", 120;
     /// All sandbox traffic of an agency: 500 per minute, apart from live.
     SANDBOX_BUDGET = "agency_sandbox", 500;
 }
@@ -137,6 +139,14 @@ key_endpoints! {
     CREATE_UPLOAD_BATCH = "create_upload_batch", MediaWrite, [UPLOADS], 60;
     /// `POST /media/archive` and `GET /media/archive/{operation_id}`.
     ARCHIVE_MEDIA = "archive_media", MediaWrite, [UPLOADS], 60;
+    /// `PATCH /media/{media_id}`: a photo's focal point.
+    UPDATE_MEDIA = "update_media", MediaWrite, [UPLOADS], 120;
+    /// `GET /delivery-profiles`, `GET /delivery-profiles/{profile_id}` and
+    /// `GET /delivery-profile-templates`.
+    READ_DELIVERY_PROFILES = "read_delivery_profiles", DeliveryProfilesRead, [DELIVERY_PROFILE_MANAGEMENT], 120;
+    /// `POST /delivery-profiles`, and `PATCH` and `DELETE
+    /// /delivery-profiles/{profile_id}`.
+    WRITE_DELIVERY_PROFILE = "write_delivery_profile", DeliveryProfilesWrite, [DELIVERY_PROFILE_MANAGEMENT], 60;
     /// `GET /progress/{operation_id}`: progress streams of media operations.
     READ_PROGRESS = "read_progress", MediaWrite, [], 600;
     /// `POST /agency/sandbox/seed`: a sandbox key re-seeds its fixtures.

@@ -150,6 +150,19 @@ impl MediaStores {
         Ok(deleted)
     }
 
+    /// Deletes the object `key` from every place media can live (an
+    /// output whose item's strategy is no longer at hand). Nothing there is
+    /// no error; a store that refuses is logged, and the object is left.
+    pub async fn delete_everywhere(&self, key: &str) {
+        let path = object_store::path::Path::from(key);
+        for store in self.targets(StorageStrategy::Hybrid) {
+            match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(err) => tracing::warn!(%err, key, "a media object was not deleted"),
+            }
+        }
+    }
+
     /// Where an item of `strategy` is read from.
     pub fn primary(&self, strategy: StorageStrategy) -> Arc<dyn ObjectStore> {
         if strategy.uses_cloud() {

@@ -125,11 +125,13 @@ pub enum Entity {
     Operation,
     /// A resumable upload of the tenant.
     Upload,
+    /// A delivery profile of the tenant.
+    DeliveryProfile,
 }
 
 impl Entity {
     /// Every entity (the API's tests hold each to a 404 code).
-    pub const ALL: [Entity; 12] = [
+    pub const ALL: [Entity; 13] = [
         Self::Agency,
         Self::AgencyOwner,
         Self::User,
@@ -142,6 +144,7 @@ impl Entity {
         Self::Media,
         Self::Operation,
         Self::Upload,
+        Self::DeliveryProfile,
     ];
 
     /// How messages and operator commands name it.
@@ -159,6 +162,7 @@ impl Entity {
             Self::Media => "media",
             Self::Operation => "operation",
             Self::Upload => "upload",
+            Self::DeliveryProfile => "delivery profile",
         }
     }
 }

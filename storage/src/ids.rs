@@ -142,6 +142,11 @@ typed_id!(
     "whr_"
 );
 typed_id!(
+    /// Identifies a delivery profile: an agency's named set of outputs.
+    DeliveryProfileId,
+    "dpf_"
+);
+typed_id!(
     /// Identifies an e-mail notification recorded for an agency's owner.
     NotificationId,
     "ntf_"

@@ -24,7 +24,7 @@ use apalis::prelude::{Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_cron::CronScheduler;
 use platform::kinds::{
     BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, RecoverWebhookEndpoint,
-    SeedSandbox, SendNotification,
+    RenderOutputs, SeedSandbox, SendNotification,
 };
 use platform::queue::{Bell, BellOrInterval, QueueBackend};
 use platform::{Job, JobQueue, Platform};
@@ -403,6 +403,7 @@ pub async fn run(
             }
             SeedSandbox::KIND => consume!(SeedSandbox, handle::<SeedSandbox>),
             ProcessMedia::KIND => consume!(ProcessMedia, handle::<ProcessMedia>),
+            RenderOutputs::KIND => consume!(RenderOutputs, handle::<RenderOutputs>),
             BuildArchive::KIND => consume!(BuildArchive, handle::<BuildArchive>),
             Probe::KIND => consume!(Probe, handle::<Probe>),
             other => anyhow::bail!("no handler for queue {other}"),

@@ -46,6 +46,7 @@ impl ApiError {
             Entity::OpenInvoice => Resource::Invoice,
             Entity::Package => Resource::Package,
             Entity::Upload => Resource::Upload,
+            Entity::DeliveryProfile => Resource::DeliveryProfile,
         })
     }
 }

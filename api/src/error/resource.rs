@@ -38,6 +38,8 @@ pub enum Resource {
     Package,
     /// `upload_not_found`: no resumable upload with this id (of the caller's agency).
     Upload,
+    /// `delivery_profile_not_found`.
+    DeliveryProfile,
 }
 
 impl Resource {
@@ -61,6 +63,7 @@ impl Resource {
             Self::Invoice => ("invoice_not_found", "invoice"),
             Self::Package => ("package_not_found", "package"),
             Self::Upload => ("upload_not_found", "upload"),
+            Self::DeliveryProfile => ("delivery_profile_not_found", "delivery profile"),
         }
     }
 

@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Router};
 use platform::kinds::{
-    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, SeedSandbox,
+    BuildArchive, DeliverWebhook, DispatchEvents, Probe, ProcessMedia, RenderOutputs, SeedSandbox,
     SendNotification,
 };
 use platform::queue::QueueBackend;
@@ -47,6 +47,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
                 JobQueue::sqlite_storage::<ProcessMedia>(pool),
             )
             .register(
+                RenderOutputs::KIND,
+                JobQueue::sqlite_storage::<RenderOutputs>(pool),
+            )
+            .register(
                 BuildArchive::KIND,
                 JobQueue::sqlite_storage::<BuildArchive>(pool),
             )
@@ -72,6 +76,10 @@ pub(super) fn router(queue: &JobQueue) -> Router {
             .register(
                 ProcessMedia::KIND,
                 JobQueue::redis_storage::<ProcessMedia>(connection),
+            )
+            .register(
+                RenderOutputs::KIND,
+                JobQueue::redis_storage::<RenderOutputs>(connection),
             )
             .register(
                 BuildArchive::KIND,

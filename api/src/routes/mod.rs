@@ -5,6 +5,7 @@
 
 pub mod availability;
 pub mod changelog;
+pub mod delivery_profiles;
 pub mod denied;
 pub mod developer_keys;
 pub mod listings;

@@ -40,8 +40,8 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 use super::{
-    availability, changelog, denied, developer_keys, listings, media, preferences, sandbox,
-    session, test_console, user_admin, users, webhooks,
+    availability, changelog, delivery_profiles, denied, developer_keys, listings, media,
+    preferences, sandbox, session, test_console, user_admin, users, webhooks,
 };
 use crate::endpoints::*;
 use crate::middleware::guard::{Access, guard_method, guarded};
@@ -81,6 +81,7 @@ pub fn api_v1(state: &AppState) -> OpenApiRouter<AppState> {
         .route(M::POST,   "/direct-uploads/{upload_id}/complete",         KeyOrSession(&DIRECT_UPLOAD),            routes!(media::resumable::direct::complete_direct_upload))
         .route(M::DELETE, "/direct-uploads/{upload_id}",                  KeyOrSession(&DIRECT_UPLOAD),            routes!(media::resumable::direct::abort_direct_upload))
         .route(M::POST,   "/upload-batches",                              KeyOrSession(&CREATE_UPLOAD_BATCH),      routes!(media::resumable::batches::create_upload_batch))
+        .route(M::PATCH,  "/media/{media_id}",                            Key(&UPDATE_MEDIA),                      routes!(media::item::update_media))
         .route(M::POST,   "/media/archive",                               Key(&ARCHIVE_MEDIA),                     routes!(media::archive::create_archive))
         .route(M::GET,    "/media/archive/{operation_id}",                Key(&ARCHIVE_MEDIA),                     routes!(media::archive::read_archive))
         // Scheduling
@@ -97,6 +98,13 @@ pub fn api_v1(state: &AppState) -> OpenApiRouter<AppState> {
         .route(M::DELETE, "/users/team/{assistant_id}",                   Key(&REMOVE_TEAM_MEMBER),                routes!(user_admin::remove_from_team))
         .route(M::GET,    "/users/{user_id}/preferences",                 Key(&READ_USER_PREFERENCES),             routes!(preferences::get_preferences))
         .route(M::PATCH,  "/users/{user_id}/preferences",                 Key(&UPDATE_USER_PREFERENCES),           routes!(preferences::update_preferences))
+        // Delivery profiles
+        .route(M::POST,   "/delivery-profiles",                           KeyOrAdministratorSession(&WRITE_DELIVERY_PROFILE),  routes!(delivery_profiles::create_profile))
+        .route(M::GET,    "/delivery-profiles",                           KeyOrAdministratorSession(&READ_DELIVERY_PROFILES),  routes!(delivery_profiles::list_profiles))
+        .route(M::GET,    "/delivery-profiles/{profile_id}",              KeyOrAdministratorSession(&READ_DELIVERY_PROFILES),  routes!(delivery_profiles::get_profile))
+        .route(M::PATCH,  "/delivery-profiles/{profile_id}",              KeyOrAdministratorSession(&WRITE_DELIVERY_PROFILE),  routes!(delivery_profiles::update_profile))
+        .route(M::DELETE, "/delivery-profiles/{profile_id}",              KeyOrAdministratorSession(&WRITE_DELIVERY_PROFILE),  routes!(delivery_profiles::delete_profile))
+        .route(M::GET,    "/delivery-profile-templates",                  KeyOrAdministratorSession(&READ_DELIVERY_PROFILES),  routes!(delivery_profiles::list_templates))
         // Webhooks
         .route(M::GET,    "/webhooks/events",                             Key(&GET_WEBHOOK_CATALOG),               routes!(webhooks::catalog::event_catalog))
         .route(M::POST,   "/webhooks/endpoints",                          KeyOrAdministratorSession(&CREATE_WEBHOOK_ENDPOINT), routes!(webhooks::endpoints::create_endpoint))
@@ -147,6 +155,7 @@ pub fn outside_the_document(state: &AppState, document: Arc<str>) -> Router<AppS
         // Signed URLs
         .route("/v1/progress/{operation_id}",                  guard_method(state, KeyOrProgressToken(&READ_PROGRESS), get(media::progress::progress)))
         .route("/api/v1/media/{media_id}/variants/{name}",      get(media::downloads::download))
+        .route("/api/v1/media/{media_id}/outputs/{profile_id}/{name}", get(media::downloads::download_output))
         .route("/api/v1/media/archive/{operation_id}/download", get(media::archive::download))
         // The OpenAPI document
         .route("/api/openapi.json",                            get(move || serve_document(document.clone())))

@@ -13,6 +13,7 @@ mod job;
 mod probe;
 mod process_media;
 mod recover_webhook_endpoint;
+mod render_outputs;
 mod seed_sandbox;
 mod send_notification;
 
@@ -23,16 +24,18 @@ pub use job::Job;
 pub use probe::Probe;
 pub use process_media::ProcessMedia;
 pub use recover_webhook_endpoint::RecoverWebhookEndpoint;
+pub use render_outputs::{RenderOutputs, RenderScope};
 pub use seed_sandbox::SeedSandbox;
 pub use send_notification::SendNotification;
 
 /// The names of every queue, in the order operators see them.
-pub const QUEUES: [&str; 8] = [
+pub const QUEUES: [&str; 9] = [
     DispatchEvents::KIND,
     DeliverWebhook::KIND,
     RecoverWebhookEndpoint::KIND,
     SendNotification::KIND,
     ProcessMedia::KIND,
+    RenderOutputs::KIND,
     BuildArchive::KIND,
     SeedSandbox::KIND,
     Probe::KIND,
@@ -40,14 +43,20 @@ pub const QUEUES: [&str; 8] = [
 
 /// The queues shared fairly between agencies (their jobs' fairness key is
 /// the agency); `--agency-concurrency` caps these.
-pub const AGENCY_QUEUES: [&str; 3] = [ProcessMedia::KIND, BuildArchive::KIND, Probe::KIND];
+pub const AGENCY_QUEUES: [&str; 4] = [
+    ProcessMedia::KIND,
+    RenderOutputs::KIND,
+    BuildArchive::KIND,
+    Probe::KIND,
+];
 
 /// The queues shared fairly (their jobs name a [`Job::fairness_key`]):
 /// between agencies, and for webhook deliveries between endpoints.
-pub const FAIR_QUEUES: [&str; 4] = [
+pub const FAIR_QUEUES: [&str; 5] = [
     AGENCY_QUEUES[0],
     AGENCY_QUEUES[1],
     AGENCY_QUEUES[2],
+    AGENCY_QUEUES[3],
     DeliverWebhook::KIND,
 ];
 
@@ -58,6 +67,7 @@ pub fn default_concurrency(queue: &str) -> usize {
         DispatchEvents::KIND => DispatchEvents::DEFAULT_CONCURRENCY,
         SeedSandbox::KIND => SeedSandbox::DEFAULT_CONCURRENCY,
         ProcessMedia::KIND => ProcessMedia::DEFAULT_CONCURRENCY,
+        RenderOutputs::KIND => RenderOutputs::DEFAULT_CONCURRENCY,
         BuildArchive::KIND => BuildArchive::DEFAULT_CONCURRENCY,
         SendNotification::KIND => SendNotification::DEFAULT_CONCURRENCY,
         RecoverWebhookEndpoint::KIND => RecoverWebhookEndpoint::DEFAULT_CONCURRENCY,

@@ -2,7 +2,8 @@
 
 /// What a key permits: the six scopes of the specification, and
 /// `webhooks:write` for managing webhook endpoints (which the specification
-/// names routes for but no scope).
+/// names routes for but no scope), and `delivery_profiles:read` and
+/// `delivery_profiles:write` for the agency's delivery profiles (ours).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     /// Read listings and their orders.
@@ -21,11 +22,15 @@ pub enum Scope {
     WebhooksRead,
     /// Register and manage webhook endpoints, replay deliveries, test fire.
     WebhooksWrite,
+    /// Read the agency's delivery profiles and their templates.
+    DeliveryProfilesRead,
+    /// Create, change and delete delivery profiles.
+    DeliveryProfilesWrite,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 8] = [
+    pub const ALL: [Scope; 10] = [
         Scope::ListingsRead,
         Scope::ListingsWrite,
         Scope::MediaWrite,
@@ -34,6 +39,8 @@ impl Scope {
         Scope::UsersWrite,
         Scope::WebhooksRead,
         Scope::WebhooksWrite,
+        Scope::DeliveryProfilesRead,
+        Scope::DeliveryProfilesWrite,
     ];
 
     /// The scope a key gets when none is asked for.
@@ -50,6 +57,8 @@ impl Scope {
             Self::UsersWrite => "users:write",
             Self::WebhooksRead => "webhooks:read",
             Self::WebhooksWrite => "webhooks:write",
+            Self::DeliveryProfilesRead => "delivery_profiles:read",
+            Self::DeliveryProfilesWrite => "delivery_profiles:write",
         }
     }
 

@@ -61,6 +61,12 @@ impl MediaType {
         }
     }
 
+    /// Whether it is a photo (a focal point and delivery outputs are a
+    /// photo's; a video's poster and a PDF's page get the six variants).
+    pub const fn is_image(self) -> bool {
+        matches!(self, Self::Jpeg | Self::Png | Self::Webp | Self::Gif)
+    }
+
     /// The column and wire name.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -133,6 +133,107 @@ pub struct MediaItem {
     pub related_entity_id: Option<String>,
     /// Its variants, by name order of creation.
     pub variants: Vec<Variant>,
+    /// Where cropped outputs centre; `None` until a worker looked at it.
+    pub focal_point: Option<FocalPoint>,
+    /// Its delivery profiles' outputs, by profile and name.
+    pub outputs: Vec<MediaOutput>,
+}
+
+/// Who placed a focal point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FocalSource {
+    /// The worker's saliency measure.
+    Auto,
+    /// A person, through `PATCH /media/{media_id}`.
+    Manual,
+}
+
+impl FocalSource {
+    /// The column and wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Manual => "manual",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Auto, Self::Manual]
+            .into_iter()
+            .find(|source| source.as_str() == text)
+    }
+}
+
+/// Where a photo's subject is: x and y from 0 to 1, from the top left of
+/// the upright photo.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FocalPoint {
+    /// 0 (left edge) to 1 (right edge).
+    pub x: f64,
+    /// 0 (top edge) to 1 (bottom edge).
+    pub y: f64,
+    /// Who placed it.
+    pub source: FocalSource,
+}
+
+impl FocalPoint {
+    /// Whether `value` is a coordinate (0 to 1, a number).
+    pub fn is_coordinate(value: f64) -> bool {
+        (0.0..=1.0).contains(&value)
+    }
+}
+
+/// Where one output of a profile stands for a media item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputStatus {
+    /// Waiting for a worker (new, or its profile or focal point changed).
+    Pending,
+    /// Stored.
+    Ready,
+    /// The worker could not make it; `failure_reason` says why.
+    Failed,
+}
+
+impl OutputStatus {
+    /// The column and wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub(super) fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Ready, Self::Failed]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// One output of a delivery profile, rendered (or to be) for a media item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MediaOutput {
+    /// The profile it belongs to.
+    pub profile_id: crate::ids::DeliveryProfileId,
+    /// The output's name in its profile.
+    pub name: String,
+    /// The profile's revision it was (or is being) made from.
+    pub profile_revision: i64,
+    /// Where it stands.
+    pub status: OutputStatus,
+    /// Its object key, once stored.
+    pub object_key: Option<StorageKey>,
+    /// `jpeg`, `webp` or `avif`.
+    pub format: String,
+    /// Pixels, once stored.
+    pub width: Option<i32>,
+    /// Pixels, once stored.
+    pub height: Option<i32>,
+    /// Bytes, once stored.
+    pub size_bytes: Option<i64>,
+    /// Why it failed.
+    pub failure_reason: Option<String>,
 }
 
 /// One stored variant.
@@ -171,11 +272,14 @@ pub(super) struct ItemRow {
     duration_seconds: Option<f64>,
     related_entity_type: Option<String>,
     related_entity_id: Option<String>,
+    focal_x: Option<f64>,
+    focal_y: Option<f64>,
+    focal_source: Option<String>,
 }
 
 pub(super) const ITEM_COLUMNS: &str = "id, operation_id, is_sandbox, listing_id, position, filename, size_bytes, \
      media_type, content_sha256, object_key, storage_strategy, enable_optimization, status, \
-     failure_reason, duration_seconds, related_entity_type, related_entity_id";
+     failure_reason, duration_seconds, related_entity_type, related_entity_id, focal_x, focal_y, focal_source";
 
 impl TryFrom<ItemRow> for MediaItem {
     type Error = StorageError;
@@ -203,7 +307,17 @@ impl TryFrom<ItemRow> for MediaItem {
             duration_seconds: row.duration_seconds,
             related_entity_type: row.related_entity_type,
             related_entity_id: row.related_entity_id,
+            focal_point: match (row.focal_x, row.focal_y, row.focal_source.as_deref()) {
+                (Some(x), Some(y), Some(source)) => Some(FocalPoint {
+                    x,
+                    y,
+                    source: FocalSource::parse(source)
+                        .ok_or_else(|| corrupt("focal point source", source))?,
+                }),
+                _ => None,
+            },
             variants: Vec::new(),
+            outputs: Vec::new(),
         })
     }
 }

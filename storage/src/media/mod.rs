@@ -7,22 +7,30 @@
 //! One file per part: the records (`item`, `operation`, `format`), recording
 //! and reading uploads (`uploads`), processing an item and completing its
 //! upload (`processing`), progress numbers and snapshots (`snapshot`),
-//! archives (`archives`), operations (`operations`) and resumable uploads
-//! with their batches (`resumable`).
+//! archives (`archives`), operations (`operations`), resumable uploads
+//! with their batches (`resumable`) and the agency's delivery profiles
+//! (`profiles`).
 
 mod archives;
 mod format;
 mod item;
 mod operation;
 mod operations;
+mod outputs;
 mod processing;
+mod profiles;
 mod resumable;
 mod snapshot;
 mod uploads;
 
 pub use format::MediaType;
-pub use item::{MediaItem, MediaStatus, NewMediaItem, StorageStrategy, Variant};
+pub use item::{
+    FocalPoint, FocalSource, MediaItem, MediaOutput, MediaStatus, NewMediaItem, OutputStatus,
+    StorageStrategy, Variant,
+};
 pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
+pub use outputs::{RecordedOutput, renders_outputs};
+pub use profiles::DeliveryProfile;
 pub use resumable::{
     Batch, BatchChoice, Created, DirectPlan, ExpiredUpload, JoinRefusal, NewUpload, Upload,
     UploadPart, UploadState,

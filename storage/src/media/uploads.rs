@@ -110,7 +110,7 @@ impl Media<'_> {
                 .fetch_all(pool)
                 .await?
         });
-        self.with_variants(rows).await
+        self.with_variants(tenant, rows).await
     }
 
     /// The items of one of the tenant's listings, oldest first, with variants.
@@ -131,7 +131,7 @@ impl Media<'_> {
                 .fetch_all(pool)
                 .await?
         });
-        self.with_variants(rows).await
+        self.with_variants(tenant, rows).await
     }
 
     /// One of the tenant's items, with variants.
@@ -148,11 +148,11 @@ impl Media<'_> {
                 .await?
         });
         let row = row.ok_or(StorageError::NotFound(Entity::Media))?;
-        Ok(self.with_variants(vec![row]).await?.remove(0))
+        Ok(self.with_variants(tenant, vec![row]).await?.remove(0))
     }
 
-    /// Attaches every item's variants, read in one query.
-    async fn with_variants(&self, rows: Vec<ItemRow>) -> Result<Vec<MediaItem>> {
+    /// Attaches every item's variants, read in one query, and its outputs.
+    async fn with_variants(&self, tenant: &Tenant, rows: Vec<ItemRow>) -> Result<Vec<MediaItem>> {
         #[derive(sqlx::FromRow)]
         struct Row {
             media_id: MediaId,
@@ -197,6 +197,7 @@ impl Media<'_> {
                 item.variants.push(row.variant);
             }
         }
+        self.attach_outputs(tenant, &mut items, &ids).await?;
         Ok(items)
     }
 
@@ -221,7 +222,7 @@ impl Media<'_> {
             row.agency_id,
             Environment::from_sandbox_flag(row.item.is_sandbox),
         );
-        let item = self.with_variants(vec![row.item]).await?.remove(0);
+        let item = self.with_variants(&tenant, vec![row.item]).await?.remove(0);
         Ok((tenant, item))
     }
 

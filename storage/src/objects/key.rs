@@ -4,6 +4,7 @@
 //! ```text
 //! <agency>/<environment>/<media id>/original.<ext>
 //! <agency>/<environment>/<media id>/<variant>.<ext>
+//! <agency>/<environment>/<media id>/outputs/<profile id>/<output>.<ext>
 //! <agency>/<environment>/archives/<operation id>/<name>.zip
 //! <agency>/<environment>/uploads/<upload id>/<start offset>-<part id>
 //! <agency>/<environment>/uploads/<upload id>/assembled
@@ -17,7 +18,7 @@ use std::fmt;
 use object_store::path::Path as ObjectPath;
 
 use crate::Tenant;
-use crate::ids::{MediaId, OperationId, UploadId};
+use crate::ids::{DeliveryProfileId, MediaId, OperationId, UploadId};
 
 /// An object's key in the media store.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, sqlx::Type)]
@@ -38,6 +39,20 @@ impl StorageKey {
     pub fn variant(tenant: &Tenant, media: &MediaId, variant: &str, extension: &str) -> Self {
         Self(format!(
             "{}/{variant}.{extension}",
+            Self::media_prefix(tenant, media)
+        ))
+    }
+
+    /// One output of a delivery profile, beside its item's variants.
+    pub fn output(
+        tenant: &Tenant,
+        media: &MediaId,
+        profile: &DeliveryProfileId,
+        output: &str,
+        extension: &str,
+    ) -> Self {
+        Self(format!(
+            "{}/outputs/{profile}/{output}.{extension}",
             Self::media_prefix(tenant, media)
         ))
     }

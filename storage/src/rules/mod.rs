@@ -5,11 +5,13 @@
 //! their payloads (`events`, `event_catalog`), the roles (`roles`), a
 //! login email's shape and a name's length (`emails`), a new password
 //! (`passwords`), and what the fields of a new listing and a new account
-//! must be (`new_listing`, `new_account`). The repositories apply them; the API's
+//! must be (`new_listing`, `new_account`), and what a delivery profile may
+//! ask for (`delivery_profiles`). The repositories apply them; the API's
 //! wire types name their limits.
 
 pub mod cancellation;
 pub mod changelog;
+pub mod delivery_profiles;
 pub mod emails;
 pub mod event_catalog;
 pub mod events;

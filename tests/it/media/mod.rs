@@ -14,6 +14,8 @@ mod formats;
 mod idempotency;
 mod limits;
 mod optimization;
+mod profile_outputs;
+mod profiles;
 mod progress;
 mod progress_access;
 mod property_page;

@@ -14,6 +14,7 @@ pub mod maintenance;
 pub mod probe;
 pub mod process_media;
 pub mod recover_webhook_endpoint;
+pub mod render_outputs;
 mod runner;
 pub mod seed_sandbox;
 pub mod send_notification;

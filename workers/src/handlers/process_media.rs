@@ -17,8 +17,9 @@ use storage::media::{MediaItem, MediaStatus, MediaType, StorageKey, Variant};
 use storage::{StorageError, Tenant};
 
 use super::{Handler, JobError, WorkerState};
+use crate::media::outputs::OutputPlan;
 use crate::media::poster;
-use crate::media::variants::{VariantLimits, make_variants};
+use crate::media::variants::{Rendered, VariantLimits, VariantName, render_media};
 
 impl Handler for ProcessMedia {
     /// Runs one item's processing.
@@ -259,13 +260,46 @@ async fn make_item_variants(
     if !item.enable_optimization {
         return Ok((Vec::new(), duration));
     }
+    // A photo's delivery outputs are rendered from the same decode; a
+    // video's poster or a PDF's page gets the variants alone.
+    let photo = item.media_type.is_image();
+    let plan = if photo {
+        OutputPlan::for_item(state, tenant, item, None)
+            .await
+            .map_err(|err| ItemError::Storage(err.0))?
+    } else {
+        OutputPlan::none()
+    };
+    let focal = match (photo, item.focal_point) {
+        (false, _) => Some((0.5, 0.5)),
+        (true, Some(point)) => Some((point.x, point.y)),
+        (true, None) => None,
+    };
     // At background priority: the render yields the cores to API requests
     // and other jobs' short work in this process.
-    let encoded =
-        crate::media::background::render(move || make_variants(&image, &VariantLimits::default()))
+    let specs = VariantName::ALL.map(VariantName::spec);
+    let (rendered, plan) = crate::media::background::render(move || {
+        let rendered = render_media(
+            &image,
+            &specs,
+            &plan.requests(),
+            focal,
+            &VariantLimits::default(),
+        );
+        (rendered, plan)
+    })
+    .await
+    .map_err(|err| Unprocessable(format!("image processing stopped: {err}")))?;
+    let Rendered {
+        variants: encoded,
+        outputs,
+        focal_point,
+    } = rendered.map_err(|err| Unprocessable(err.to_string()))?;
+    if photo {
+        plan.store(state, tenant, item, outputs, focal_point)
             .await
-            .map_err(|err| Unprocessable(format!("image processing stopped: {err}")))?
-            .map_err(|err| Unprocessable(err.to_string()))?;
+            .map_err(|err| ItemError::Storage(err.0))?;
+    }
     tracing::debug!(media_id = %item.id, count = encoded.len(), "variants made");
     let stores = state
         .platform

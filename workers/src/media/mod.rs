@@ -2,5 +2,6 @@
 //! and first pages of PDFs.
 
 pub mod background;
+pub(crate) mod outputs;
 pub mod poster;
 pub mod variants;

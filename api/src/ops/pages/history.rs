@@ -111,7 +111,7 @@ struct HistoryPage {
     range: &'static str,
     range_label: &'static str,
     bucket_label: &'static str,
-    queue_names: [&'static str; 8],
+    queue_names: [&'static str; platform::kinds::QUEUES.len()],
     queue: String,
     totals: HistoryPoint,
     charts: Vec<ChartView>,

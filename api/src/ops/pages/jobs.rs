@@ -12,7 +12,7 @@ struct JobsPage {
     problem: Option<String>,
     updated: String,
     states: [&'static str; 6],
-    queue_names: [&'static str; 8],
+    queue_names: [&'static str; platform::kinds::QUEUES.len()],
     queues: Vec<QueueRow>,
     back: String,
     filter: FilterView,

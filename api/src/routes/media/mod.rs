@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod downloads;
+pub mod item;
 pub mod progress;
 pub mod resumable;
 pub mod upload;

@@ -128,6 +128,14 @@ pub(super) fn decode(
     Ok((raster, orientation))
 }
 
+/// The EXIF block `input` carries (a TIFF block), if it can be read: only
+/// its headers are parsed, no pixel is decoded.
+pub(super) fn exif(input: &[u8], format: SourceFormat) -> Option<Vec<u8>> {
+    let reader = ImageReader::with_format(Cursor::new(input), format.image_format());
+    let mut decoder = reader.into_decoder().ok()?;
+    decoder.exif_metadata().ok().flatten()
+}
+
 /// Rejects JPEG data with no end-of-image marker after the first scan
 /// (truncated uploads, which lenient decoders would pad with grey).
 fn check_jpeg_complete(input: &[u8]) -> Result<(), VariantError> {

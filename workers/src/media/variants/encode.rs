@@ -42,17 +42,35 @@ fn jpeg_dims(width: u32, height: u32) -> Result<(u16, u16), String> {
 }
 
 fn encode_jpeg(r: &Raster, quality: u8) -> Result<Vec<u8>, String> {
+    encode_jpeg_with(r, quality, None)
+}
+
+/// A JPEG of `r` (transparency flattened onto white), with `exif` (a TIFF
+/// block) as its only metadata when given.
+pub(super) fn encode_jpeg_with(
+    r: &Raster,
+    quality: u8,
+    exif: Option<&[u8]>,
+) -> Result<Vec<u8>, String> {
     let rgb = r.flattened();
     let rgb = rgb.get();
     let (w, h) = jpeg_dims(rgb.width, rgb.height)?;
     let mut out = Vec::with_capacity(rgb.data.len() / 4);
-    jpeg_encoder::Encoder::new(&mut out, quality)
+    let mut encoder = jpeg_encoder::Encoder::new(&mut out, quality);
+    if let Some(exif) = exif {
+        let mut segment = b"Exif\0\0".to_vec();
+        segment.extend_from_slice(exif);
+        encoder
+            .add_app_segment(1, segment)
+            .map_err(|e| e.to_string())?;
+    }
+    encoder
         .encode(&rgb.data, w, h, jpeg_encoder::ColorType::Rgb)
         .map_err(|e| e.to_string())?;
     Ok(out)
 }
 
-fn encode_webp(r: &Raster, quality: u8) -> Result<Vec<u8>, String> {
+pub(super) fn encode_webp(r: &Raster, quality: u8) -> Result<Vec<u8>, String> {
     if r.width > 16383 || r.height > 16383 {
         return Err(format!(
             "{}x{} is larger than WebP allows (16383)",

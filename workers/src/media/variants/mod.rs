@@ -35,6 +35,7 @@ mod encode;
 mod error;
 mod make;
 mod markers;
+mod outputs;
 mod parallel;
 mod pipeline;
 mod plan;
@@ -45,7 +46,10 @@ mod tests;
 
 pub use decode::detect_format;
 pub use error::VariantError;
-pub use make::{make_variants, make_variants_from_path, make_variants_with};
+pub use make::{
+    Rendered, make_variants, make_variants_from_path, make_variants_with, render_media,
+};
+pub use outputs::{OutputRequest, RenderedOutput, WatermarkImage};
 pub use spec::{
     Geometry, OutputFormat, SourceFormat, Variant, VariantLimits, VariantName, VariantSpec,
 };

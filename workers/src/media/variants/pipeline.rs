@@ -31,14 +31,16 @@ pub(super) struct StageOneOutput {
 /// Stage one needs the full-size pixels: the `Original` variants (strip
 /// encoded), the shared intermediate and any variant the intermediate is too
 /// small for.
+/// The intermediate is `mid_box` (at least [`mid_geometry`] of the specs).
 pub(super) fn stage_one(
     full: &Raster,
     orientation: Orientation,
     specs: &[VariantSpec],
+    mid_box: Geometry,
     threads: usize,
 ) -> Result<StageOneOutput, VariantError> {
     let (ow, oh) = oriented_dims(full.width, full.height, orientation);
-    let mid_plan = plan(mid_geometry(specs), ow, oh);
+    let mid_plan = plan(mid_box, ow, oh);
     let mid_resize = SourceResize::new(full, orientation, mid_plan);
     let mut mid = Raster {
         width: mid_resize.out_w,
@@ -106,7 +108,7 @@ pub(super) fn stage_one(
 }
 
 /// The largest `Fit` box among the specs (the shared intermediate).
-fn mid_geometry(specs: &[VariantSpec]) -> Geometry {
+pub(super) fn mid_geometry(specs: &[VariantSpec]) -> Geometry {
     specs
         .iter()
         .filter_map(|s| match s.geometry {

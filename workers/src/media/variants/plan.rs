@@ -8,12 +8,15 @@ use super::error::VariantError;
 use super::raster::{Raster, oriented_dims, swaps_axes};
 use super::spec::Geometry;
 
-/// A centred crop (in upright source pixels, possibly fractional) resized to
-/// `out_w x out_h`.
+/// A crop (in upright source pixels, possibly fractional) resized to
+/// `out_w x out_h`: centred, or around a focal point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Plan {
     crop_w: f64,
     crop_h: f64,
+    /// Where the crop centres, as fractions of the upright source (0.5,
+    /// 0.5 for a centred crop); the crop is kept inside the source.
+    focus: (f64, f64),
     /// Output width.
     pub(super) out_w: u32,
     /// Output height.
@@ -30,6 +33,31 @@ impl Plan {
         }
     }
 
+    /// The same plan with its crop centred on `focus` (fractions of the
+    /// upright source, from the top left), as far as the source allows.
+    pub(super) fn around(self, focus: (f64, f64)) -> Plan {
+        Plan {
+            focus: (focus.0.clamp(0.0, 1.0), focus.1.clamp(0.0, 1.0)),
+            ..self
+        }
+    }
+
+    /// The crop's top left corner in a `width x height` upright source.
+    pub(super) fn crop_origin(self, width: f64, height: f64) -> (f64, f64) {
+        let place = |len: f64, crop: f64, focus: f64| {
+            (focus * len - crop / 2.0).clamp(0.0, (len - crop).max(0.0))
+        };
+        (
+            place(width, self.crop_w, self.focus.0),
+            place(height, self.crop_h, self.focus.1),
+        )
+    }
+
+    /// The crop's size in upright source pixels.
+    pub(super) fn crop_size(self) -> (f64, f64) {
+        (self.crop_w, self.crop_h)
+    }
+
     /// True when the crop has at least the output's resolution (within half a pixel).
     pub(super) fn is_downscale(self) -> bool {
         self.crop_w + 0.5 >= f64::from(self.out_w) && self.crop_h + 0.5 >= f64::from(self.out_h)
@@ -43,12 +71,16 @@ impl Plan {
     }
 }
 
+/// The centre of a source, where crops centre unless told otherwise.
+const CENTRE: (f64, f64) = (0.5, 0.5);
+
 /// The plan for `geometry` on an upright `width x height` source.
 pub(super) fn plan(geometry: Geometry, width: u32, height: u32) -> Plan {
     let (w, h) = (f64::from(width), f64::from(height));
     let full = |out_w, out_h| Plan {
         crop_w: w,
         crop_h: h,
+        focus: CENTRE,
         out_w,
         out_h,
     };
@@ -72,6 +104,7 @@ fn plan_fill(bw: f64, bh: f64, w: f64, h: f64) -> Plan {
         return Plan {
             crop_w: bw / s,
             crop_h: bh / s,
+            focus: CENTRE,
             out_w: bw as u32,
             out_h: bh as u32,
         };
@@ -86,6 +119,7 @@ fn plan_fill(bw: f64, bh: f64, w: f64, h: f64) -> Plan {
     Plan {
         crop_w: cw,
         crop_h: ch,
+        focus: CENTRE,
         out_w: cw as u32,
         out_h: ch as u32,
     }
@@ -111,15 +145,25 @@ pub(super) struct SourceResize {
 }
 
 impl SourceResize {
-    /// Maps an upright centred-crop plan into stored coordinates of `src`.
+    /// Maps an upright plan into stored coordinates of `src`. A crop around
+    /// a focal point is made from an upright source only (the delivery
+    /// outputs render from the upright intermediate); a stored one is
+    /// cropped centred.
     pub(super) fn new(src: &Raster, orientation: Orientation, p: Plan) -> Self {
         let (crop_w, crop_h, out_w, out_h) = if swaps_axes(orientation) {
             (p.crop_h, p.crop_w, p.out_h, p.out_w)
         } else {
             (p.crop_w, p.crop_h, p.out_w, p.out_h)
         };
-        let left = (f64::from(src.width) - crop_w) / 2.0;
-        let top = (f64::from(src.height) - crop_h) / 2.0;
+        let (left, top) = if orientation == Orientation::NoTransforms {
+            p.crop_origin(f64::from(src.width), f64::from(src.height))
+        } else {
+            debug_assert_eq!(p.focus, CENTRE, "a focal crop from a stored orientation");
+            (
+                (f64::from(src.width) - crop_w) / 2.0,
+                (f64::from(src.height) - crop_h) / 2.0,
+            )
+        };
         SourceResize {
             left,
             top,
