@@ -17,7 +17,7 @@ use crate::background::job_console::search::{EVENTS_OF_LISTING_SQL, deliveries_o
 use crate::background::progress::PURGE_STEPS_SQL;
 use crate::db::{Backend, Database};
 use crate::listings::read::{ListShape, list_sql};
-use crate::media::{UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
+use crate::media::{PHOTOS_AFTER_SQL, UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
 use crate::people::users::{UserListShape, user_count_sql, user_list_sql};
 use crate::requests::idempotency::PURGE_EXPIRED_SQL;
 use crate::webhooks::deliveries::{attempts_of_sql, deliveries_page_sql, recent_deliveries_sql};
@@ -266,6 +266,20 @@ fn planned(backend: Backend) -> Vec<Planned> {
             sorts_keyed_rows: false,
         });
     }
+    // A delivery profile's sweep: the agency's photos in id order, a batch
+    // at a time.
+    queries.push(Planned {
+        name: "profile sweep photos".to_owned(),
+        sql: PHOTOS_AFTER_SQL.to_owned(),
+        binds: vec![
+            Bind::Text("agc_0"),
+            Bind::Flag(false),
+            Bind::Text("med_0"),
+            Bind::Number(4),
+        ],
+        seeks: vec![&["agency_id"]],
+        sorts_keyed_rows: false,
+    });
     // The ops console's search by listing number: the listing's media, its
     // latest events, their deliveries and the runs of all of them.
     queries.extend([

@@ -187,3 +187,48 @@ fn upload_sizes_are_the_validations() {
     assert_eq!(part["minimum"], Value::from(MIN_PART_BYTES), "{part}");
     assert_eq!(part["maximum"], Value::from(max_file_bytes), "{part}");
 }
+
+#[test]
+fn delivery_profile_limits_are_the_validations() {
+    use super::delivery_profiles::wire::{OutputWire, ProfileIn, ProfilePatch, WatermarkWire};
+    use storage::rules::delivery_profiles as rules;
+    for name in [
+        property::<ProfileIn>("name"),
+        property::<ProfilePatch>("name"),
+    ] {
+        assert_eq!(
+            name["maxLength"],
+            number(rules::MAX_PROFILE_NAME_CHARS),
+            "{name}"
+        );
+    }
+    for outputs in [
+        property::<ProfileIn>("outputs"),
+        property::<ProfilePatch>("outputs"),
+    ] {
+        assert_eq!(outputs["maxItems"], number(rules::MAX_OUTPUTS), "{outputs}");
+    }
+    assert_eq!(
+        property::<OutputWire>("name")["maxLength"],
+        number(rules::MAX_OUTPUT_NAME_CHARS)
+    );
+    for side in ["width", "height"] {
+        let side = property::<OutputWire>(side);
+        assert_eq!(side["minimum"], Value::from(rules::MIN_SIDE), "{side}");
+        assert_eq!(side["maximum"], Value::from(rules::MAX_SIDE), "{side}");
+    }
+    let cap = property::<OutputWire>("max_bytes");
+    assert_eq!(cap["minimum"], Value::from(rules::MIN_MAX_BYTES), "{cap}");
+    assert_eq!(cap["maximum"], Value::from(rules::MAX_MAX_BYTES), "{cap}");
+    let scale = property::<WatermarkWire>("scale");
+    assert_eq!(
+        scale["minimum"].as_f64(),
+        Some(rules::MIN_WATERMARK_SCALE),
+        "{scale}"
+    );
+    assert_eq!(
+        scale["maximum"].as_f64(),
+        Some(rules::MAX_WATERMARK_SCALE),
+        "{scale}"
+    );
+}

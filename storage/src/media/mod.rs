@@ -37,6 +37,7 @@ pub use resumable::{
 };
 
 pub use crate::objects::StorageKey;
+pub(crate) use outputs::PHOTOS_AFTER_SQL;
 pub(crate) use resumable::{UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
 
 /// The longest file name an upload may carry, in bytes of UTF-8: what common

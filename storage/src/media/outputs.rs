@@ -29,6 +29,12 @@ struct OutputRow {
 const OUTPUT_COLUMNS: &str = "media_id, profile_id, name, profile_revision, status, focal_x, \
      focal_y, object_key, format, width, height, size_bytes, failure_reason";
 
+/// A profile sweep's next batch of the tenant's photos, in id order.
+pub(crate) const PHOTOS_AFTER_SQL: &str = "select id from media_items
+     where agency_id = $1 and is_sandbox = $2 and id > $3
+       and media_type in ('jpeg', 'png', 'webp', 'gif') and status <> 'failed'
+     order by id limit $4";
+
 /// One output as a worker made it (or failed to).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordedOutput {
@@ -177,12 +183,7 @@ impl Media<'_> {
         limit: u32,
     ) -> Result<Vec<MediaId>> {
         Ok(on_pool!(self.store.db(), pool => {
-            sqlx::query_scalar(
-                "select id from media_items
-                 where agency_id = $1 and is_sandbox = $2 and id > $3
-                   and media_type in ('jpeg', 'png', 'webp', 'gif') and status <> 'failed'
-                 order by id limit $4",
-            )
+            sqlx::query_scalar(PHOTOS_AFTER_SQL)
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())
             .bind(after.map_or("", MediaId::as_str))

@@ -291,6 +291,7 @@ async fn every_operation_refuses_a_query_parameter_it_does_not_declare() {
                 .replace("{section}", "tour3d")
                 .replace("{media_id}", "med_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{upload_id}", "upl_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
+                .replace("{profile_id}", "dpf_01JD3Q8W5T7X2Z9Y4V6R1N0M8K")
                 .replace("{name}", "thumbnail");
             assert!(
                 !concrete.contains('{'),

@@ -2,7 +2,8 @@
 //! `storage::rules::delivery_profiles` (held to them in
 //! `routes/wire_limits.rs`); the enums mirror the domain's, value for value.
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use storage::ids::MediaId;
 use storage::media::DeliveryProfile;
 use storage::rules::delivery_profiles::{
@@ -10,6 +11,35 @@ use storage::rules::delivery_profiles::{
     WatermarkPosition,
 };
 use utoipa::ToSchema;
+
+use crate::routes::webhooks::endpoint_rules::whole_number;
+
+/// A whole number (`840` and `840.0` alike) that fits `T`.
+fn whole<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let value = whole_number(&number)
+        .ok_or_else(|| D::Error::custom(format!("{number} is not a whole number")))?;
+    T::try_from(value).map_err(|_| D::Error::custom(format!("{value} is out of range")))
+}
+
+/// [`whole`], or `null`.
+fn whole_or_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    Option::<serde_json::Number>::deserialize(deserializer)?
+        .map(|number| {
+            let value = whole_number(&number)
+                .ok_or_else(|| D::Error::custom(format!("{number} is not a whole number")))?;
+            T::try_from(value).map_err(|_| D::Error::custom(format!("{value} is out of range")))
+        })
+        .transpose()
+}
 
 /// Declares a wire enum that mirrors a domain enum, with conversions both
 /// ways, so the document lists exactly the values the domain takes.
@@ -119,19 +149,23 @@ pub struct OutputWire {
     /// A box (`contain`) or an exact aspect (`cover`).
     pub fit: FitWire,
     /// Pixels.
+    #[serde(deserialize_with = "whole")]
     #[schema(minimum = 16, maximum = 8192)]
     pub width: u32,
     /// Pixels.
+    #[serde(deserialize_with = "whole")]
     #[schema(minimum = 16, maximum = 8192)]
     pub height: u32,
     /// `jpeg`, `webp` or `avif`.
     pub format: FormatWire,
     /// 1 to 100. Absent: the highest a byte cap allows (from 90), else the
     /// format's default (JPEG 85, WebP 80, AVIF 60).
+    #[serde(default, deserialize_with = "whole_or_none")]
     #[schema(minimum = 1, maximum = 100)]
     pub quality: Option<u8>,
     /// The most bytes the file may have. The encoder searches quality down
     /// to 30; a photo still too large there is made smaller, never failed.
+    #[serde(default, deserialize_with = "whole_or_none")]
     #[schema(minimum = 10000, maximum = 50000000)]
     pub max_bytes: Option<u64>,
     /// What is kept of the original's metadata.

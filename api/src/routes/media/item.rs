@@ -19,7 +19,7 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct MediaPatch {
     /// Where the photo's subject is; its `source` becomes `manual`.
-    pub focal_point: Option<FocalPointIn>,
+    pub focal_point: FocalPointIn,
 }
 
 /// A focal point placed by hand.
@@ -48,7 +48,7 @@ pub struct FocalPointIn {
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks media:write", body = ErrorEnvelope),
         (status = 404, description = "media_not_found", body = ErrorEnvelope),
-        (status = 422, description = "validation.failed: a coordinate outside 0 to 1, no field to change, or a focal point on a video or PDF", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: a coordinate outside 0 to 1, no focal point, or a focal point on a video or PDF", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []))
 )]
@@ -63,12 +63,7 @@ pub(crate) async fn update_media(
     let media = state.store().media();
     // A missing item is 404 before any validation of the body's values.
     let item = media.item(&tenant, &id).await?;
-    let Some(point) = body.focal_point else {
-        return Err(ApiError::field(
-            "focal_point",
-            "is the field a media item's PATCH changes; send it",
-        ));
-    };
+    let point = body.focal_point;
     if !item.media_type.is_image() {
         return Err(ApiError::field(
             "focal_point",
