@@ -13,7 +13,7 @@ const ASCII: u16 = 2;
 /// The copyright notice and author of an original's EXIF (a TIFF block,
 /// with or without the `Exif\0\0` prefix), as a new TIFF block holding only
 /// them; `None` when the original names neither.
-pub(crate) fn copyright_block(exif: &[u8]) -> Option<Vec<u8>> {
+pub(in crate::media::variants) fn copyright_block(exif: &[u8]) -> Option<Vec<u8>> {
     let tiff = exif.strip_prefix(b"Exif\0\0").unwrap_or(exif);
     let tags = read_ascii_tags(tiff, &[ARTIST, COPYRIGHT]);
     (!tags.is_empty()).then(|| write_ascii_tags(&tags))
@@ -21,7 +21,10 @@ pub(crate) fn copyright_block(exif: &[u8]) -> Option<Vec<u8>> {
 
 /// The ASCII values of `wanted` in IFD0 of `tiff`, in tag order; a tag that
 /// is missing, of another type or out of bounds is left out.
-pub(crate) fn read_ascii_tags(tiff: &[u8], wanted: &[u16]) -> Vec<(u16, Vec<u8>)> {
+pub(in crate::media::variants) fn read_ascii_tags(
+    tiff: &[u8],
+    wanted: &[u16],
+) -> Vec<(u16, Vec<u8>)> {
     let little = match tiff.get(..4) {
         Some(b"II*\0") => true,
         Some(b"MM\0*") => false,
@@ -109,7 +112,12 @@ fn write_ascii_tags(tags: &[(u16, Vec<u8>)]) -> Vec<u8> {
 
 /// Adds `tiff` as the EXIF chunk of a WebP file (RIFF), turning a simple
 /// file into an extended one (`VP8X`) when it is not one already.
-pub(crate) fn webp_with_exif(webp: Vec<u8>, tiff: &[u8], width: u32, height: u32) -> Vec<u8> {
+pub(in crate::media::variants) fn webp_with_exif(
+    webp: Vec<u8>,
+    tiff: &[u8],
+    width: u32,
+    height: u32,
+) -> Vec<u8> {
     if webp.len() < 20 || &webp[..4] != b"RIFF" || &webp[8..12] != b"WEBP" {
         return webp;
     }

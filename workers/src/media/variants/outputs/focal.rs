@@ -19,7 +19,7 @@ const SIDE: u32 = 96;
 
 /// Where `photo`'s (upright) subject is: x and y from 0 to 1, from its top
 /// left.
-pub(crate) fn focal_point(photo: &Raster) -> (f64, f64) {
+pub(in crate::media::variants) fn focal_point(photo: &Raster) -> (f64, f64) {
     let Some(small) = shrunk(photo) else {
         return (0.5, 0.5);
     };

@@ -12,7 +12,7 @@
 //! gives a smaller photo, never a failed one.
 
 mod avif;
-pub(crate) mod exif;
+pub(super) mod exif;
 mod focal;
 mod watermark;
 
@@ -26,7 +26,7 @@ use super::plan::{Plan, plan, render};
 use super::raster::Raster;
 use super::spec::Geometry;
 
-pub(crate) use focal::focal_point;
+pub(super) use focal::focal_point;
 
 /// One output to render, with its watermark's image when it has one.
 pub struct OutputRequest<'a> {

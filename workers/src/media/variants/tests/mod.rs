@@ -16,5 +16,6 @@
 mod fixtures;
 mod inspect;
 mod output;
+mod profiles;
 mod rejects;
 mod sources;
