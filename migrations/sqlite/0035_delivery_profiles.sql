@@ -54,3 +54,7 @@ create table media_outputs (
 
 -- A profile's outputs, to re-render or delete them with it.
 create index media_outputs_by_profile on media_outputs (profile_id, media_id);
+
+-- An archive of a profile's outputs instead of the originals
+-- (`POST /media/archive` with `profile_id`).
+alter table media_operations add column archive_profile_id text;

@@ -3,18 +3,20 @@
 
 use super::{Media, MediaItem, StorageKey};
 use crate::db::{in_transaction, on_pool};
-use crate::ids::{MediaId, OperationId};
+use crate::ids::{DeliveryProfileId, MediaId, OperationId};
 use crate::{Entity, Result, StorageError, Tenant};
 
 impl Media<'_> {
     /// Records an archive of the tenant's `media` (every id must be one of
-    /// the tenant's items; the first that is not comes back as `NotFound`).
+    /// the tenant's items; the first that is not comes back as `NotFound`):
+    /// their originals, or their outputs of `profile`.
     pub async fn create_archive(
         &self,
         tenant: &Tenant,
         operation_id: &OperationId,
         archive_name: &str,
         media: &[MediaId],
+        profile: Option<&DeliveryProfileId>,
     ) -> Result<()> {
         for id in media {
             self.item(tenant, id).await?;
@@ -24,8 +26,8 @@ impl Media<'_> {
         in_transaction!(self.store.db(), |tx| {
             sqlx::query(
                 "insert into media_operations (id, agency_id, is_sandbox, kind, status, archive_name,
-                     archive_media, created_at)
-                 values ($1, $2, $3, 'archive', 'processing', $4, $5, $6)",
+                     archive_media, created_at, archive_profile_id)
+                 values ($1, $2, $3, 'archive', 'processing', $4, $5, $6, $7)",
             )
             .bind(operation_id)
             .bind(&tenant.agency_id)
@@ -33,10 +35,31 @@ impl Media<'_> {
             .bind(archive_name)
             .bind(&ids)
             .bind(now)
+            .bind(profile)
             .execute(&mut *tx)
             .await?;
         });
         Ok(())
+    }
+
+    /// The profile whose outputs an archive packs; `None` for originals.
+    pub async fn archive_profile(
+        &self,
+        tenant: &Tenant,
+        operation_id: &OperationId,
+    ) -> Result<Option<DeliveryProfileId>> {
+        let profile: Option<Option<DeliveryProfileId>> = on_pool!(self.store.db(), pool => {
+            sqlx::query_scalar(
+                "select archive_profile_id from media_operations
+                 where agency_id = $1 and is_sandbox = $2 and id = $3 and kind = 'archive'",
+            )
+            .bind(&tenant.agency_id)
+            .bind(tenant.environment.is_sandbox())
+            .bind(operation_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(profile.flatten())
     }
 
     /// The items an archive packs, in the order asked.

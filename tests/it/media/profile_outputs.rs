@@ -188,6 +188,48 @@ backend_tests! {
         assert_eq!((small["width"].as_u64(), small["height"].as_u64()), (Some(320), Some(213)));
     }
 
+    async fn a_profiles_outputs_are_zipped_a_folder_per_output(backend) {
+        let media = Media::with_scopes(TestApp::builder(backend).with_workers().spawn().await, &SCOPES).await;
+        let id = profile(&media, json!({"name": "MLS", "outputs": [
+            {"name": "mls_small", "fit": "cover", "width": 320, "height": 200, "format": "jpeg", "metadata": "strip"},
+            {"name": "web", "fit": "contain", "width": 400, "height": 400, "format": "webp", "metadata": "strip"},
+        ]})).await;
+        let (number, photo) = upload(&media, "front.jpg", photo_with_red_door()).await;
+        let item = settled(&media, &number, 2).await;
+        let (_, plan) = upload(&media, "plan.pdf", minimal_pdf()).await;
+
+        for (body, field) in [
+            (json!({"file_ids": [photo], "archive_name": "mls", "profile_id": "dpf_01JD3Q8W5T7X2Z9Y4V6R1N0M8K"}), "profile_id"),
+            (json!({"file_ids": [photo, plan], "archive_name": "mls", "profile_id": id}), "file_ids[1]"),
+        ] {
+            let refused = send(&media, Method::POST, "/api/v1/media/archive", Some(&body)).await;
+            let error = crate::support::expect_error(refused, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+            assert!(error["error"]["details"]["fields"][field].is_string(), "{body} → {error}");
+        }
+        let body = json!({"file_ids": [photo], "archive_name": "mls", "profile_id": id});
+        let accepted = send(&media, Method::POST, "/api/v1/media/archive", Some(&body)).await;
+        assert_eq!(accepted.status(), StatusCode::ACCEPTED);
+        let accepted: Value = accepted.json().await.unwrap();
+        let operation = accepted["operation_id"].as_str().unwrap().to_owned();
+        let read = eventually(PATIENCE, "the archive written", || async {
+            let read: Value = send(&media, Method::GET, &format!("/api/v1/media/archive/{operation}"), None).await.json().await.unwrap();
+            (read["status"] != "processing").then_some(read)
+        })
+        .await;
+        assert_eq!(read["status"], "completed", "{read}");
+        let zip = media.ctx.app.client.get(read["download_url"].as_str().unwrap()).send().await.unwrap();
+        assert_eq!(zip.status(), StatusCode::OK);
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(zip.bytes().await.unwrap().to_vec())).unwrap();
+        let mut names: Vec<String> = (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().unwrap().to_string()).collect();
+        names.sort();
+        assert_eq!(names, ["mls_small/front.jpg", "web/front.webp"]);
+        let mut small = Vec::new();
+        std::io::Read::read_to_end(&mut zip.by_name("mls_small/front.jpg").unwrap(), &mut small).unwrap();
+        let listed = item["outputs"].as_array().unwrap().iter().find(|o| o["name"] == "mls_small").unwrap();
+        assert_eq!(listed["bytes"], small.len());
+        assert_eq!(image::load_from_memory(&small).unwrap().dimensions(), (320, 200));
+    }
+
     async fn a_moved_focal_point_renders_the_crops_again(backend) {
         let media = Media::with_scopes(TestApp::builder(backend).with_workers().spawn().await, &SCOPES).await;
         profile(&media, json!({"name": "Square", "outputs": [

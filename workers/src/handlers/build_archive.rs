@@ -10,7 +10,8 @@ use std::io::Write;
 use object_store::{ObjectStoreExt, WriteMultipart};
 use platform::kinds::BuildArchive;
 use platform::progress::MediaStep;
-use storage::media::{MediaType, StorageKey, StorageStrategy};
+use storage::ids::DeliveryProfileId;
+use storage::media::{MediaItem, MediaType, OutputStatus, StorageKey, StorageStrategy};
 use tokio::io::AsyncReadExt;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
@@ -57,6 +58,58 @@ async fn give_up(job: &BuildArchive, state: &WorkerState) {
     if let Err(err) = failed.await {
         tracing::error!(%err, operation_id = %job.operation_id, "an archive job given up on is not recorded");
     }
+}
+
+/// What an item puts in the archive: its original under its own name, or
+/// (for an archive of a profile's outputs) each ready output of the
+/// profile in a folder of the output's name, the file named after the
+/// original (`mls_small/front.jpg`). Photos are stored as they are (they
+/// are compressed already); a PDF is deflated.
+fn entries(
+    item: &MediaItem,
+    profile: Option<&DeliveryProfileId>,
+    used: &mut HashSet<String>,
+) -> Vec<(String, StorageKey, CompressionMethod)> {
+    let Some(profile) = profile else {
+        let method = if item.media_type == MediaType::Pdf {
+            CompressionMethod::Deflated
+        } else {
+            CompressionMethod::Stored
+        };
+        return vec![(
+            unique_name(&item.filename, used),
+            item.object_key.clone(),
+            method,
+        )];
+    };
+    let stem: String = item
+        .filename
+        .rsplit_once('.')
+        .map_or(item.filename.as_str(), |(stem, _)| stem)
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '\\' | '\0') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    item.outputs
+        .iter()
+        .filter(|o| o.profile_id == *profile && o.status == OutputStatus::Ready)
+        .filter_map(|o| {
+            let key = o.object_key.clone()?;
+            let extension = key.as_str().rsplit_once('.').map_or("", |(_, e)| e);
+            let mut name = format!("{}/{stem}.{extension}", o.name);
+            let mut counter = 2;
+            while !used.insert(name.clone()) {
+                name = format!("{}/{stem} ({counter}).{extension}", o.name);
+                counter += 1;
+            }
+            Some((name, key, CompressionMethod::Stored))
+        })
+        .collect()
 }
 
 /// A name for `filename` not yet used in the archive (`photo (2).jpg`).
@@ -119,30 +172,32 @@ async fn run(job: &BuildArchive, state: &WorkerState, attempt: usize) -> Result<
         .map_err(|err| JobError(format!("scratch file: {err}")))?;
     let mut writer = ZipWriter::new(file);
     let mut used = HashSet::new();
+    let profile = state
+        .platform
+        .store
+        .media()
+        .archive_profile(&tenant, &operation)
+        .await?;
     for item in &items {
-        let original = stores
-            .primary(item.storage_strategy)
-            .get(&item.object_key.to_path())
-            .await?
-            .bytes()
-            .await?;
-        let entry = unique_name(&item.filename, &mut used);
-        let method = if item.media_type == MediaType::Pdf {
-            CompressionMethod::Deflated
-        } else {
-            CompressionMethod::Stored
-        };
-        writer = tokio::task::spawn_blocking(move || {
-            let options = SimpleFileOptions::default()
-                .compression_method(method)
-                .large_file(original.len() > u32::MAX as usize / 2);
-            writer.start_file(entry, options)?;
-            writer.write_all(&original)?;
-            Ok::<_, zip::result::ZipError>(writer)
-        })
-        .await
-        .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
-        .map_err(|err| JobError(format!("archive entry: {err}")))?;
+        for (entry, key, method) in entries(item, profile.as_ref(), &mut used) {
+            let bytes = stores
+                .primary(item.storage_strategy)
+                .get(&key.to_path())
+                .await?
+                .bytes()
+                .await?;
+            writer = tokio::task::spawn_blocking(move || {
+                let options = SimpleFileOptions::default()
+                    .compression_method(method)
+                    .large_file(bytes.len() > u32::MAX as usize / 2);
+                writer.start_file(entry, options)?;
+                writer.write_all(&bytes)?;
+                Ok::<_, zip::result::ZipError>(writer)
+            })
+            .await
+            .map_err(|err| JobError(format!("archive writer stopped: {err}")))?
+            .map_err(|err| JobError(format!("archive entry: {err}")))?;
+        }
         let packed = MediaStep::FileDone {
             media_id: item.id.clone(),
         };

@@ -17,8 +17,8 @@ use platform::PushOptions;
 use platform::kinds::BuildArchive;
 use serde::{Deserialize, Serialize};
 use storage::Tenant;
-use storage::ids::{MediaId, OperationId};
-use storage::media::{MediaOperation, StorageStrategy};
+use storage::ids::{DeliveryProfileId, MediaId, OperationId};
+use storage::media::{MediaOperation, OutputStatus, StorageStrategy};
 use utoipa::ToSchema;
 
 use super::downloads::DOWNLOAD_URL_SECONDS;
@@ -43,6 +43,10 @@ pub struct ArchiveIn {
     /// The ZIP's name, without extension (letters, digits, space, `-`, `_`, `.`).
     #[schema(min_length = 1, max_length = 100, pattern = r"^[A-Za-z0-9 ._-]+$")]
     pub archive_name: String,
+    /// A delivery profile (`dpf_…`): the ZIP holds each item's outputs of
+    /// it, a folder per output (`mls_small/front.jpg`), instead of the
+    /// originals. Every item's outputs of it must be rendered.
+    pub profile_id: Option<String>,
 }
 
 /// An archive operation.
@@ -76,6 +80,42 @@ fn archive_name_problem(name: &str) -> Option<String> {
     None
 }
 
+/// Refuses, item by item, an archive of `profile`'s outputs of items that
+/// have none ready yet (a video, a PDF, or outputs still being rendered).
+async fn outputs_ready(
+    state: &AppState,
+    tenant: &Tenant,
+    profile: &storage::media::DeliveryProfile,
+    ids: &[MediaId],
+    texts: &[String],
+    problems: &mut BTreeMap<String, String>,
+) -> Result<(), ApiError> {
+    for id in ids {
+        let item = state.store().media().item(tenant, id).await?;
+        let outputs: Vec<_> = item
+            .outputs
+            .iter()
+            .filter(|o| o.profile_id == profile.id)
+            .collect();
+        let index = texts.iter().position(|t| t == id.as_str()).unwrap_or(0);
+        let problem = if outputs.is_empty() {
+            Some(
+                "has no outputs of this profile (only photos do, and only while the profile is active)",
+            )
+        } else if outputs.iter().any(|o| o.status == OutputStatus::Pending) {
+            Some(
+                "its outputs of this profile are still being rendered; ask again once they are ready",
+            )
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            problems.insert(format!("file_ids[{index}]"), problem.to_owned());
+        }
+    }
+    Ok(())
+}
+
 /// Queues an archive of the caller's media.
 #[utoipa::path(
     post,
@@ -87,7 +127,7 @@ fn archive_name_problem(name: &str) -> Option<String> {
         (status = 202, description = "Queued; follow progress_url, then read the archive for its download URL", body = ArchiveOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 403, description = "The key lacks media:write", body = ErrorEnvelope),
-        (status = 422, description = "validation.failed: file_ids (empty, too many, not the caller's media) or archive_name", body = ErrorEnvelope),
+        (status = 422, description = "validation.failed: file_ids (empty, too many, not the caller's media, or without ready outputs of profile_id), archive_name or profile_id", body = ErrorEnvelope),
         (status = 503, description = "server.not_ready: the job queue did not take the archive (its operation is failed); repeat the request after Retry-After", body = ErrorEnvelope),
     ),
     security(("api_key" = []), ("bearer" = []))
@@ -130,6 +170,37 @@ pub(crate) async fn create_archive(
             }
         }
     }
+    let profile = match body.profile_id.as_deref() {
+        None => None,
+        Some(text) => {
+            let found = match DeliveryProfileId::parse(text) {
+                Some(id) => match state.store().media().profile(&tenant, &id).await {
+                    Ok(profile) => Some(profile),
+                    Err(storage::StorageError::NotFound(_)) => None,
+                    Err(err) => return Err(err.into()),
+                },
+                None => None,
+            };
+            if found.is_none() {
+                problems.insert(
+                    "profile_id".to_owned(),
+                    "is not a delivery profile of this agency".to_owned(),
+                );
+            }
+            found
+        }
+    };
+    if let Some(profile) = &profile {
+        outputs_ready(
+            &state,
+            &tenant,
+            profile,
+            &ids,
+            &body.file_ids,
+            &mut problems,
+        )
+        .await?;
+    }
     if !problems.is_empty() {
         return Err(ApiError::Validation(problems));
     }
@@ -137,7 +208,13 @@ pub(crate) async fn create_archive(
     state
         .store()
         .media()
-        .create_archive(&tenant, &operation_id, &body.archive_name, &ids)
+        .create_archive(
+            &tenant,
+            &operation_id,
+            &body.archive_name,
+            &ids,
+            profile.as_ref().map(|p| &p.id),
+        )
         .await?;
     let job = BuildArchive {
         operation_id: operation_id.clone(),
