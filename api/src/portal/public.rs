@@ -1,13 +1,16 @@
 //! Pages anyone may open: a listing's canonical public page
 //! (`/property/{listing_number}`, the `canonical_url` every listing read
-//! gives) and the page a cancel refused outside the no-fee window points
+//! gives; its photos from the agency's branded delivery profile when it
+//! has one, else from the variants) and the page a cancel refused outside the no-fee window points
 //! to (`remediation_url`).
 
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use storage::media::DeliveryProfile;
 use storage::records::numbers::normalise_listing_number;
+use storage::rules::delivery_profiles::Fit;
 use storage::rules::listing_status::ListingStatus;
 
 use super::{page, problem, unavailable};
@@ -49,6 +52,59 @@ fn srcset(variants: &[&VariantOut]) -> String {
         .map(|variant| format!("{} {}w", variant.url, variant.width))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The agency's branded set: its first active delivery profile (in
+/// creation order) that lays a watermark on any output.
+fn branded_profile(profiles: Vec<DeliveryProfile>) -> Option<DeliveryProfile> {
+    profiles
+        .into_iter()
+        .find(|profile| profile.outputs.iter().any(|o| o.watermark.is_some()))
+}
+
+/// A photo's `<picture>` from the branded set: its ready `contain` outputs
+/// (the photo whole, so one `srcset` holds sizes of one aspect), WebP first,
+/// JPEG as fallback. `None` while they are not rendered: the variants serve.
+fn branded_photo(
+    item: &MediaOut,
+    profile: &DeliveryProfile,
+    number: usize,
+    address: &str,
+) -> Option<Photo> {
+    let whole: Vec<&str> = profile
+        .outputs
+        .iter()
+        .filter(|o| o.fit == Fit::Contain)
+        .map(|o| o.name.as_str())
+        .collect();
+    let mut ready: Vec<(&str, &str, i32, i32)> = item
+        .outputs
+        .iter()
+        .filter(|o| o.profile_id == profile.id.as_str() && whole.contains(&o.name.as_str()))
+        .filter_map(|o| Some((o.format.as_str(), o.url.as_deref()?, o.width?, o.height?)))
+        .collect();
+    ready.sort_by_key(|(_, _, width, _)| *width);
+    let set = |format: &str| {
+        ready
+            .iter()
+            .filter(|(f, ..)| *f == format)
+            .map(|(_, url, width, _)| format!("{url} {width}w"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fallback = ready
+        .iter()
+        .rev()
+        .find(|(f, ..)| *f == "jpeg")
+        .or_else(|| ready.iter().rev().find(|(f, ..)| *f == "webp"))?;
+    Some(Photo {
+        webp_srcset: set("webp"),
+        jpeg_srcset: set("jpeg"),
+        src: fallback.1.to_owned(),
+        width: fallback.2,
+        height: fallback.3,
+        alt: format!("Photo {number} of {address}"),
+    })
 }
 
 /// A delivered photo's `<picture>`: WebP variants first, JPEG as fallback
@@ -114,11 +170,20 @@ pub(crate) async fn property_page(
         Ok(media) => media,
         Err(err) => return unavailable(&err),
     };
+    let branded = match store.media().active_profiles(&tenant).await {
+        Ok(profiles) => branded_profile(profiles),
+        Err(err) => return unavailable(&err),
+    };
     let photos = media
         .iter()
         .filter(|item| item.status == "ready")
         .enumerate()
-        .filter_map(|(index, item)| photo(item, index + 1, &listing.address))
+        .filter_map(|(index, item)| {
+            branded
+                .as_ref()
+                .and_then(|profile| branded_photo(item, profile, index + 1, &listing.address))
+                .or_else(|| photo(item, index + 1, &listing.address))
+        })
         .collect();
     let number = normalise_listing_number(&listing_number);
     let template = PropertyPage {

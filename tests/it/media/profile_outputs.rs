@@ -230,6 +230,42 @@ backend_tests! {
         assert_eq!(image::load_from_memory(&small).unwrap().dimensions(), (320, 200));
     }
 
+    async fn the_property_page_shows_the_branded_set_once_rendered(backend) {
+        let media = Media::with_scopes(TestApp::builder(backend).with_workers().spawn().await, &SCOPES).await;
+        let page = |number: String| {
+            let url = media.ctx.app.url(&format!("/property/{number}"));
+            let client = media.ctx.app.client.clone();
+            async move {
+                let response = client.get(url).send().await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                response.text().await.unwrap()
+            }
+        };
+        // An unbranded profile alone: the page keeps the variants.
+        profile(&media, json!({"name": "MLS", "outputs": [
+            {"name": "mls", "fit": "contain", "width": 600, "height": 600, "format": "jpeg", "metadata": "strip"},
+        ]})).await;
+        let (first, _) = upload(&media, "front.jpg", photo_with_red_door()).await;
+        settled(&media, &first, 1).await;
+        let html = page(first.clone()).await;
+        assert!(html.contains("/variants/") && !html.contains("/outputs/"), "{html}");
+
+        let (_, logo) = upload(&media, "logo.png", magenta_logo()).await;
+        let branded = profile(&media, json!({"name": "Branded", "outputs": [
+            {"name": "large", "fit": "contain", "width": 1200, "height": 1200, "format": "jpeg", "metadata": "copyright",
+             "watermark": {"media_id": logo, "position": "bottom_right", "scale": 0.2, "opacity": 0.8}},
+            {"name": "small", "fit": "contain", "width": 600, "height": 600, "format": "webp", "metadata": "copyright",
+             "watermark": {"media_id": logo, "position": "bottom_right", "scale": 0.2, "opacity": 0.8}},
+            {"name": "square", "fit": "cover", "width": 400, "height": 400, "format": "jpeg", "metadata": "strip"},
+        ]})).await;
+        settled(&media, &first, 4).await;
+        let html = page(first).await;
+        assert!(html.contains(&format!("/outputs/{branded}/large")), "the branded JPEG: {html}");
+        assert!(html.contains(&format!("/outputs/{branded}/small")), "the branded WebP: {html}");
+        assert!(!html.contains(&format!("/outputs/{branded}/square")), "a crop is not the photo whole");
+        assert!(!html.contains("/variants/"), "{html}");
+    }
+
     async fn a_moved_focal_point_renders_the_crops_again(backend) {
         let media = Media::with_scopes(TestApp::builder(backend).with_workers().spawn().await, &SCOPES).await;
         profile(&media, json!({"name": "Square", "outputs": [
