@@ -31,8 +31,10 @@ pub enum RenderScope {
         after: Option<MediaId>,
         /// Photos rendered by the batches before.
         rendered: u64,
-        /// Photos the agency had when the sweep started.
-        total: u64,
+        /// Photos the agency had when the sweep started: counted by the
+        /// first batch (a count of a library, kept out of the request that
+        /// changed the profile), then carried.
+        total: Option<u64>,
     },
 }
 

@@ -32,7 +32,7 @@ const OUTPUT_COLUMNS: &str = "media_id, profile_id, name, profile_revision, stat
 /// A profile sweep's next batch of the tenant's photos, in id order.
 pub(crate) const PHOTOS_AFTER_SQL: &str = "select id from media_items
      where agency_id = $1 and is_sandbox = $2 and id > $3
-       and media_type in ('jpeg', 'png', 'webp', 'gif') and status <> 'failed'
+       and media_type in ('jpeg', 'png', 'webp', 'gif') and enable_optimization and status <> 'failed'
      order by id limit $4";
 
 /// One output as a worker made it (or failed to).
@@ -58,9 +58,10 @@ pub struct RecordedOutput {
     pub failure_reason: Option<String>,
 }
 
-/// Whether an item has outputs: a photo whose processing did not fail.
+/// Whether an item has outputs: a photo uploaded with optimisation on
+/// (it gets variants) whose processing did not fail.
 pub fn renders_outputs(item: &MediaItem) -> bool {
-    item.media_type.is_image() && item.status != MediaStatus::Failed
+    item.media_type.is_image() && item.enable_optimization && item.status != MediaStatus::Failed
 }
 
 /// Whether a rendered output of `output` is current for `item`: made from
@@ -113,14 +114,24 @@ impl Media<'_> {
                 .await?
             }
         };
+        let rows: std::collections::HashMap<(&str, &str, &str), &OutputRow> = rows
+            .iter()
+            .map(|row| {
+                (
+                    (
+                        row.media_id.as_str(),
+                        row.profile_id.as_str(),
+                        row.name.as_str(),
+                    ),
+                    row,
+                )
+            })
+            .collect();
         for item in items.iter_mut().filter(|item| renders_outputs(item)) {
             for profile in &profiles {
                 for output in &profile.outputs {
-                    let row = rows.iter().find(|row| {
-                        row.media_id == item.id
-                            && row.profile_id == profile.id
-                            && row.name == output.name
-                    });
+                    let key = (item.id.as_str(), profile.id.as_str(), output.name.as_str());
+                    let row = rows.get(&key).copied();
                     let current = row.filter(|row| is_current(row, profile.revision, output, item));
                     let listed = match current {
                         Some(row) => MediaOutput {
@@ -164,7 +175,8 @@ impl Media<'_> {
             sqlx::query_scalar(
                 "select count(*) from media_items
                  where agency_id = $1 and is_sandbox = $2
-                   and media_type in ('jpeg', 'png', 'webp', 'gif') and status <> 'failed'",
+                   and media_type in ('jpeg', 'png', 'webp', 'gif') and enable_optimization
+                   and status <> 'failed'",
             )
             .bind(&tenant.agency_id)
             .bind(tenant.environment.is_sandbox())

@@ -40,6 +40,10 @@ impl Handler for RenderOutputs {
                     tracing::debug!(%profile_id, revision, "a superseded sweep stops");
                     return Ok(());
                 }
+                let total = match total {
+                    Some(total) => *total,
+                    None => media.photo_count(&tenant).await?,
+                };
                 let batch = media
                     .photos_after(&tenant, after.as_ref(), RenderOutputs::BATCH)
                     .await?;
@@ -63,7 +67,7 @@ impl Handler for RenderOutputs {
                             revision: *revision,
                             after: batch.last().cloned(),
                             rendered: rendered + batch.len() as u64,
-                            total: *total,
+                            total: Some(total),
                         },
                     );
                     state

@@ -42,7 +42,7 @@ impl OutputPlan {
             due: Vec::new(),
             watermarks: Vec::new(),
         };
-        if !renders_outputs(item) || !item.enable_optimization {
+        if !renders_outputs(item) {
             return Ok(plan);
         }
         let pending: Vec<_> = item

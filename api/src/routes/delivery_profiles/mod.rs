@@ -35,10 +35,7 @@ async fn checked(
     tenant: &Tenant,
     draft: ProfileDraft,
 ) -> Result<ProfileDraft, ApiError> {
-    let mut refused = match draft.clone().check() {
-        Ok(_) => std::collections::BTreeMap::new(),
-        Err(refused) => refused,
-    };
+    let mut refused = std::collections::BTreeMap::new();
     for (index, output) in draft.outputs.iter().enumerate() {
         let Some(watermark) = &output.watermark else {
             continue;
@@ -61,10 +58,13 @@ async fn checked(
             );
         }
     }
-    if refused.is_empty() {
-        draft.check().map_err(ApiError::Validation)
-    } else {
-        Err(ApiError::Validation(refused))
+    match draft.check() {
+        Ok(draft) if refused.is_empty() => Ok(draft),
+        Ok(_) => Err(ApiError::Validation(refused)),
+        Err(mut broken) => {
+            broken.append(&mut refused);
+            Err(ApiError::Validation(broken))
+        }
     }
 }
 
@@ -86,7 +86,7 @@ async fn sweep(
             revision: profile.revision,
             after: None,
             rendered: 0,
-            total: state.store().media().photo_count(tenant).await?,
+            total: None,
         },
     );
     state

@@ -61,8 +61,14 @@ fn exif_tiff(orientation: u16) -> Vec<u8> {
 
 /// Inserts an APP1 Exif segment and an APP1 XMP segment right after SOI.
 pub(super) fn with_metadata(jpeg: &[u8], orientation: u16) -> Vec<u8> {
+    with_exif_and_xmp(jpeg, &exif_tiff(orientation))
+}
+
+/// Inserts `tiff` as an APP1 Exif segment, and an APP1 XMP segment naming a
+/// location, right after SOI.
+pub(super) fn with_exif_and_xmp(jpeg: &[u8], tiff: &[u8]) -> Vec<u8> {
     let mut exif = b"Exif\0\0".to_vec();
-    exif.extend(exif_tiff(orientation));
+    exif.extend_from_slice(tiff);
     let xmp = b"http://ns.adobe.com/xap/1.0/\0<x:xmpmeta><exif:GPSLatitude>51,30N</exif:GPSLatitude></x:xmpmeta>";
     let mut out = jpeg[..2].to_vec();
     for payload in [&exif[..], &xmp[..]] {

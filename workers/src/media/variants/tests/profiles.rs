@@ -12,7 +12,7 @@ use storage::rules::delivery_profiles::{
     Fit, MetadataPolicy, ProfileFormat, ProfileOutput, template_watermark, templates,
 };
 
-use super::fixtures::{encode, jpeg, photo, with_icc};
+use super::fixtures::{encode, jpeg, photo, with_exif_and_xmp, with_icc};
 use super::inspect::webp_chunks;
 use crate::media::variants::outputs::exif::read_ascii_tags;
 use crate::media::variants::{
@@ -56,19 +56,9 @@ fn exif_with_gps(orientation: u16) -> Vec<u8> {
     t
 }
 
-/// `jpeg` with an APP1 Exif block and an APP1 XMP block naming a location.
+/// `jpeg` with an EXIF block (orientation, copyright, GPS) and XMP.
 fn with_exif(jpeg: &[u8], orientation: u16) -> Vec<u8> {
-    let mut exif = b"Exif\0\0".to_vec();
-    exif.extend(exif_with_gps(orientation));
-    let xmp = b"http://ns.adobe.com/xap/1.0/\0<x:xmpmeta><exif:GPSLatitude>51,30N</exif:GPSLatitude></x:xmpmeta>";
-    let mut out = jpeg[..2].to_vec();
-    for payload in [&exif[..], &xmp[..]] {
-        out.extend_from_slice(&[0xFF, 0xE1]);
-        out.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
-        out.extend_from_slice(payload);
-    }
-    out.extend_from_slice(&jpeg[2..]);
-    out
+    with_exif_and_xmp(jpeg, &exif_with_gps(orientation))
 }
 
 /// A CMYK JPEG of `img` (Adobe's inverted CMYK, as Photoshop writes it).
