@@ -234,6 +234,11 @@ pub async fn serve(
     let child = deployment
         .command(&args)
         .env("RUST_LOG", "debug")
+        // A job in flight at SIGTERM has this grace before it is handed
+        // back, so a test's wait for the exit (`terminate`, 30 s) covers
+        // the grace and the flushes after it; the default of 30 s alone
+        // would take the whole wait on a busy machine.
+        .env("WORKER_SHUTDOWN_SECONDS", "10")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
