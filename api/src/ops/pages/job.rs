@@ -75,6 +75,8 @@ struct JobPage {
     actions: Vec<ActionView>,
     runs: Vec<RunRow>,
     payload: String,
+    /// A profile sweep's progress, when the job is one of its batches.
+    sweep: Option<super::shared::SweepProgress>,
 }
 
 /// What a job page's query may carry.
@@ -133,6 +135,7 @@ pub(in crate::ops) async fn job_page(
         },
     };
     let payload = serde_json::to_string_pretty(&job.summary.payload).unwrap_or_default();
+    let sweep = super::shared::SweepProgress::of(&job.summary.payload);
     let back = FilterView {
         state: job.summary.state.clone(),
         queue: job.summary.queue.clone(),
@@ -157,6 +160,7 @@ pub(in crate::ops) async fn job_page(
         last_error: job.summary.last_error,
         runs,
         payload,
+        sweep,
         id: job.summary.id,
     })
 }

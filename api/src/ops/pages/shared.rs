@@ -205,6 +205,72 @@ pub(super) struct JobRow {
     pub agency: String,
     pub last_error: String,
     pub payload: String,
+    /// A profile sweep's progress over the agency's library, else `None`.
+    pub sweep: Option<SweepProgress>,
+}
+
+/// How far a delivery profile's sweep is (`delivery_outputs` jobs of scope
+/// `profile` carry the photos rendered by the batches before and the
+/// library's size once the first batch counted it).
+pub(super) struct SweepProgress {
+    pub rendered: u64,
+    /// `None` until the first batch counted the library.
+    pub total: Option<u64>,
+}
+
+impl SweepProgress {
+    /// The sweep of a job's payload, if it is one.
+    pub fn of(payload: &serde_json::Value) -> Option<Self> {
+        if payload.get("scope")?.as_str()? != "profile" {
+            return None;
+        }
+        Some(Self {
+            rendered: payload.get("rendered")?.as_u64()?,
+            total: payload.get("total").and_then(serde_json::Value::as_u64),
+        })
+    }
+
+    /// `1,200 of 10,000 photos rendered (12 %)`.
+    pub fn text(&self) -> String {
+        match self.total {
+            Some(total) => format!(
+                "{} of {} photos rendered ({} %)",
+                separated(self.rendered),
+                separated(total),
+                (self.rendered * 100)
+                    .checked_div(total)
+                    .unwrap_or(100)
+                    .min(100)
+            ),
+            None => format!(
+                "{} photos rendered; counting the library",
+                separated(self.rendered)
+            ),
+        }
+    }
+
+    /// The `<progress>` bar's maximum: the library, or 1 while uncounted.
+    pub fn max(&self) -> u64 {
+        self.total.unwrap_or(1).max(1)
+    }
+
+    /// The bar's value.
+    pub fn value(&self) -> u64 {
+        self.total.map_or(0, |total| self.rendered.min(total))
+    }
+}
+
+/// `10,000` of 10000.
+fn separated(number: u64) -> String {
+    let digits = number.to_string();
+    let mut text = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
 }
 
 pub(super) fn job_row(job: JobSummary) -> JobRow {
@@ -214,6 +280,7 @@ pub(super) fn job_row(job: JobSummary) -> JobRow {
         .and_then(|a| a.as_str())
         .unwrap_or_default()
         .to_owned();
+    let sweep = SweepProgress::of(&job.payload);
     let mut payload = job.payload.to_string();
     if payload.chars().count() > 160 {
         payload = payload.chars().take(160).collect::<String>() + "…";
@@ -225,5 +292,35 @@ pub(super) fn job_row(job: JobSummary) -> JobRow {
         agency,
         last_error: job.last_error.unwrap_or_default(),
         payload,
+        sweep,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_sweep_reads_its_progress_from_its_payload() {
+        let counted =
+            json!({"agency_id": "agc_1", "scope": "profile", "rendered": 1200, "total": 10000});
+        let sweep = SweepProgress::of(&counted).unwrap();
+        assert_eq!(sweep.text(), "1,200 of 10,000 photos rendered (12 %)");
+        assert_eq!((sweep.value(), sweep.max()), (1200, 10000));
+        let first = json!({"scope": "profile", "rendered": 0, "total": null});
+        let sweep = SweepProgress::of(&first).unwrap();
+        assert_eq!(sweep.text(), "0 photos rendered; counting the library");
+        assert_eq!((sweep.value(), sweep.max()), (0, 1));
+        let empty = json!({"scope": "profile", "rendered": 0, "total": 0});
+        assert_eq!(
+            SweepProgress::of(&empty).unwrap().text(),
+            "0 of 0 photos rendered (100 %)"
+        );
+        assert!(SweepProgress::of(&json!({"scope": "photo", "media_id": "med_1"})).is_none());
+        assert!(SweepProgress::of(&json!({"listing_number": "MA-1"})).is_none());
+        assert_eq!(separated(1_234_567), "1,234,567");
+        assert_eq!(separated(999), "999");
     }
 }
