@@ -17,7 +17,10 @@ use crate::background::job_console::search::{EVENTS_OF_LISTING_SQL, deliveries_o
 use crate::background::progress::PURGE_STEPS_SQL;
 use crate::db::{Backend, Database};
 use crate::listings::read::{ListShape, list_sql};
-use crate::media::{PHOTOS_AFTER_SQL, UPLOADS_ENDED, UPLOADS_RECEIVING, uploads_due_sql};
+use crate::media::{
+    PHOTOS_AFTER_SQL, UNSWEPT_PROFILES_SQL, UPLOADS_ENDED, UPLOADS_RECEIVING,
+    WATERMARK_CANDIDATES_SQL, uploads_due_sql,
+};
 use crate::people::users::{UserListShape, user_count_sql, user_list_sql};
 use crate::requests::idempotency::PURGE_EXPIRED_SQL;
 use crate::webhooks::deliveries::{attempts_of_sql, deliveries_page_sql, recent_deliveries_sql};
@@ -278,6 +281,24 @@ fn planned(backend: Backend) -> Vec<Planned> {
             Bind::Number(4),
         ],
         seeks: vec![&["agency_id"]],
+        sorts_keyed_rows: false,
+    });
+    // The portal's watermark choice: the agency's images of no listing,
+    // newest first, through the partial index.
+    queries.push(Planned {
+        name: "watermark candidates".to_owned(),
+        sql: WATERMARK_CANDIDATES_SQL.to_owned(),
+        binds: vec![Bind::Text("agc_0"), Bind::Flag(false), Bind::Number(50)],
+        seeks: vec![&["agency_id"]],
+        sorts_keyed_rows: false,
+    });
+    // The maintenance's look for sweeps whose first push was lost: only the
+    // unswept profiles, through their partial index.
+    queries.push(Planned {
+        name: "unswept profiles".to_owned(),
+        sql: UNSWEPT_PROFILES_SQL.to_owned(),
+        binds: vec![Bind::Number(1), Bind::Number(50)],
+        seeks: vec![&["updated_at"]],
         sorts_keyed_rows: false,
     });
     // The ops console's search by listing number: the listing's media, its

@@ -50,7 +50,8 @@ pub enum Access {
     /// dual authentication of uploads).
     KeyOrSession(&'static Endpoint),
     /// An API key, or the session of an agency administrator with its CSRF
-    /// token on every change: the webhook routes the portal manages.
+    /// token on every change: the routes the portal's administrator pages
+    /// call (webhooks, delivery profiles, focal points, archives).
     KeyOrAdministratorSession(&'static Endpoint),
     /// As `KeyOrSession`, for the resumable uploads (tus): their clients
     /// send no `X-Idempotency-Key`, so it is optional; a creation that
@@ -362,7 +363,7 @@ async fn administrator_session(
     }
     if !session.user.role.is_administrator() {
         return Err(ApiError::Forbidden(
-            "Only an agency administrator manages webhooks in the developer settings.".to_owned(),
+            "Only an agency administrator does this in the developer settings: webhooks, delivery profiles, focal points and archives.".to_owned(),
         ));
     }
     let buckets = vec![Bucket {

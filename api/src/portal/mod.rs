@@ -1,15 +1,17 @@
 //! The HTML pages of the public listener: the developer portal under
-//! `/settings` (sign-in, keys, webhooks, the test console, the changelog
-//! and usage), the set-password page the e-mailed link opens, the public
-//! property page and the cancel remediation page. Server-rendered with
-//! askama templates (`api/templates/portal`); one stylesheet and one small
-//! script (`api/assets`). Every change a page offers goes through the JSON
-//! API with the session cookie and its CSRF token, so the portal is held to
-//! exactly the API's rules. The pages are not in the OpenAPI document.
+//! `/settings` (sign-in, keys, uploads, delivery profiles, webhooks, the
+//! test console, the changelog and usage), the set-password page the
+//! e-mailed link opens, the public property page and the cancel remediation
+//! page. Server-rendered with askama templates (`api/templates/portal`); one
+//! stylesheet and a few small scripts (`api/assets`). Every change a page
+//! offers goes through the JSON API with the session cookie and its CSRF
+//! token, so the portal is held to exactly the API's rules. The pages are
+//! not in the OpenAPI document.
 
 pub(crate) mod account;
 pub(crate) mod chart;
 pub(crate) mod console;
+pub(crate) mod delivery_profiles;
 pub(crate) mod keys;
 pub(crate) mod public;
 pub(crate) mod uploads;
@@ -46,6 +48,14 @@ pub(crate) async fn uploads_script() -> Response {
     asset(
         "text/javascript; charset=utf-8",
         include_str!("../../assets/uploads.js"),
+    )
+}
+
+/// The delivery profile pages' script.
+pub(crate) async fn profiles_script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/profiles.js"),
     )
 }
 
@@ -171,10 +181,15 @@ impl Chrome {
     }
 
     /// The navigation: (entry, label, path).
-    pub fn nav(&self) -> [(&'static str, &'static str, &'static str); 7] {
+    pub fn nav(&self) -> [(&'static str, &'static str, &'static str); 8] {
         [
             ("keys", "API keys", "/settings/keys"),
             ("uploads", "Upload media", "/settings/uploads"),
+            (
+                "profiles",
+                "Delivery profiles",
+                "/settings/delivery-profiles",
+            ),
             ("webhooks", "Webhooks", "/settings/webhooks"),
             ("events", "Event catalog", "/settings/events"),
             ("console", "Test console", "/settings/console"),

@@ -27,6 +27,10 @@ pub enum RenderScope {
         profile_id: DeliveryProfileId,
         /// The revision the sweep renders; a newer one has its own sweep.
         revision: i64,
+        /// The profile's sweep round it belongs to (a resumed profile is
+        /// swept again at the same revision, in a round of its own).
+        #[serde(default)]
+        round: i64,
         /// The last photo of the previous batch.
         after: Option<MediaId>,
         /// Photos rendered by the batches before.
@@ -54,6 +58,11 @@ impl RenderOutputs {
     /// Photos a sweep renders per job: small enough that another agency's
     /// job waits for at most a few photos of this one.
     pub const BATCH: u32 = 4;
+
+    /// A profile changed this long ago whose sweep has not finished may
+    /// have lost the push of its first batch: the maintenance pushes it
+    /// again (a sweep the queue still holds is the same job, and dropped).
+    pub const LOST_PUSH_AFTER_SECONDS: i64 = 120;
 
     /// The job of `scope` for `tenant`.
     pub fn new(tenant: &Tenant, scope: RenderScope) -> Self {
@@ -89,10 +98,11 @@ impl Job for RenderOutputs {
             RenderScope::Profile {
                 profile_id,
                 revision,
+                round,
                 after,
                 ..
             } => Some(format!(
-                "outputs:{profile_id}:{revision}:{}",
+                "outputs:{profile_id}:{revision}:{round}:{}",
                 after.as_ref().map_or("", MediaId::as_str)
             )),
         }

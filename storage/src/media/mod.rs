@@ -21,6 +21,7 @@ mod processing;
 mod profiles;
 mod resumable;
 mod snapshot;
+mod sweeps;
 mod uploads;
 
 pub use format::MediaType;
@@ -30,11 +31,14 @@ pub use item::{
 };
 pub use operation::{FileSnapshot, MediaOperation, OperationSnapshot, QueuedItem, UploadOptions};
 pub use outputs::{RecordedOutput, renders_outputs};
-pub use profiles::DeliveryProfile;
+pub(crate) use profiles::WATERMARK_CANDIDATES_SQL;
+pub use profiles::{DeliveryProfile, MAX_WATERMARK_CANDIDATES, WatermarkCandidate};
 pub use resumable::{
     Batch, BatchChoice, Created, DirectPlan, ExpiredUpload, JoinRefusal, NewUpload, Upload,
     UploadPart, UploadState,
 };
+pub(crate) use sweeps::UNSWEPT_PROFILES_SQL;
+pub use sweeps::UnsweptProfile;
 
 pub use crate::objects::StorageKey;
 pub(crate) use outputs::PHOTOS_AFTER_SQL;

@@ -3,7 +3,7 @@
 //! [`crate::rules::delivery_profiles`]; this stores what it accepted.
 
 use crate::db::{in_transaction, on_pool};
-use crate::ids::DeliveryProfileId;
+use crate::ids::{DeliveryProfileId, MediaId};
 use crate::page::{Page, Position};
 use crate::rules::delivery_profiles::{MAX_PROFILES, ProfileDraft, ProfileOutput};
 use crate::{Entity, Result, StorageError, Tenant, Timestamp};
@@ -24,6 +24,9 @@ pub struct DeliveryProfile {
     /// 1 at creation, one more at each change: a rendered output names the
     /// revision it was made from.
     pub revision: i64,
+    /// Which sweep over the agency's photos is due: one more each time the
+    /// outputs change or the profile is resumed (a sweep names its round).
+    pub sweep_round: i64,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -37,11 +40,33 @@ struct ProfileRow {
     outputs: String,
     active: bool,
     revision: i64,
+    sweep_round: i64,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
 
-const PROFILE_COLUMNS: &str = "id, name, outputs, active, revision, created_at, updated_at";
+const PROFILE_COLUMNS: &str =
+    "id, name, outputs, active, revision, sweep_round, created_at, updated_at";
+
+/// Most images [`Media::watermark_candidates`] offers.
+pub const MAX_WATERMARK_CANDIDATES: u32 = 50;
+
+/// An agency's images of no listing, newest first: what a profile's
+/// watermark may be (a logo is uploaded on its own). Served by the partial
+/// index `media_items_loose`, so an agency's listing photos are never read.
+pub(crate) const WATERMARK_CANDIDATES_SQL: &str = "select id, filename from media_items
+     where agency_id = $1 and is_sandbox = $2 and listing_id is null
+       and media_type in ('jpeg', 'png', 'webp', 'gif') and status <> 'failed'
+     order by id desc limit $3";
+
+/// An image a profile's watermark may name.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct WatermarkCandidate {
+    /// The image.
+    pub id: MediaId,
+    /// Its file name as uploaded.
+    pub filename: String,
+}
 
 impl TryFrom<ProfileRow> for DeliveryProfile {
     type Error = StorageError;
@@ -56,6 +81,7 @@ impl TryFrom<ProfileRow> for DeliveryProfile {
             outputs,
             active: row.active,
             revision: row.revision,
+            sweep_round: row.sweep_round,
             created_at: row.created_at,
             updated_at: row.updated_at,
         })
@@ -84,6 +110,14 @@ impl Media<'_> {
              values ($1, $2, $3, $4, $5, $7, 1, $6, $6) returning {PROFILE_COLUMNS}"
         );
         let row: ProfileRow = in_transaction!(self.store.db(), |tx| {
+            // Creates of one agency take turns from here to the commit, so
+            // the count below sees every profile committed before: on
+            // PostgreSQL the agency's row stays locked until then (SQLite
+            // runs one writer at a time anyway).
+            sqlx::query("update agencies set id = id where id = $1")
+                .bind(&tenant.agency_id)
+                .execute(&mut *tx)
+                .await?;
             let kept: i64 = sqlx::query_scalar(
                 "select count(*) from delivery_profiles where agency_id = $1 and is_sandbox = $2",
             )
@@ -185,6 +219,19 @@ impl Media<'_> {
         }))
     }
 
+    /// The tenant's images of no listing, newest first (at most
+    /// [`MAX_WATERMARK_CANDIDATES`]): the logos a watermark may name.
+    pub async fn watermark_candidates(&self, tenant: &Tenant) -> Result<Vec<WatermarkCandidate>> {
+        Ok(on_pool!(self.store.db(), pool => {
+            sqlx::query_as(WATERMARK_CANDIDATES_SQL)
+                .bind(&tenant.agency_id)
+                .bind(tenant.environment.is_sandbox())
+                .bind(i64::from(MAX_WATERMARK_CANDIDATES))
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
     /// The tenant's active profiles (at most [`MAX_PROFILES`]), oldest
     /// first: what a new photo is rendered to.
     pub async fn active_profiles(&self, tenant: &Tenant) -> Result<Vec<DeliveryProfile>> {
@@ -205,7 +252,8 @@ impl Media<'_> {
 
     /// Replaces a profile's name, outputs and activity with a checked
     /// draft; its revision moves on when its outputs change (a rename or a
-    /// pause renders nothing again). `Conflict { field: "name" }` when
+    /// pause renders nothing again), and its sweep round when its outputs
+    /// change or it is resumed. `Conflict { field: "name" }` when
     /// another profile of the tenant has that name.
     pub async fn update_profile(
         &self,
@@ -218,7 +266,10 @@ impl Media<'_> {
         let outputs = outputs_json(&draft.outputs);
         let sql = format!(
             "update delivery_profiles set name = $4, outputs = $5, active = $7,
-                 revision = case when outputs = $5 then revision else revision + 1 end, updated_at = $6
+                 revision = case when outputs = $5 then revision else revision + 1 end,
+                 sweep_round = case when outputs <> $5 or (not active and $7) then sweep_round + 1
+                                    else sweep_round end,
+                 updated_at = $6
              where id = $1 and agency_id = $2 and is_sandbox = $3
              returning {PROFILE_COLUMNS}"
         );

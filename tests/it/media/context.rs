@@ -181,13 +181,17 @@ pub(crate) async fn listing_media(media: &Media, number: &str) -> Vec<Value> {
 
 /// Uploads `parts` to the listing and waits for the end of processing.
 pub(crate) async fn upload_and_wait(media: &Media, number: &str, parts: &[Part<'_>]) -> Value {
+    upload_to_and_wait(media, &format!("/api/v1/listings/{number}/media"), parts).await
+}
+
+/// Uploads `parts` to no listing (a logo) and waits for the end of processing.
+pub(crate) async fn upload_alone_and_wait(media: &Media, parts: &[Part<'_>]) -> Value {
+    upload_to_and_wait(media, "/api/v1/media/upload", parts).await
+}
+
+async fn upload_to_and_wait(media: &Media, path: &str, parts: &[Part<'_>]) -> Value {
     let response = media
-        .upload_to(
-            &format!("/api/v1/listings/{number}/media"),
-            &media.key,
-            &idempotency_key(),
-            multipart(parts),
-        )
+        .upload_to(path, &media.key, &idempotency_key(), multipart(parts))
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();

@@ -30,8 +30,9 @@ mod variants;
 
 /// What other areas upload with: a listing context whose key uploads, and
 /// photos to upload.
-pub(crate) use context::{Media, listing_media, upload_and_wait};
+pub(crate) use context::{Media, listing_media, upload_alone_and_wait, upload_and_wait};
 pub(crate) use fixtures::{Part, jpeg};
+pub(crate) use profile_outputs::{magenta_logo, photo_with_red_door};
 
 use context::read_events;
 use fixtures::{BOUNDARY, minimal_pdf, multipart, png, stored_files};

@@ -27,7 +27,7 @@ const PATIENCE: Duration = Duration::from_secs(240);
 
 /// A 1500x1000 photo: a sky-to-lawn gradient with a red door whose centre
 /// is at (0.85, 0.25).
-fn photo_with_red_door() -> Vec<u8> {
+pub(crate) fn photo_with_red_door() -> Vec<u8> {
     let (w, h) = (1500u32, 1000u32);
     let image = RgbImage::from_fn(w, h, |x, y| {
         let door = (x as i32 - 1275).abs() < 60 && (y as i32 - 250).abs() < 60;
@@ -50,7 +50,7 @@ fn photo_with_red_door() -> Vec<u8> {
 }
 
 /// A 200x100 opaque magenta logo (PNG).
-fn magenta_logo() -> Vec<u8> {
+pub(crate) fn magenta_logo() -> Vec<u8> {
     let logo = RgbImage::from_pixel(200, 100, Rgb([255, 0, 255]));
     let mut out = std::io::Cursor::new(Vec::new());
     logo.write_to(&mut out, image::ImageFormat::Png).unwrap();

@@ -197,6 +197,36 @@ backend_tests! {
         expect_error(response, StatusCode::FORBIDDEN, "auth.scope_denied").await;
     }
 
+    async fn the_cap_of_twenty_profiles_holds_under_concurrent_creates(backend) {
+        let media = profiles_ctx(backend).await;
+        for index in 0..17 {
+            let body = mls_profile(&format!("Board {index}"));
+            let created = send(&media, Method::POST, "/api/v1/delivery-profiles", &media.key, Some(&body)).await;
+            assert_eq!(created.status(), StatusCode::CREATED);
+        }
+        // Six at once for the last three places.
+        let racing = futures::future::join_all((0..6).map(|index| {
+            let body = mls_profile(&format!("Race {index}"));
+            let media = &media;
+            async move {
+                send(media, Method::POST, "/api/v1/delivery-profiles", &media.key, Some(&body)).await
+            }
+        }))
+        .await;
+        let mut created = 0;
+        for response in racing {
+            if response.status() == StatusCode::CREATED {
+                created += 1;
+            } else {
+                let refused = expect_error(response, StatusCode::UNPROCESSABLE_ENTITY, "validation.failed").await;
+                assert!(refused.to_string().contains("at most 20"), "{refused}");
+            }
+        }
+        assert_eq!(created, 3, "exactly the places left");
+        let listed = send(&media, Method::GET, "/api/v1/delivery-profiles?limit=100", &media.key, None).await;
+        assert_eq!(expect_ok(listed).await["total"], 20);
+    }
+
     async fn the_templates_are_accepted_as_they_are_given(backend) {
         let media = profiles_ctx(backend).await;
         let templates = expect_ok(send(&media, Method::GET, "/api/v1/delivery-profile-templates", &media.key, None).await).await;

@@ -1,6 +1,7 @@
 //! Uploads whose jobs went wrong: never queued (the sweep pushes them), lost
 //! (pushed again), or failing every attempt (the item fails and the upload
-//! completes).
+//! completes); and a delivery profile's sweep whose push the queue refused
+//! (the maintenance pushes it).
 
 use std::time::Duration;
 
@@ -200,4 +201,120 @@ async fn an_item_whose_job_fails_every_attempt_fails_and_completes_its_upload() 
     );
     // The workers are still writing: the drop waits its turn.
     crate::support::sql::sqlite_schema_change(sqlite.pool(), "drop trigger refuse_progress").await;
+}
+
+#[tokio::test]
+async fn a_profile_whose_sweep_was_not_queued_is_swept_by_the_maintenance() {
+    let clock = storage::Clock::manual(storage::Timestamp::from_micros(1_800_000_000_000_000));
+    let app = TestApp::builder(tests::Backend::Sqlite)
+        .clock(clock.clone())
+        .with_workers()
+        .spawn()
+        .await;
+    let media = Media::with_scopes(
+        app,
+        &[
+            Scope::MediaWrite,
+            Scope::ListingsRead,
+            Scope::ListingsWrite,
+            Scope::DeliveryProfilesWrite,
+        ],
+    )
+    .await;
+    let number = media.ctx.listing().await;
+    upload_and_wait(
+        &media,
+        &number,
+        &[Part::File("files", "front.jpg", jpeg(300, 200))],
+    )
+    .await;
+    let app = &media.ctx.app;
+    let profile_call = |method: reqwest::Method, path: String, body: Value| {
+        app.client
+            .request(method, app.url(&path))
+            .header("X-API-Key", &media.key)
+            .header("X-Idempotency-Key", tests::idempotency_key())
+            .json(&body)
+            .send()
+    };
+    let outputs = || async {
+        listing_media(&media, &number).await.remove(0)["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["status"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let sweep = workers::handlers::maintenance::Maintenance::SweepProfiles;
+    let platform = app.state.platform();
+
+    // The queue refuses the sweep: the profile is saved all the same.
+    app.refuse_jobs("delivery_outputs", true).await;
+    let created = profile_call(
+        reqwest::Method::POST,
+        "/api/v1/delivery-profiles".to_owned(),
+        serde_json::json!({"name": "Board", "outputs": [
+            {"name": "small", "fit": "contain", "width": 120, "height": 120, "format": "jpeg", "metadata": "strip"}
+        ]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let profile: Value = created.json().await.unwrap();
+    let id = profile["id"].as_str().unwrap().to_owned();
+    assert_eq!(outputs().await, ["pending"]);
+    app.refuse_jobs("delivery_outputs", false).await;
+    assert_eq!(sweep.run(platform).await.unwrap(), 0, "not overdue yet");
+
+    // Once overdue, the maintenance pushes it; the photo is rendered, and
+    // the round swept is not pushed again.
+    clock.advance_seconds(121);
+    assert_eq!(sweep.run(platform).await.unwrap(), 1);
+    tests::deployment::eventually(Duration::from_secs(60), "the sweep rendered", || async {
+        (outputs().await == ["ready"]).then_some(())
+    })
+    .await;
+    tests::deployment::eventually(Duration::from_secs(30), "the round swept", || async {
+        (sweep.run(platform).await.unwrap() == 0).then_some(())
+    })
+    .await;
+
+    // Paused, a photo uploaded meanwhile is not rendered to it; resumed, a
+    // new round sweeps it, even though the revision is the same.
+    let patch = |active: bool| {
+        profile_call(
+            reqwest::Method::PATCH,
+            format!("/api/v1/delivery-profiles/{id}"),
+            serde_json::json!({ "active": active }),
+        )
+    };
+    assert_eq!(patch(false).await.unwrap().status(), StatusCode::OK);
+    upload_and_wait(
+        &media,
+        &number,
+        &[Part::File("files", "garden.jpg", jpeg(200, 300))],
+    )
+    .await;
+    let resumed: Value = patch(true).await.unwrap().json().await.unwrap();
+    assert_eq!(resumed["revision"], 1, "a resume changes no output");
+    tests::deployment::eventually(
+        Duration::from_secs(60),
+        "the resumed sweep rendered",
+        || async {
+            let all: Vec<Vec<String>> = listing_media(&media, &number)
+                .await
+                .iter()
+                .map(|item| {
+                    item["outputs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|o| o["status"].as_str().unwrap().to_owned())
+                        .collect()
+                })
+                .collect();
+            (all == [vec!["ready".to_owned()], vec!["ready".to_owned()]]).then_some(())
+        },
+    )
+    .await;
 }

@@ -1,9 +1,11 @@
 //! The developer portal and the public pages: driven in headless Chromium
-//! (`browser`), and their JSON routes and refusals over HTTP (`console`,
-//! `session_webhooks`; the property page's tests are with the media tests).
+//! (`browser`, `uploads`, `delivery_profiles`), and their JSON routes and
+//! refusals over HTTP (`console`, `session_webhooks`, `delivery_profiles`;
+//! the property page's tests are with the media tests).
 
 mod browser;
 mod console;
+mod delivery_profiles;
 mod session_webhooks;
 mod sign_in_page;
 mod uploads;

@@ -10,7 +10,7 @@ use apalis::prelude::{Data, WorkerContext};
 use apalis_cron::Tick;
 use platform::admin::QueueAdmin;
 use platform::dispatch::dispatch_jobs;
-use platform::kinds::{DeliverWebhook, ProcessMedia, SendNotification};
+use platform::kinds::{DeliverWebhook, ProcessMedia, RenderOutputs, RenderScope, SendNotification};
 use platform::{Platform, PushOptions};
 use storage::Timestamp;
 use storage::retention::PurgeBatch;
@@ -38,6 +38,9 @@ pub enum Maintenance {
     PurgeSessions,
     /// Push media items still queued a while after their upload (their push was lost).
     SweepMedia,
+    /// Push the first batch of delivery profile sweeps that never finished
+    /// (their push was lost; one still held by the queue is not pushed twice).
+    SweepProfiles,
     /// Delete the history of progress states after a week (the latest state stays).
     PurgeProgressHistory,
     /// E-mail the owners of agencies calling a deprecated route before its removal.
@@ -74,7 +77,7 @@ pub const DEAD_JOB_RETENTION_SECONDS: i64 = 30 * 86_400;
 
 impl Maintenance {
     /// Every task.
-    pub const ALL: [Maintenance; 14] = [
+    pub const ALL: [Maintenance; 15] = [
         Self::ExpireRotatedKeys,
         Self::PurgeIdempotency,
         Self::SweepOutbox,
@@ -84,6 +87,7 @@ impl Maintenance {
         Self::PurgeDeliveries,
         Self::PurgeSessions,
         Self::SweepMedia,
+        Self::SweepProfiles,
         Self::PurgeProgressHistory,
         Self::RemovalNotices,
         Self::RollUpJobHistory,
@@ -103,6 +107,7 @@ impl Maintenance {
             Self::PurgeDeliveries => "webhook_delivery_purge",
             Self::PurgeSessions => "session_purge",
             Self::SweepMedia => "media_sweep",
+            Self::SweepProfiles => "delivery_profile_sweep",
             Self::PurgeProgressHistory => "progress_history_purge",
             Self::RemovalNotices => "route_removal_notices",
             Self::RollUpJobHistory => "job_history_rollup",
@@ -123,6 +128,7 @@ impl Maintenance {
             Self::PurgeDeliveries => "50 35 * * * *",
             Self::PurgeSessions => "40 50 * * * *",
             Self::SweepMedia => "10 * * * * *",
+            Self::SweepProfiles => "40 * * * * *",
             Self::PurgeProgressHistory => "25 42 * * * *",
             Self::RemovalNotices => "5 17 * * * *",
             Self::RollUpJobHistory => "3 * * * * *",
@@ -169,6 +175,40 @@ impl Maintenance {
                             (job, PushOptions::default())
                         })
                         .collect();
+                    platform.queue.push_many(jobs).await?;
+                }
+                count
+            }
+            Self::SweepProfiles => {
+                let unswept = store
+                    .media()
+                    .unswept_profiles(
+                        now.plus_seconds(-RenderOutputs::LOST_PUSH_AFTER_SECONDS),
+                        SWEEP_BATCH,
+                    )
+                    .await?;
+                // The sweep's first batch under its own dedupe key: a sweep
+                // the queue still holds (waiting, running, or run and kept)
+                // is not started twice.
+                let jobs: Vec<_> = unswept
+                    .into_iter()
+                    .map(|profile| {
+                        let job = RenderOutputs::new(
+                            &profile.tenant,
+                            RenderScope::Profile {
+                                profile_id: profile.profile_id,
+                                revision: profile.revision,
+                                round: profile.sweep_round,
+                                after: None,
+                                rendered: 0,
+                                total: None,
+                            },
+                        );
+                        (job, PushOptions::default())
+                    })
+                    .collect();
+                let count = jobs.len() as u64;
+                if count > 0 {
                     platform.queue.push_many(jobs).await?;
                 }
                 count

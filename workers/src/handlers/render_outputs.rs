@@ -26,6 +26,7 @@ impl Handler for RenderOutputs {
             RenderScope::Profile {
                 profile_id,
                 revision,
+                round,
                 after,
                 rendered,
                 total,
@@ -36,7 +37,8 @@ impl Handler for RenderOutputs {
                     Err(StorageError::NotFound(_)) => return Ok(()),
                     Err(err) => return Err(err.into()),
                 };
-                if current.revision != *revision || !current.active {
+                if current.revision != *revision || !current.active || current.sweep_round != *round
+                {
                     tracing::debug!(%profile_id, revision, "a superseded sweep stops");
                     return Ok(());
                 }
@@ -59,12 +61,16 @@ impl Handler for RenderOutputs {
                         }
                     }
                 }
-                if batch.len() == RenderOutputs::BATCH as usize {
+                if batch.len() < RenderOutputs::BATCH as usize {
+                    // The last batch: the maintenance need not push it again.
+                    media.finish_sweep(&tenant, profile_id, *round).await?;
+                } else {
                     let next = RenderOutputs::new(
                         &tenant,
                         RenderScope::Profile {
                             profile_id: profile_id.clone(),
                             revision: *revision,
+                            round: *round,
                             after: batch.last().cloned(),
                             rendered: rendered + batch.len() as u64,
                             total: Some(total),

@@ -71,30 +71,35 @@ async fn checked(
 /// Starts rendering `profile`'s outputs of the tenant's existing photos in
 /// the background (`delivery_outputs` jobs, a few photos each, agencies
 /// taking turns). An inactive profile renders nothing.
-async fn sweep(
-    state: &AppState,
-    tenant: &Tenant,
-    profile: &storage::media::DeliveryProfile,
-) -> Result<(), ApiError> {
+async fn sweep(state: &AppState, tenant: &Tenant, profile: &storage::media::DeliveryProfile) {
     if !profile.active {
-        return Ok(());
+        return;
     }
     let job = RenderOutputs::new(
         tenant,
         RenderScope::Profile {
             profile_id: profile.id.clone(),
             revision: profile.revision,
+            round: profile.sweep_round,
             after: None,
             rendered: 0,
             total: None,
         },
     );
-    state
+    // The change is committed: a push the queue refused is pushed again by
+    // the maintenance's sweep of unswept profiles, so the answer stands.
+    if let Err(err) = state
         .platform()
         .queue
         .push(job, PushOptions::default())
-        .await?;
-    Ok(())
+        .await
+    {
+        tracing::warn!(
+            %err,
+            profile_id = %profile.id,
+            "could not push a profile's sweep; the maintenance pushes it within minutes"
+        );
+    }
 }
 
 /// Renders again, in the background, the outputs of one photo that are not
@@ -157,7 +162,7 @@ pub(crate) async fn create_profile(
         .media()
         .create_profile(&tenant, &draft, active)
         .await?;
-    sweep(&state, &tenant, &profile).await?;
+    sweep(&state, &tenant, &profile).await;
     Ok((StatusCode::CREATED, Json(profile.into())))
 }
 
@@ -272,8 +277,8 @@ pub(crate) async fn update_profile(
         .media()
         .update_profile(&tenant, &id, &draft, active)
         .await?;
-    if profile.revision != current.revision || (profile.active && !current.active) {
-        sweep(&state, &tenant, &profile).await?;
+    if profile.sweep_round != current.sweep_round {
+        sweep(&state, &tenant, &profile).await;
     }
     Ok(Json(profile.into()))
 }

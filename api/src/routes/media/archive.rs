@@ -25,7 +25,7 @@ use super::downloads::DOWNLOAD_URL_SECONDS;
 use super::progress::progress_url;
 use crate::error::{ApiError, ErrorEnvelope, Resource};
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::principal::Principal;
+use crate::principal::Credential;
 use crate::state::AppState;
 
 /// Most files one archive packs.
@@ -126,15 +126,15 @@ async fn outputs_ready(
     responses(
         (status = 202, description = "Queued; follow progress_url, then read the archive for its download URL", body = ArchiveOut),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks media:write", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks media:write, the session's user administers no agency, or its X-CSRF-Token is wrong", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: file_ids (empty, too many, not the caller's media, or without ready outputs of profile_id), archive_name or profile_id", body = ErrorEnvelope),
         (status = 503, description = "server.not_ready: the job queue did not take the archive (its operation is failed); repeat the request after Retry-After", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 pub(crate) async fn create_archive(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiJson(body): ApiJson<ArchiveIn>,
 ) -> Result<(StatusCode, Json<ArchiveOut>), ApiError> {
     let tenant = principal.tenant();
@@ -314,11 +314,11 @@ async fn archive_out(
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
         (status = 404, description = "operation_not_found, also for another agency's", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = []))
 )]
 pub(crate) async fn read_archive(
     State(state): State<AppState>,
-    principal: Principal,
+    principal: Credential,
     ApiPath(operation_id): ApiPath<String>,
 ) -> Result<Json<ArchiveOut>, ApiError> {
     let tenant = principal.tenant();

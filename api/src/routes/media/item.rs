@@ -46,11 +46,11 @@ pub struct FocalPointIn {
         (status = 200, description = "The media item", body = MediaOut),
         (status = 400, description = "Unparseable body", body = ErrorEnvelope),
         (status = 401, description = "Missing, malformed, unknown, revoked or expired key", body = ErrorEnvelope),
-        (status = 403, description = "The key lacks media:write", body = ErrorEnvelope),
+        (status = 403, description = "The key lacks media:write, the session's user administers no agency, or its X-CSRF-Token is wrong", body = ErrorEnvelope),
         (status = 404, description = "media_not_found", body = ErrorEnvelope),
         (status = 422, description = "validation.failed: a coordinate outside 0 to 1, no focal point, or a focal point on a video or PDF", body = ErrorEnvelope),
     ),
-    security(("api_key" = []), ("bearer" = []))
+    security(("api_key" = []), ("bearer" = []), ("session_cookie" = [], "csrf_token" = []))
 )]
 pub(crate) async fn update_media(
     State(state): State<AppState>,
