@@ -2,9 +2,10 @@
 //! the unbranded MLS set and the branded set (with the agency's logo) from
 //! their templates, previews a listing's photos rendered to the branded set,
 //! moves a photo's focal point with a click and sees the crops rendered again
-//! around it, and downloads the set as a ZIP. Looked at 1280 and 375 px
-//! wide. Over HTTP: the pages' refusals (another agency's profile, a
-//! listing that does not exist, an agent who administers nothing).
+//! around it, downloads the set as a ZIP and sees it on the listing's public
+//! property page. Looked at 1280 and 375 px wide. Over HTTP: the pages'
+//! refusals (another agency's profile, a listing that does not exist, an
+//! agent who administers nothing).
 
 use std::io::Read;
 use std::time::Duration;
@@ -262,6 +263,30 @@ async fn an_agency_defines_previews_and_applies_its_profiles_in_the_portal() {
     zip.by_index(0).unwrap().read_to_end(&mut first).unwrap();
     assert!(!first.is_empty());
     browser.look_at("profile-zip").await;
+
+    // The public property page shows the branded set: its `contain`
+    // output, with the logo in its pixels.
+    browser
+        .open(&media.ctx.app.url(&format!("/property/{number}")))
+        .await;
+    browser.find("picture img", PATIENCE).await;
+    let source = browser
+        .run(
+            "return document.querySelector('picture img').getAttribute('src');",
+            serde_json::json!([]),
+        )
+        .await;
+    let source = source.as_str().unwrap().to_owned();
+    assert!(
+        source.contains(&format!("/outputs/{branded_id}/full")),
+        "the branded full output: {source}"
+    );
+    browser.look_at("property-branded").await;
+    browser
+        .open(&media.ctx.app.url(&format!(
+            "/settings/delivery-profiles/{branded_id}?listing={number}"
+        )))
+        .await;
 
     // Paused from its page: listed as paused.
     let pause = browser.find("#toggle-active", PATIENCE).await;
