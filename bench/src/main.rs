@@ -106,11 +106,11 @@ enum Command {
         #[arg(long)]
         body: PathBuf,
     },
-    /// Six image variants of a 24 MP JPEG: our engine vs libvips (`vips_six.sh parallel`).
+    /// Six image variants of a 24 MP JPEG (with `--set mls` the MLS profile's outputs too, with `--set avif` one AVIF output): our engine vs libvips.
     Variants(media::VariantArgs),
     /// The JPEG encoders for the `mls` and `print` variants: speed, size, PSNR.
     JpegEncoders(jpeg::JpegArgs),
-    /// (child) Render the six variants of one file and write them.
+    /// (child) Render the six variants of one file (and a set of profile outputs) and write them.
     VariantsRun {
         /// The image.
         #[arg(long)]
@@ -118,6 +118,9 @@ enum Command {
         /// Where the variants are written.
         #[arg(long)]
         out: PathBuf,
+        /// What is rendered besides (or instead of) the six variants.
+        #[arg(long, value_enum, default_value = "none")]
+        set: media::OutputSet,
     },
     /// The API's RSS growth during one streamed 1 GB upload to POST /api/v1/media/upload.
     Upload(media::UploadArgs),
@@ -155,8 +158,8 @@ fn main() -> ExitCode {
         .init();
     // The variant engine's child runs without an async runtime, so its peak
     // RSS is the engine's and the binary's alone.
-    if let Command::VariantsRun { input, out } = &cli.command {
-        return match media::variants_run(input, out) {
+    if let Command::VariantsRun { input, out, set } = &cli.command {
+        return match media::variants_run(input, out, *set) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("error: {err:#}");
@@ -217,7 +220,7 @@ fn main() -> ExitCode {
             Command::Variants(args) => {
                 tokio::task::spawn_blocking(move || media::variants(args)).await?
             }
-            Command::VariantsRun { input, out } => media::variants_run(&input, &out),
+            Command::VariantsRun { input, out, set } => media::variants_run(&input, &out, set),
             Command::JpegEncoders(args) => {
                 tokio::task::spawn_blocking(move || jpeg::jpeg_encoders(args)).await?
             }

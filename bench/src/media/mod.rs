@@ -38,4 +38,4 @@ pub use inputs::reference_input;
 pub use sse::{SseArgs, SseClientArgs, sse, sse_client};
 pub use upload::{UploadArgs, UploadClientArgs, upload, upload_client};
 pub use variants::{VariantArgs, variants};
-pub use variants_run::variants_run;
+pub use variants_run::{OutputSet, variants_run};
