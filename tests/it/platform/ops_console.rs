@@ -4,8 +4,9 @@
 //! first page's twenty-five, after a confirmation
 //! that says how many, and lands in the audit log; a job's page shows every
 //! attempt; the history charts draw a burst of jobs; auto-refresh keeps the
-//! filter; quiet stops a worker process taking jobs. Each page is looked at
-//! (screenshots at 1280 and 375 px, WCAG 2.1 AA by axe-core).
+//! filter; quiet stops a worker process taking jobs; a delivery profile's
+//! sweep shows how far it got. Each page is looked at (screenshots at 1280
+//! and 375 px, WCAG 2.1 AA by axe-core).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -381,4 +382,63 @@ async fn the_job_console_works_in_the_browser_on_the_redis_queue() {
         .spawn()
         .await;
     the_job_console_works_in_the_browser(app).await;
+}
+
+/// A delivery profile's sweep waiting in its queue (no workers run): the
+/// jobs list and the job's page show how far it got, as a bar and in words.
+#[tokio::test]
+async fn a_profile_sweep_shows_its_progress_in_the_console() {
+    use platform::kinds::{RenderOutputs, RenderScope};
+    use storage::ids::{DeliveryProfileId, MediaId};
+
+    let app = TestApp::builder(Backend::Sqlite)
+        .with_ops(USER, PASSWORD)
+        .spawn()
+        .await;
+    let agency = app.agency().await;
+    let tenant = storage::Tenant::new(agency.id.clone(), storage::Environment::Live);
+    let sweep = RenderOutputs::new(
+        &tenant,
+        RenderScope::Profile {
+            profile_id: DeliveryProfileId::generate(),
+            revision: 2,
+            round: 3,
+            after: Some(MediaId::generate()),
+            rendered: 1_200,
+            total: Some(10_000),
+        },
+    );
+    let id = app
+        .state
+        .platform()
+        .queue
+        .push(sweep, PushOptions::default())
+        .await
+        .unwrap();
+
+    let browser = Browser::start().await;
+    let credentials = STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    browser
+        .set_header("Authorization", &format!("Basic {credentials}"))
+        .await;
+    open_until(
+        &browser,
+        &ops(&app, "/ops/?state=queued&queue=delivery_outputs"),
+        &format!("#job-{id}"),
+    )
+    .await;
+    let row = browser
+        .wait_for_text(
+            &format!("#job-{id}"),
+            "1,200 of 10,000 photos rendered (12 %)",
+            PATIENCE,
+        )
+        .await;
+    assert!(row.contains(agency.id.as_str()), "{row}");
+    browser.look_at("ops-sweep").await;
+    browser.open(&ops(&app, &format!("/ops/jobs/{id}"))).await;
+    browser
+        .wait_for_text("#sweep", "1,200 of 10,000 photos rendered (12 %)", PATIENCE)
+        .await;
+    browser.look_at("ops-sweep-job").await;
 }
