@@ -17,7 +17,7 @@ use storage::rules::delivery_profiles::{
 };
 
 use super::{Chrome, PortalSession, page, problem, query_value, unavailable, when};
-use crate::routes::delivery_profiles::wire::{OutputWire, TemplateOut};
+use crate::routes::delivery_profiles::wire::{OutputWire, PositionWire, TemplateOut};
 use crate::routes::media::archive::MAX_ARCHIVE_FILES;
 use crate::routes::media::downloads::{MediaOut, OutputOut, VariantOut, media_out};
 use crate::state::AppState;
@@ -42,16 +42,12 @@ fn format_label(format: &str) -> String {
     }
 }
 
-/// `bottom right` of `BottomRight`.
-fn words(debug: &str) -> String {
-    let mut text = String::with_capacity(debug.len() + 4);
-    for (index, letter) in debug.chars().enumerate() {
-        if letter.is_uppercase() && index > 0 {
-            text.push(' ');
-        }
-        text.extend(letter.to_lowercase());
-    }
-    text
+/// `bottom right`: the position's name on the wire, in words.
+fn position_words(position: PositionWire) -> String {
+    serde_json::to_value(position)
+        .ok()
+        .and_then(|name| name.as_str().map(|name| name.replace('_', " ")))
+        .unwrap_or_default()
 }
 
 /// One output as a person reads it.
@@ -97,7 +93,7 @@ impl From<&ProfileOutput> for OutputRow {
                 |w| {
                     format!(
                         "{}, {:.0} % wide, {:.0} % opaque",
-                        words(&format!("{:?}", w.position)),
+                        position_words(w.position.into()),
                         w.scale * 100.0,
                         w.opacity * 100.0
                     )
@@ -170,7 +166,7 @@ impl From<ProfileTemplate> for TemplateCard {
             watermark_text: suggested.as_ref().map_or_else(String::new, |w| {
                 format!(
                     "{}, {:.0} % of each output's width, {:.0} % opaque",
-                    words(&format!("{:?}", w.position)),
+                    position_words(w.position),
                     w.scale * 100.0,
                     w.opacity * 100.0
                 )

@@ -146,6 +146,9 @@ async fn an_agency_defines_previews_and_applies_its_profiles_in_the_portal() {
         )))
         .await;
     browser.find(&format!("#photo-{photo_id}"), PATIENCE).await;
+    browser
+        .wait_for_text("#outputs", "bottom right, 18 % wide, 85 % opaque", PATIENCE)
+        .await;
     let before = eventually(RENDERING, "the branded outputs rendered", || async {
         let item = listing_media(&media, &number).await.remove(0);
         let mine: Vec<Value> = item["outputs"]
