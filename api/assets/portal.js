@@ -51,6 +51,8 @@
     return text;
   }
 
+  window.portalExplain = explain;
+
   function say(region, text, kind) {
     if (!region) return;
     region.textContent = text;

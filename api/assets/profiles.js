@@ -12,15 +12,8 @@
     region.textContent = text;
     region.className = (region.id === 'status' ? 'status ' : 'small ') + (kind || '');
   };
-  const explain = (result) => {
-    const error = result.body && result.body.error;
-    let text = error ? (error.message || error.code) : 'The request failed with status ' + result.status + '.';
-    const fields = error && error.details && error.details.fields;
-    if (fields) text += ' ' + Object.entries(fields).map(([name, why]) => name + ': ' + why).join('; ') + '.';
-    if (result.status === 401) text += ' Sign in again to continue.';
-    if (result.status >= 500) text += ' Try again in a moment.';
-    return text;
-  };
+  // The envelope's message and what to do next, as every portal page says it.
+  const explain = window.portalExplain;
 
   // A branded template: the chosen logo goes into every output's watermark.
   document.addEventListener('submit', (event) => {
