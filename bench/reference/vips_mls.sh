@@ -3,7 +3,9 @@
 #
 # The libvips side of `bench variants --set mls`: the six variants
 # (SIX_SCRIPT, the shared reference's vips_six.sh, in its `parallel` mode)
-# and, at the same time, the unbranded MLS template's two outputs:
+# and, at the same time, the unbranded MLS template's two outputs. With
+# SIX_SCRIPT `-`, the two outputs alone (the reference of `bench
+# profile-sweep`, a library rendered again for the MLS template):
 #   mls_full.jpg   fit 2048x2048, never enlarged, JPEG under 3,000,000 bytes
 #   mls_small.jpg  840x525 exactly, centre crop (fill), JPEG under 300,000 bytes
 # Each is resized once (`vipsthumbnail`, JPEG shrink-on-load, autorotated)
@@ -14,11 +16,13 @@ set -euo pipefail
 
 IN=$(realpath "$1")
 OUT=$(realpath -m "$2")
-SIX=$(realpath "$3")
 mkdir -p "$OUT"
 
-bash "$SIX" "$IN" "$OUT" parallel &
-six=$!
+six=
+if [ "$3" != - ]; then
+  bash "$(realpath "$3")" "$IN" "$OUT" parallel &
+  six=$!
+fi
 
 capped() { # capped NAME BOX CAP [vipsthumbnail options...]
   local name=$1 box=$2 cap=$3
@@ -34,4 +38,4 @@ capped() { # capped NAME BOX CAP [vipsthumbnail options...]
 capped mls_full '2048x2048>' 3000000
 capped mls_small '840x525' 300000 --smartcrop centre
 
-wait "$six"
+if [ -n "$six" ]; then wait "$six"; fi

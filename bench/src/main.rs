@@ -134,6 +134,8 @@ enum Command {
     Pickup(job_platform::pickup::PickupArgs),
     /// Agency B's single photo during agency A's 200-photo upload vs on the idle server.
     Fairness(job_platform::fairness::FairnessArgs),
+    /// A 10,000-photo library rendered again for a new delivery profile; agency B's photo during it.
+    ProfileSweep(job_platform::profile_sweep::ProfileSweepArgs),
     /// (child) One-row transactions on a SQLite file with the store's settings.
     RawSqlite {
         /// Data directory.
@@ -230,6 +232,7 @@ fn main() -> ExitCode {
             Command::SseClient(args) => media::sse_client(args).await,
             Command::Pickup(args) => job_platform::pickup::pickup(args).await,
             Command::Fairness(args) => job_platform::fairness::fairness(args).await,
+            Command::ProfileSweep(args) => job_platform::profile_sweep::profile_sweep(args).await,
             Command::ServeApp {
                 data_dir,
                 stack,

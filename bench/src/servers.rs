@@ -31,7 +31,7 @@ pub fn default_workers() -> workers::config::WorkerArgs {
     DefaultWorkers::parse_from(["bench"]).workers
 }
 
-async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+pub(crate) async fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     std::fs::create_dir_all(data_dir)?;
     let target = DatabaseTarget::SqliteFile(data_dir.join(api::config::SQLITE_FILE));
     let db = Database::connect(&target, &PoolSettings::default()).await?;

@@ -37,7 +37,7 @@ pub struct FairnessArgs {
 }
 
 /// A photo: a smooth gradient with some grain, as JPEG.
-fn photo(width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn photo(width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
     let image = image::RgbImage::from_fn(width, height, |x, y| {
         let grain = ((x.wrapping_mul(7919) ^ y.wrapping_mul(104_729)) % 23) as u8;
         image::Rgb([
@@ -128,19 +128,19 @@ async fn follow(
 }
 
 /// Where one photo of B's time went.
-struct PhotoTimes {
+pub(crate) struct PhotoTimes {
     /// Upload request to `completed`.
-    total: Duration,
+    pub(crate) total: Duration,
     /// Upload request to its answer.
-    answered: Duration,
+    pub(crate) answered: Duration,
     /// Answer to `processing` (the wait for a worker slot).
-    waited: Duration,
+    pub(crate) waited: Duration,
     /// `processing` to `file_done` (the job).
-    job: Duration,
+    pub(crate) job: Duration,
 }
 
 /// One photo of B: upload to `completed`.
-async fn single_photo(
+pub(crate) async fn single_photo(
     client: &reqwest::Client,
     server: &ApiServer,
     key: &str,
@@ -172,7 +172,7 @@ async fn single_photo(
     })
 }
 
-fn ms(duration: Duration) -> f64 {
+pub(crate) fn ms(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0).round()
 }
 

@@ -11,11 +11,15 @@
 //! - `fairness`: how long agency B's single photo takes, upload to
 //!   `completed`, while agency A's 200-photo upload is processing, against
 //!   the same photo on the idle server.
+//! - `profile_sweep`: the same, while agency A's library of 10,000 photos
+//!   is rendered again for the delivery profile it has just created; and
+//!   how many of A's photos the sweep renders a second.
 //!
 //! `summary` rounds and orders what both report.
 
 pub mod fairness;
 pub mod pickup;
+pub mod profile_sweep;
 
 /// The Redis a profile's queue runs on: none for `embedded`, a throwaway
 /// `redis-server` on core 1 for `redis`.

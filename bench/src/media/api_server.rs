@@ -162,6 +162,55 @@ pub(crate) async fn start_server(
     start_server_with(args, options, &[]).await
 }
 
+/// Creates an agency named `name` in `data_dir`'s store, with a live key of
+/// `scopes` (comma-separated).
+pub(crate) fn seed_agency(
+    bin: &Path,
+    data_dir: &Path,
+    name: &str,
+    scopes: &str,
+) -> anyhow::Result<SeededAgency> {
+    let agency = admin(bin, data_dir, &["create-agency", "--name", name])?;
+    let agency_id = agency["agency_id"]
+        .as_str()
+        .context("agency_id")?
+        .to_owned();
+    let owner_user_id = agency["owner_user_id"]
+        .as_str()
+        .context("owner_user_id")?
+        .to_owned();
+    let key = create_key(bin, data_dir, &agency_id, scopes)?;
+    Ok(SeededAgency {
+        agency_id,
+        owner_user_id,
+        key,
+    })
+}
+
+/// A live key of `scopes` (comma-separated) for an agency already in
+/// `data_dir`'s store.
+pub(crate) fn create_key(
+    bin: &Path,
+    data_dir: &Path,
+    agency_id: &str,
+    scopes: &str,
+) -> anyhow::Result<String> {
+    let key = admin(
+        bin,
+        data_dir,
+        &[
+            "create-key",
+            "--agency",
+            agency_id,
+            "--name",
+            "media-benchmark",
+            "--scopes",
+            scopes,
+        ],
+    )?;
+    Ok(key["key"].as_str().context("key")?.to_owned())
+}
+
 /// [`start_server`] with `serve_flags` added to `api serve`'s arguments.
 pub(crate) async fn start_server_with(
     args: &ApiArgs,
@@ -173,35 +222,22 @@ pub(crate) async fn start_server_with(
     let mut agencies = Vec::new();
     for n in 0..options.agencies.max(1) {
         let name = format!("Benchmark Media {}", n + 1);
-        let agency = admin(&bin, data.path(), &["create-agency", "--name", &name])?;
-        let agency_id = agency["agency_id"]
-            .as_str()
-            .context("agency_id")?
-            .to_owned();
-        let owner_user_id = agency["owner_user_id"]
-            .as_str()
-            .context("owner_user_id")?
-            .to_owned();
-        let key = admin(
-            &bin,
-            data.path(),
-            &[
-                "create-key",
-                "--agency",
-                &agency_id,
-                "--name",
-                "media-benchmark",
-                "--scopes",
-                "media:write",
-            ],
-        )?;
-        let key = key["key"].as_str().context("key")?.to_owned();
-        agencies.push(SeededAgency {
-            agency_id,
-            owner_user_id,
-            key,
-        });
+        agencies.push(seed_agency(&bin, data.path(), &name, "media:write")?);
     }
+    let server = serve_prepared(args, options, data, serve_flags).await?;
+    Ok((server, agencies))
+}
+
+/// Starts `api serve` on core 0 over `data`, a data directory already
+/// seeded, as `options` say (its `agencies` are not read), and waits until
+/// it answers.
+pub(crate) async fn serve_prepared(
+    args: &ApiArgs,
+    options: &ServerOptions,
+    data: tempfile::TempDir,
+    serve_flags: &[String],
+) -> anyhow::Result<ApiServer> {
+    let bin = args.binary()?;
     let (port, ops_port) = (free_port()?, free_port()?);
     let mut serve_args = vec![
         "serve".to_owned(),
@@ -252,5 +288,5 @@ pub(crate) async fn start_server_with(
     // prlimit and taskset exec the program: the pid is the API's.
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))?;
     ensure!(comm.trim() == "api", "pid {pid} is {comm:?}, not the API");
-    Ok((server, agencies))
+    Ok(server)
 }
