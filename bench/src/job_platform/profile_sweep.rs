@@ -121,6 +121,26 @@ async fn outputs_recorded(db: &SqlitePool, profile_id: &str) -> anyhow::Result<(
     Ok((ready.try_into()?, failed.try_into()?))
 }
 
+/// The sweep's jobs in the embedded queue (none on Redis): how many, and
+/// under how many distinct dedupe keys; a sweep started twice would show
+/// more jobs than keys.
+async fn sweep_jobs(data_dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let options = SqliteConnectOptions::new()
+        .filename(data_dir.join(api::config::QUEUE_FILE))
+        .read_only(true);
+    let queue = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await?;
+    let (jobs, keys): (i64, i64) = sqlx::query_as(
+        "select count(*), count(distinct idempotency_key) from Jobs where job_type = ?",
+    )
+    .bind(<platform::kinds::RenderOutputs as platform::Job>::KIND)
+    .fetch_one(&queue)
+    .await?;
+    Ok((jobs.try_into()?, keys.try_into()?))
+}
+
 /// The unbranded MLS template, as the API takes it.
 fn mls_profile() -> anyhow::Result<Value> {
     let template = templates()
@@ -237,6 +257,11 @@ async fn one_profile(
         swept_then.push(done);
     }
     let (elapsed, done, failed_outputs) = watcher.await??;
+    let (sweep_job_count, sweep_key_count) = if options.redis_url.is_none() {
+        sweep_jobs(server.data.path()).await?
+    } else {
+        (0, 0)
+    };
     let photos_per_second = done as f64 / elapsed.as_secs_f64();
     let in_order: Vec<f64> = loaded.iter().copied().map(f64::round).collect();
     let worst_ms = loaded.iter().copied().fold(0.0, f64::max);
@@ -247,6 +272,8 @@ async fn one_profile(
         "outputs_per_photo": per_photo,
         "photos_rendered": done,
         "failed_outputs": failed_outputs,
+        "sweep_jobs": sweep_job_count,
+        "sweep_job_keys": sweep_key_count,
         "sweep_seconds": (elapsed.as_secs_f64() * 10.0).round() / 10.0,
         "photos_per_second": (photos_per_second * 100.0).round() / 100.0,
         "idle_ms": idle_ms.round(),
