@@ -393,18 +393,15 @@ async fn preview(
         Ok(items) => items,
         Err(err) => return Err(unavailable(&err)),
     };
-    let media = match media_out(state, tenant, &items).await {
-        Ok(media) => media,
-        Err(err) => return Err(unavailable(&err)),
-    };
-    let profile_id = profile.id.to_string();
-    let mut photos: Vec<PreviewPhoto> = media
-        .iter()
-        .filter(|item| item.status == "ready")
-        .filter_map(|item| PreviewPhoto::of(item, &profile_id))
-        .filter(|photo| !photo.outputs.is_empty())
+    // The listing's photos with outputs of the profile, chosen on the stored
+    // items: only the ones shown get signed download URLs.
+    let rendered: Vec<storage::media::MediaItem> = items
+        .into_iter()
+        .filter(|item| item.status == storage::media::MediaStatus::Ready)
+        .filter(|item| !item.variants.is_empty())
+        .filter(|item| item.outputs.iter().any(|o| o.profile_id == profile.id))
         .collect();
-    if photos.is_empty() {
+    if rendered.is_empty() {
         return Ok(Err(if profile.active {
             format!(
                 "Listing {listing_number} has no processed photos yet. Upload its photos (Upload media), then look again."
@@ -414,15 +411,24 @@ async fn preview(
                 .to_owned()
         }));
     }
-    let more = photos.len().saturating_sub(PREVIEW_PHOTOS);
+    let more = rendered.len().saturating_sub(PREVIEW_PHOTOS);
     // One ZIP packs at most the archive's limit of items.
-    let file_ids: Vec<&str> = photos
+    let file_ids: Vec<&str> = rendered
         .iter()
         .take(MAX_ARCHIVE_FILES)
-        .map(|p| p.media_id.as_str())
+        .map(|item| item.id.as_str())
         .collect();
     let file_ids_json = serde_json::to_string(&file_ids).unwrap_or_default();
-    photos.truncate(PREVIEW_PHOTOS);
+    let shown = &rendered[..rendered.len().min(PREVIEW_PHOTOS)];
+    let media = match media_out(state, tenant, shown).await {
+        Ok(media) => media,
+        Err(err) => return Err(unavailable(&err)),
+    };
+    let profile_id = profile.id.to_string();
+    let photos: Vec<PreviewPhoto> = media
+        .iter()
+        .filter_map(|item| PreviewPhoto::of(item, &profile_id))
+        .collect();
     let pending = photos
         .iter()
         .flat_map(|photo| &photo.outputs)
