@@ -10,8 +10,8 @@
 use object_store::ObjectStoreExt;
 use platform::PushOptions;
 use platform::kinds::{RenderOutputs, RenderScope};
-use storage::ids::{DeliveryProfileId, MediaId};
-use storage::media::MediaItem;
+use storage::ids::MediaId;
+use storage::media::{DeliveryProfile, MediaItem};
 use storage::{StorageError, Tenant};
 
 use super::{Handler, JobError, WorkerState};
@@ -51,7 +51,7 @@ impl Handler for RenderOutputs {
                     .await?;
                 let names: Vec<String> = current.outputs.iter().map(|o| o.name.clone()).collect();
                 for media_id in &batch {
-                    render_photo(state, &tenant, media_id, Some(profile_id)).await?;
+                    render_photo(state, &tenant, media_id, Some(&current)).await?;
                     let stale = media
                         .drop_other_outputs(media_id, profile_id, &names)
                         .await?;
@@ -91,14 +91,15 @@ impl Handler for RenderOutputs {
     }
 }
 
-/// Renders the due outputs of one photo (of `profile` only, when given).
+/// Renders the due outputs of one photo (of `profile` only, when given, as
+/// the sweep read it).
 /// A photo gone, failed or not a photo has none; a photo whose original
 /// cannot be decoded any more gets its due outputs recorded failed.
 async fn render_photo(
     state: &WorkerState,
     tenant: &Tenant,
     media_id: &MediaId,
-    profile: Option<&DeliveryProfileId>,
+    profile: Option<&DeliveryProfile>,
 ) -> Result<(), JobError> {
     let item = match state.platform.store.media().item(tenant, media_id).await {
         Ok(item) => item,

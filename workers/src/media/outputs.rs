@@ -8,7 +8,8 @@ use object_store::{ObjectStoreExt, PutPayload};
 use storage::Tenant;
 use storage::ids::{DeliveryProfileId, MediaId};
 use storage::media::{
-    FocalSource, MediaItem, OutputStatus, RecordedOutput, StorageKey, renders_outputs,
+    DeliveryProfile, FocalSource, MediaItem, OutputStatus, RecordedOutput, StorageKey,
+    renders_outputs,
 };
 use storage::rules::delivery_profiles::{Fit, ProfileFormat, ProfileOutput};
 
@@ -29,14 +30,14 @@ pub(crate) struct OutputPlan {
 }
 
 impl OutputPlan {
-    /// The outputs of `item` that are due (of `profile` only, when given):
-    /// `item` was read with its outputs, so the due ones are those listed
-    /// as pending.
+    /// The outputs of `item` that are due (of `profile` only, when given,
+    /// as its sweep read it; else of every active profile): `item` was read
+    /// with its outputs, so the due ones are those listed as pending.
     pub(crate) async fn for_item(
         state: &WorkerState,
         tenant: &Tenant,
         item: &MediaItem,
-        profile: Option<&DeliveryProfileId>,
+        profile: Option<&DeliveryProfile>,
     ) -> Result<Self, JobError> {
         let mut plan = Self {
             due: Vec::new(),
@@ -49,13 +50,17 @@ impl OutputPlan {
             .outputs
             .iter()
             .filter(|o| o.status == OutputStatus::Pending)
-            .filter(|o| profile.is_none_or(|p| *p == o.profile_id))
+            .filter(|o| profile.is_none_or(|p| p.id == o.profile_id))
             .collect();
         if pending.is_empty() {
             return Ok(plan);
         }
         let media = state.platform.store.media();
-        for profile in media.active_profiles(tenant).await? {
+        let profiles = match profile {
+            Some(profile) => vec![profile.clone()],
+            None => media.active_profiles(tenant).await?,
+        };
+        for profile in profiles {
             for output in &profile.outputs {
                 let wanted = pending
                     .iter()
