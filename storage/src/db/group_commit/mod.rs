@@ -20,7 +20,9 @@
 //! prepared on the connection (made with `sqlx::query`, which sqlx caches,
 //! not run as bare strings, which it prepares anew each time). A writer whose future
 //! is dropped mid-savepoint (a client hung up) leaves its savepoint to be
-//! rolled back the same way.
+//! rolled back the same way; one dropped while the statements opening its
+//! turn run cannot leave the connection in a state the batch did not record,
+//! because the turn is taken in a task of its own ([`GroupCommit::enter`]).
 //!
 //! Some writes need no sync of their own: a retention purge's deletes, lost in
 //! a power cut, are simply done again by its next run. Such a writer
@@ -137,7 +139,23 @@ impl GroupCommit {
     /// Waits for this writer's turn, opens the batch if needed and starts a
     /// savepoint (ending the previous writer's in the same round trip). A
     /// durable writer first commits an open relaxed batch.
+    ///
+    /// The turn is taken in a task of its own. The connection's thread runs
+    /// the turn's statements once they are sent, whatever becomes of the
+    /// caller: a writer dropped while they ran (a client hung up) would
+    /// leave the connection inside a transaction the batch did not record
+    /// as open, and the next writer's `begin` would fail its whole batch.
+    /// The task records what its statements did; a slot nobody takes is
+    /// dropped, which undoes its (empty) savepoint.
     pub(crate) async fn enter(self: &Arc<Self>, sync: CommitSync) -> Result<Slot> {
+        let group = self.clone();
+        tokio::spawn(async move { group.take_turn(sync).await })
+            .await
+            .map_err(|err| StorageError::Corrupt(format!("a writer's turn stopped: {err}")))?
+    }
+
+    /// [`GroupCommit::enter`], in the task that must not be dropped midway.
+    async fn take_turn(self: Arc<Self>, sync: CommitSync) -> Result<Slot> {
         let mut guard = self.batch.clone().lock_owned().await;
         if guard.open && guard.sync == CommitSync::Relaxed && sync == CommitSync::Full {
             // No sync to wait for: the log is written, the next commit syncs it.
@@ -174,7 +192,7 @@ impl GroupCommit {
                 }
                 Ok(Slot {
                     guard: Some(guard),
-                    group: self.clone(),
+                    group: self,
                 })
             }
             Err(err) => {

@@ -112,6 +112,34 @@ async fn an_abandoned_savepoint_is_rolled_back_and_others_commit() {
 }
 
 #[tokio::test]
+async fn a_writer_dropped_while_its_turn_starts_fails_no_other_writer() {
+    let (db, _dir) = database().await;
+    let Database::Sqlite(sqlite) = &db else {
+        unreachable!()
+    };
+    // A writer whose request is dropped (a client hung up) while the
+    // statements opening its turn run: the first poll sends them to the
+    // connection's thread, which runs them whatever becomes of the caller.
+    // A timeout of zero polls the call once, then drops it.
+    for sync in [CommitSync::Full, CommitSync::Relaxed] {
+        let entered = tokio::time::timeout(Duration::ZERO, sqlite.group().enter(sync)).await;
+        if let Ok(Err(err)) = entered {
+            panic!("a turn ({sync:?}) failed behind a dropped one: {err}");
+        }
+    }
+    // The writers after them, in new batches and in open ones, commit.
+    insert(&db, 1, false).await.unwrap();
+    let writers = (2..12).map(|n| {
+        let db = db.clone();
+        tokio::spawn(async move { insert(&db, n, false).await })
+    });
+    for outcome in futures_outcomes(writers).await {
+        outcome.unwrap();
+    }
+    assert_eq!(rows(&db).await, (1..12).collect::<Vec<_>>());
+}
+
+#[tokio::test]
 async fn the_last_writer_of_a_batch_failing_is_undone_at_the_commit() {
     let (db, _dir) = database().await;
     let Database::Sqlite(sqlite) = &db else {
