@@ -137,6 +137,9 @@ impl Deployment {
         let child = self
             .command_of("workers", &args)
             .env("RUST_LOG", "info,workers=debug")
+            // As for `serve`: a grace the test's wait for the exit covers
+            // (`--shutdown-seconds` overrides it).
+            .env("WORKER_SHUTDOWN_SECONDS", "10")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
