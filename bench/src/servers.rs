@@ -51,6 +51,23 @@ async fn listen(app: Router) -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
+/// Seeds `plan` and deletes the seeder's webhook endpoint, which points at
+/// a receiver that does not exist: the events of the bench's writes would
+/// pile up for it and the writes be paced by that backlog (a second each),
+/// which is the pacing's work, not what a bench measures.
+pub(crate) async fn seed_without_endpoint(
+    store: &Store,
+    plan: &storage::volume::VolumePlan,
+) -> anyhow::Result<storage::volume::Seeded> {
+    let seeded = store.volume().seed(plan, &mut |_, _| {}).await?;
+    let tenant = storage::Tenant::new(seeded.agency_id.clone(), storage::Environment::Live);
+    store
+        .webhooks()
+        .delete(&tenant, &seeded.endpoint_id)
+        .await?;
+    Ok(seeded)
+}
+
 /// The API with a seeded fixture. `unguarded` serves the same handlers behind
 /// the global layers only, with the fixture's principal attached directly.
 pub async fn serve_app(data_dir: &Path, stack: &str, listings: u64) -> anyhow::Result<()> {
@@ -59,17 +76,7 @@ pub async fn serve_app(data_dir: &Path, stack: &str, listings: u64) -> anyhow::R
         // One agency's listings, spread over its agents and 30 days; no
         // other agencies or history: the requests read and write this one.
         let plan = storage::volume::VolumePlan::listings_only(listings, 50);
-        let seeded = store.volume().seed(&plan, &mut |_, _| {}).await?;
-        // The seeder's endpoint points at a receiver that does not exist:
-        // the creates' events would pile up for it and the writes be paced
-        // by that backlog (a second each), which is the pacing's work, not
-        // the database's. The agency at 0 listings has no endpoint either.
-        let tenant = storage::Tenant::new(seeded.agency_id.clone(), storage::Environment::Live);
-        store
-            .webhooks()
-            .delete(&tenant, &seeded.endpoint_id)
-            .await?;
-        Some(seeded)
+        Some(seed_without_endpoint(&store, &plan).await?)
     } else {
         None
     };

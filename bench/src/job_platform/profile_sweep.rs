@@ -69,14 +69,7 @@ async fn seed_library(data_dir: &Path, library: u64, jpeg: &[u8]) -> anyhow::Res
         photos_per_listing: 10,
         ..VolumePlan::listings_only(0, 10)
     };
-    let seeded = store.volume().seed(&plan, &mut |_, _| {}).await?;
-    // The seeder's endpoint points at a host that does not exist; the
-    // sweep announces nothing, but no backlog should pace anything here.
-    let tenant = storage::Tenant::new(seeded.agency_id.clone(), storage::Environment::Live);
-    store
-        .webhooks()
-        .delete(&tenant, &seeded.endpoint_id)
-        .await?;
+    let seeded = crate::servers::seed_without_endpoint(&store, &plan).await?;
     drop(store);
     // Every original is the same photo, hard-linked: the sweep reads and
     // decodes each one as it would a file of its own.
