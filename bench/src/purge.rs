@@ -3,11 +3,16 @@
 //! an agency with its listings and `--expired` webhook deliveries (each with
 //! its attempt) finished 31 to 60 days ago, past the 30 days of retention.
 //! One client creates listings through the public API (idempotent `POST
-//! /listings`, one after another; no workers run, so webhook pacing is off):
-//! first with nothing else running, then
-//! while the deliveries' purge runs as the maintenance task runs it (batch
-//! after batch, run after run, until nothing is past retention). It prints
-//! the create's median and p99 in both phases and their ratio, the purge's
+//! /listings`, one after another; no workers run, so webhook pacing is off)
+//! with nothing else running and while the deliveries' purge runs as the
+//! maintenance task runs it (batch after batch, run after run, until nothing
+//! is past retention). With `--window S` (the default, 10 s) the two
+//! alternate: S seconds of creates with the purge running, then S with it
+//! stopped, until the purge is done, so both sides are timed over the same
+//! minutes of the same machine, file and disk (and two windows before any
+//! purge, as a baseline nothing of a purge can linger in); with `--window 0`,
+//! `--requests` quiet creates first, then the whole purge. It prints the
+//! create's median and p99 in both phases and their ratio, the purge's
 //! rate, and the database's size before the seed, at its peak and after the
 //! purge; with `--cycles 2` the seed and purge run twice, so the second peak
 //! shows whether the file keeps growing once retention holds.
@@ -33,9 +38,14 @@ pub struct PurgeArgs {
     /// Listings of the agency before the seed.
     #[arg(long, default_value_t = 10_000)]
     listings: u64,
-    /// Timed creates without a purge (after twenty to warm up).
+    /// Timed creates without a purge (after twenty to warm up), with
+    /// `--window 0`.
     #[arg(long, default_value_t = 2_000)]
     requests: usize,
+    /// Seconds the purge runs, then rests, in turn while the creates are
+    /// timed; 0 times the quiet creates first and then the whole purge.
+    #[arg(long, default_value_t = 10)]
+    window: u64,
     /// Seed-and-purge cycles (2 shows the file's size once retention holds).
     #[arg(long, default_value_t = 2)]
     cycles: u32,
@@ -178,45 +188,68 @@ async fn run(
         }
         let seed_seconds = started.elapsed().as_secs_f64();
         let peak = size_of(store).await?;
-        // Without a purge.
         for _ in 0..20 {
             create().await?;
         }
-        let mut quiet = Vec::with_capacity(args.requests);
-        for _ in 0..args.requests {
-            quiet.push(create().await?);
-        }
-        // While the purge runs, as its task runs it, until nothing is past
-        // retention.
-        let purging = {
-            let platform = platform.clone();
-            tokio::spawn(async move {
-                let started = Instant::now();
-                let mut rows = 0_u64;
-                let mut batches = 0_u32;
-                loop {
-                    let purged = Maintenance::PurgeDeliveries
-                        .purge(&platform, PURGE_BATCH)
-                        .await
-                        .map_err(|err| anyhow::anyhow!("purge: {err}"))?
-                        .context("a purge")?;
-                    rows += purged.rows;
-                    batches += purged.batches;
-                    if purged.rows == 0 {
-                        break;
-                    }
-                }
-                anyhow::Ok((rows, batches, started.elapsed().as_secs_f64()))
-            })
-        };
+        let mut quiet = Vec::new();
         let mut during = Vec::new();
-        while !purging.is_finished() {
-            during.push(create().await?);
+        let mut before = Vec::new();
+        let mut purge = PurgeProgress::default();
+        let mut purge_seconds = 0.0;
+        if args.window == 0 {
+            // Without a purge, then while it runs to the end.
+            for _ in 0..args.requests {
+                quiet.push(create().await?);
+            }
+            let started = Instant::now();
+            let purging = tokio::spawn(purge_runs(platform.clone()));
+            while !purging.is_finished() {
+                during.push(create().await?);
+            }
+            purge = purging.await??;
+            purge_seconds = started.elapsed().as_secs_f64();
+        } else {
+            // Two windows before any purge: what a quiet window between two
+            // purge windows may still carry of the last one (pages the
+            // database writes back, a checkpoint) is not in these.
+            let window = Duration::from_secs(args.window);
+            let opened = Instant::now();
+            while opened.elapsed() < window * 2 {
+                before.push(create().await?);
+            }
+            // In turn: a window with the purge running, a window without.
+            while !purge.finished {
+                let purging = tokio::spawn(purge_runs(platform.clone()));
+                let opened = Instant::now();
+                while opened.elapsed() < window && !purging.is_finished() {
+                    during.push(create().await?);
+                }
+                if purging.is_finished() {
+                    purge.add(purging.await??);
+                } else {
+                    // Stopped mid-run: its batches so far are counted by
+                    // the rows left past retention, read when it is done.
+                    purging.abort();
+                    let _ = purging.await;
+                    purge.batches_cut += 1;
+                }
+                purge_seconds += opened.elapsed().as_secs_f64();
+                let opened = Instant::now();
+                while opened.elapsed() < window {
+                    quiet.push(create().await?);
+                }
+            }
+            // A run stopped while it gave space back leaves the rest to
+            // the next run, which finds nothing to purge and so does not
+            // reclaim: give back what it left, as a later run would.
+            store.reclaim_space().await?;
         }
-        let (rows, batches, purge_seconds) = purging.await??;
+        let rows = args.expired - expired_left(store, &tenant).await?.min(args.expired);
         let after = size_of(store).await?;
-        let (quiet, during_purge): (Timing, Timing) =
-            (percentiles(quiet), percentiles(during.clone()));
+        let before_count = before.len();
+        let before_purge = (!before.is_empty()).then(|| percentiles(before));
+        let (quiet_purge, during_purge): (Timing, Timing) =
+            (percentiles(quiet.clone()), percentiles(during.clone()));
         println!(
             "{}",
             json!({
@@ -224,14 +257,19 @@ async fn run(
                 "cycle": cycle,
                 "expired_deliveries": args.expired,
                 "seed_seconds": (seed_seconds * 10.0).round() / 10.0,
+                "window_seconds": args.window,
                 "purged_deliveries": rows,
-                "batches": batches,
+                "batches_of_finished_runs": purge.batches,
+                "runs_stopped_at_a_window_end": purge.batches_cut,
                 "purge_seconds": (purge_seconds * 10.0).round() / 10.0,
                 "purged_per_second": (rows as f64 / purge_seconds).round(),
-                "create_without_purge": {"requests": args.requests, "median_ms": round(quiet.median_ms), "p99_ms": round(quiet.p99_ms)},
+                "create_without_purge": {"requests": quiet.len(), "median_ms": round(quiet_purge.median_ms), "p99_ms": round(quiet_purge.p99_ms)},
                 "create_during_purge": {"requests": during.len(), "median_ms": round(during_purge.median_ms), "p99_ms": round(during_purge.p99_ms)},
-                "median_ratio": round(during_purge.median_ms / quiet.median_ms),
-                "p99_ratio": round(during_purge.p99_ms / quiet.p99_ms),
+                "median_ratio": round(during_purge.median_ms / quiet_purge.median_ms),
+                "p99_ratio": round(during_purge.p99_ms / quiet_purge.p99_ms),
+                "create_before_any_purge": before_purge.map(|before: Timing| json!({"requests": before_count, "median_ms": round(before.median_ms), "p99_ms": round(before.p99_ms)})),
+                "median_ratio_to_before": before_purge.map(|before: Timing| round(during_purge.median_ms / before.median_ms)),
+                "p99_ratio_to_before": before_purge.map(|before: Timing| round(during_purge.p99_ms / before.p99_ms)),
                 "size_at_peak": peak,
                 "size_after_purge": after,
             })
@@ -239,6 +277,60 @@ async fn run(
     }
     server.abort();
     Ok(())
+}
+
+/// What the purge's runs did; `finished` once a run found nothing left.
+#[derive(Debug, Default)]
+struct PurgeProgress {
+    batches: u32,
+    batches_cut: u32,
+    finished: bool,
+}
+
+impl PurgeProgress {
+    fn add(&mut self, other: PurgeProgress) {
+        self.batches += other.batches;
+        self.finished |= other.finished;
+    }
+}
+
+/// The delivery purge as its maintenance task runs it, run after run,
+/// until a run finds nothing past retention.
+async fn purge_runs(platform: platform::Platform) -> anyhow::Result<PurgeProgress> {
+    let mut progress = PurgeProgress::default();
+    loop {
+        let purged = Maintenance::PurgeDeliveries
+            .purge(&platform, PURGE_BATCH)
+            .await
+            .map_err(|err| anyhow::anyhow!("purge: {err}"))?
+            .context("a purge")?;
+        progress.batches += purged.batches;
+        if purged.rows == 0 {
+            progress.finished = true;
+            return Ok(progress);
+        }
+    }
+}
+
+/// The agency's deliveries still held (the seeded ones past retention are
+/// the only ones it has: its creates' events reach no endpoint).
+async fn expired_left(store: &Store, tenant: &Tenant) -> anyhow::Result<u64> {
+    const LEFT: &str = "select count(*) from webhook_deliveries where agency_id = $1";
+    let left: i64 = match store.db() {
+        Database::Sqlite(sqlite) => {
+            sqlx::query_scalar(LEFT)
+                .bind(tenant.agency_id.to_string())
+                .fetch_one(sqlite.pool())
+                .await?
+        }
+        Database::Postgres(pool) => {
+            sqlx::query_scalar(LEFT)
+                .bind(tenant.agency_id.to_string())
+                .fetch_one(pool)
+                .await?
+        }
+    };
+    Ok(u64::try_from(left).unwrap_or(0))
 }
 
 fn round(value: f64) -> f64 {
