@@ -411,6 +411,14 @@ async fn sqlite_connections_use_wal_foreign_keys_and_a_busy_timeout() {
             .await
             .unwrap();
         assert_eq!(synchronous, 2, "FULL");
+        let checkpoint_pages: i64 = sqlx::query_scalar("pragma wal_autocheckpoint")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        assert_eq!(
+            checkpoint_pages,
+            i64::from(storage::db::WAL_AUTOCHECKPOINT_PAGES)
+        );
         held.push(connection);
     }
 }

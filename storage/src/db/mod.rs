@@ -21,7 +21,9 @@ mod writes;
 
 #[cfg(test)]
 pub(crate) use database::scratch_sqlite;
-pub use database::{Backend, Database, DatabaseTarget, PoolSettings, SqliteDb};
+pub use database::{
+    Backend, Database, DatabaseTarget, PoolSettings, SqliteDb, WAL_AUTOCHECKPOINT_PAGES,
+};
 pub use group_commit::Commit;
 pub(crate) use group_commit::CommitSync;
 pub use lock::{lock_for_migrations, lock_sqlite_file};
