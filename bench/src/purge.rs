@@ -23,6 +23,7 @@ use anyhow::{Context, ensure};
 use clap::Args;
 use serde_json::{Value, json};
 use storage::api_keys::Scope;
+use storage::ids::WebhookEndpointId;
 use storage::volume::VolumePlan;
 use storage::{Database, Environment, Store, Tenant};
 use workers::handlers::maintenance::{Maintenance, PURGE_BATCH};
@@ -244,7 +245,10 @@ async fn run(
             // reclaim: give back what it left, as a later run would.
             store.reclaim_space().await?;
         }
-        let rows = args.expired - expired_left(store, &tenant).await?.min(args.expired);
+        let rows = args.expired
+            - expired_left(store, &seeded.endpoint_id)
+                .await?
+                .min(args.expired);
         let after = size_of(store).await?;
         let before_count = before.len();
         let before_purge = (!before.is_empty()).then(|| percentiles(before));
@@ -312,25 +316,12 @@ async fn purge_runs(platform: platform::Platform) -> anyhow::Result<PurgeProgres
     }
 }
 
-/// The agency's deliveries still held (the seeded ones past retention are
-/// the only ones it has: its creates' events reach no endpoint).
-async fn expired_left(store: &Store, tenant: &Tenant) -> anyhow::Result<u64> {
-    const LEFT: &str = "select count(*) from webhook_deliveries where agency_id = $1";
-    let left: i64 = match store.db() {
-        Database::Sqlite(sqlite) => {
-            sqlx::query_scalar(LEFT)
-                .bind(tenant.agency_id.to_string())
-                .fetch_one(sqlite.pool())
-                .await?
-        }
-        Database::Postgres(pool) => {
-            sqlx::query_scalar(LEFT)
-                .bind(tenant.agency_id.to_string())
-                .fetch_one(pool)
-                .await?
-        }
-    };
-    Ok(u64::try_from(left).unwrap_or(0))
+/// The deliveries the seeded endpoint still holds (the seeded ones past
+/// retention are all it has: no worker fans the creates' events out), from
+/// the total the store keeps with them.
+async fn expired_left(store: &Store, endpoint_id: &WebhookEndpointId) -> anyhow::Result<u64> {
+    let page = store.webhooks().deliveries(endpoint_id, None, 1).await?;
+    Ok(u64::try_from(page.total).unwrap_or(0))
 }
 
 fn round(value: f64) -> f64 {
