@@ -448,9 +448,9 @@ pub const PURGE_BATCH: u32 = 1_000;
 /// its deletes; a create that meets one waits at most about this long, and
 /// the next create's sync carries that batch's pages. Batches of 0.5 ms
 /// rather than 2 ms put the creates' p99 during a purge at 1.55–1.61 of
-/// their p99 between purge windows instead of 1.99–2.12, for a purge
-/// 0.55–0.69 as fast (`bench purge --window 5`, 300,000 expired
-/// deliveries, BENCHMARKS.md).
+/// their p99 between purge windows instead of 1.99–2.12 (300,000 expired
+/// deliveries; a million: 1.64 instead of 1.96), for a purge 0.47–0.69 as
+/// fast (`bench purge`, BENCHMARKS.md); on PostgreSQL 1.17 instead of 1.21.
 pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// The first batch's rows (or the largest allowed, if smaller).
