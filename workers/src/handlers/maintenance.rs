@@ -445,8 +445,9 @@ pub const PURGE_BATCH: u32 = 1_000;
 /// while they take less than half of it and shrink while they take more
 /// than twice it. A purge's commit does not wait for the disk (its batches
 /// are expendable: a batch lost in a crash is purged again), so a batch is
-/// its deletes; a create that meets one waits at most about this long, and
-/// the next create's sync carries that batch's pages. Batches of 0.5 ms
+/// its deletes; a create that meets one waits up to about twice this long
+/// (a batch shrinks only past that), and the next create's sync carries
+/// that batch's pages. Batches of 0.5 ms
 /// rather than 2 ms put the creates' p99 during a purge at 1.55–1.61 of
 /// their p99 between purge windows instead of 1.99–2.12 (300,000 expired
 /// deliveries; a million: 1.64 instead of 1.96), for a purge 0.47–0.69 as
